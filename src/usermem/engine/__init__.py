@@ -1,0 +1,1 @@
+"""The engine: pipelines (write, recall, lifecycle, erasure, sessions) over policy and store."""

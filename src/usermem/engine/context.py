@@ -1,0 +1,57 @@
+"""What every pipeline shares: the store, the contracts, the clock, the limits and change listeners."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from usermem.config import Settings
+from usermem.model import ChangeEvent
+from usermem.policy.contracts import ContractSet
+from usermem.policy.validate import Limits
+from usermem.store.base import Store
+
+Clock = Callable[[], float]
+Listener = Callable[[ChangeEvent], None]
+log = logging.getLogger("usermem")
+
+
+def new_id() -> str:
+    """Time-ordered unique ids (UUIDv7 layout), so ids sort roughly by creation across backends."""
+    ms = time.time_ns() // 1_000_000
+    rand = uuid.uuid4().int & ((1 << 74) - 1)
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return uuid.UUID(int=value).hex
+
+
+@dataclass
+class EngineContext:
+    store: Store
+    settings: Settings
+    contracts: ContractSet
+    clock: Clock = time.time
+    listeners: list[Listener] = field(default_factory=list)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(max_value_bytes=self.settings.max_value_bytes, max_batch=self.settings.max_batch)
+
+    def now(self, now: float | None) -> float:
+        if now is None:
+            return float(self.clock())
+        if isinstance(now, bool) or not isinstance(now, int | float):
+            from usermem.errors import InvalidArgument
+
+            raise InvalidArgument(f"now must be Unix seconds (float), got {type(now).__name__}")
+        return float(now)
+
+    def emit(self, event: ChangeEvent) -> None:
+        # Listeners run after commit; their failure must never undo or fail an acknowledged write.
+        for listener in list(self.listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("change listener %r failed for %s", listener, event.action)

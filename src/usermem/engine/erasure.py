@@ -1,0 +1,50 @@
+"""Erasure: forget a key, a time range or a whole user (soft delete, one transaction), and purge for real."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from usermem.engine.context import EngineContext
+from usermem.engine.write import check_ids
+from usermem.errors import ValidationError
+from usermem.model import DAY, AuditEvent, ChangeEvent
+
+
+class ErasurePipeline:
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        # Extra places a user's data lives (Redis tier, session tier, vector index...). Each gets
+        # (tenant, user_id, keys or None) and must be idempotent, so a failed erasure can be retried.
+        self.extra_erasers: list = []  # type: ignore[type-arg]
+
+    def forget(self, tenant: str, user_id: str, *, keys: Sequence[str] | None = None,
+               created_from: float | None = None, created_until: float | None = None,
+               now: float | None = None, actor: str | None = None) -> int:
+        """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted."""
+        check_ids(tenant, user_id)
+        if keys is not None and any(not isinstance(k, str) for k in keys):
+            raise ValidationError("keys must be strings", field="keys")
+        at = self.ctx.now(now)
+        ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
+                                         created_until=created_until)
+        for erase in self.extra_erasers:
+            erase(tenant, user_id, keys)
+        action = "forget_user" if keys is None and created_from is None and created_until is None else "forget"
+        self.ctx.store.append_audit(AuditEvent(
+            tenant=tenant, at=at, action=action, user_id=user_id, actor=actor,
+            detail={"rows": len(ids), "keys": list(keys) if keys else None,
+                    "created_from": created_from, "created_until": created_until}))
+        self.ctx.emit(ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(ids)))
+        return len(ids)
+
+    def purge(self, *, now: float | None = None, retention_days: float | None = None) -> int:
+        """Physically remove rows soft-deleted or expired more than `retention_days` ago."""
+        at = self.ctx.now(now)
+        days = self.ctx.settings.retention_days if retention_days is None else retention_days
+        if days < 0:
+            raise ValidationError("retention_days must not be negative", field="retention_days")
+        cutoff = at - days * DAY
+        n = self.ctx.store.purge(deleted_before=cutoff, expired_before=cutoff)
+        self.ctx.store.append_audit(AuditEvent(tenant="*", at=at, action="purge",
+                                               detail={"rows": n, "cutoff": cutoff}))
+        return n

@@ -1,0 +1,173 @@
+"""`Memory`: the facade. Thin on purpose — each method hands off to one pipeline module."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from usermem.config import Settings, load_settings
+from usermem.engine.context import Clock, EngineContext, Listener, new_id
+from usermem.engine.erasure import ErasurePipeline
+from usermem.engine.recall import RecallPipeline
+from usermem.engine.write import WritePipeline, check_ids
+from usermem.errors import InvalidArgument, ValidationError
+from usermem.model import AuditEvent, Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult, parse_kind
+from usermem.policy.contracts import (
+    DEFAULT_CONTRACTS,
+    DEFAULT_FORBIDDEN_KEYS,
+    ContractSet,
+    UnknownFieldPolicy,
+)
+from usermem.store.base import AuditQuery, Store, open_store
+
+
+def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    try:
+        return [parse_kind(k) for k in kinds]
+    except ValueError as exc:
+        raise ValidationError(str(exc), field="kinds") from None
+
+
+class Memory:
+    """Long-term user memory.
+
+    >>> m = Memory()                                 # private in-memory SQLite
+    >>> r = m.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed")
+    >>> r.op
+    <Op.ADD: 'ADD'>
+    """
+
+    def __init__(self, url: str | None = None, *, settings: Settings | None = None, store: Store | None = None,
+                 clock: Clock | None = None, contracts: ContractSet | None = None) -> None:
+        if settings is None:
+            settings = load_settings(env={}) if url is None else load_settings(env={}, store_url=url)
+        elif url is not None:
+            settings = settings.with_overrides(store_url=url)
+        self.settings = settings
+        if store is None:
+            store = open_store(settings.store_url if (url or settings.store_url != "sqlite://") else None)
+        if contracts is None:
+            contracts = ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
+                                    DEFAULT_FORBIDDEN_KEYS | frozenset(settings.forbidden_keys))
+        self._ctx = EngineContext(store=store, settings=settings, contracts=contracts, clock=clock or time.time)
+        self._write = WritePipeline(self._ctx)
+        self._recall = RecallPipeline(self._ctx)
+        self._erasure = ErasurePipeline(self._ctx)
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        return self._ctx.store
+
+    @property
+    def contracts(self) -> ContractSet:
+        return self._ctx.contracts
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener(ChangeEvent)` after every committed change."""
+        self._ctx.listeners.append(listener)
+
+    def close(self) -> None:
+        self._ctx.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def write(self, tenant: str, user_id: str, kind: str, key: str, value: Any, *, source: str = "extracted",
+              importance: float | None = None, confidence: float | None = None, now: float | None = None,
+              session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
+              ttl_seconds: float | None = None, change_set_id: str | None = None,
+              actor: str | None = None) -> WriteResult:
+        """Write one memory. Returns ADD / UPDATE / NOOP / REJECT with a reason; never half-writes."""
+        request = WriteRequest(kind=kind, key=key, value=value, source=source, importance=importance,
+                               confidence=confidence, session_id=session_id, client_id=client_id, event_at=event_at,
+                               ttl_seconds=ttl_seconds)
+        return self._write.write(tenant, user_id, request, now=now, change_set_id=change_set_id, actor=actor)
+
+    def write_many(self, tenant: str, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,
+                   now: float | None = None, change_set_id: str | None = None,
+                   actor: str | None = None) -> list[WriteResult]:
+        """Write a batch in one transaction; the accepted writes share one change set id."""
+        requests = [w if isinstance(w, WriteRequest) else _request_from_dict(w) for w in writes]
+        cs = change_set_id or new_id()
+        return self._write.write_many(tenant, user_id, requests, now=now, change_set_id=cs, actor=actor)
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def recall(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
+               kinds: Iterable[str | Kind] | None = None, query: str | None = None,
+               keys: Sequence[str] | None = None, mark_used: bool = False) -> list[MemoryRecord]:
+        """The user's current memories, best first: not superseded, deleted, expired or decayed away."""
+        return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
+                                                     keys=keys, mark_used=mark_used)]
+
+    def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
+                      kinds: Iterable[str | Kind] | None = None, query: str | None = None,
+                      keys: Sequence[str] | None = None, mark_used: bool = False) -> list[ScoredMemory]:
+        """Like recall, with scores, weights and confirmation flags."""
+        check_ids(tenant, user_id)
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise InvalidArgument(f"k must be an int, got {type(k).__name__}")
+        if k < 1:
+            raise ValidationError("k must be at least 1", field="k")
+        return self._recall.recall(tenant, user_id, k, now=self._ctx.now(now), kinds=_kinds(kinds), keys=keys,
+                                   query=query, mark_used=mark_used)
+
+    def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
+        return self._ctx.store.get(tenant, memory_id)
+
+    def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
+        """Every version of a key, oldest first, superseded versions included (deleted ones are not)."""
+        check_ids(tenant, user_id)
+        return self._ctx.store.history(tenant, user_id, key)
+
+    def audit(self, tenant: str, *, user_id: str | None = None, action: str | None = None,
+              since: float | None = None, until: float | None = None, limit: int = 100,
+              after_seq: int | None = None) -> list[AuditEvent]:
+        return self._ctx.store.audit_log(AuditQuery(tenant, user_id, action, since, until, limit, after_seq))
+
+    # -- forgetting ----------------------------------------------------------------------------------
+
+    def forget(self, tenant: str, user_id: str, key: str, *, now: float | None = None,
+               actor: str | None = None) -> int:
+        """Soft-delete every version of one key; returns the rows deleted."""
+        return self._erasure.forget(tenant, user_id, keys=[key], now=now, actor=actor)
+
+    def forget_user(self, tenant: str, user_id: str, *, now: float | None = None, actor: str | None = None) -> int:
+        """Soft-delete everything held about a user in one transaction; returns the rows deleted."""
+        return self._erasure.forget(tenant, user_id, now=now, actor=actor)
+
+    def forget_range(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
+                     now: float | None = None, actor: str | None = None) -> int:
+        """Soft-delete what was written in [since, until)."""
+        return self._erasure.forget(tenant, user_id, created_from=since, created_until=until, now=now, actor=actor)
+
+    def purge(self, now: float | None = None, *, retention_days: float | None = None) -> int:
+        """Physically delete soft-deleted and expired rows older than the retention period."""
+        return self._erasure.purge(now=now, retention_days=retention_days)
+
+
+_REQUEST_FIELDS = set(WriteRequest.__dataclass_fields__)
+
+
+def _request_from_dict(d: dict[str, Any]) -> WriteRequest:
+    if not isinstance(d, dict):
+        raise InvalidArgument(f"each write must be a WriteRequest or dict, got {type(d).__name__}")
+    unknown = set(d) - _REQUEST_FIELDS
+    if unknown:
+        raise ValidationError(f"unknown write fields: {sorted(unknown)}", field=sorted(unknown)[0])
+    missing = {"kind", "key", "value"} - set(d)
+    if missing:
+        raise ValidationError(f"missing write fields: {sorted(missing)}", field=sorted(missing)[0])
+    return WriteRequest(**d)

@@ -1,0 +1,1 @@
+"""Thin adapters over the engine: CLI, HTTP API, MCP server, Python client."""

@@ -1,0 +1,35 @@
+"""The `usermem` command line (typer + rich). Each command group lives beside its feature;
+this module only assembles them. Errors are one clear line and a non-zero exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from usermem.errors import UsermemError
+
+app = typer.Typer(
+    name="usermem",
+    help="Long-term user memory for AI agents. Example: usermem demo --store sqlite:///data/demo.db",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _register() -> None:
+    # Command modules register themselves on `app`; importing them is enough.
+    from usermem.interfaces import cli_core  # noqa: F401
+
+
+def main() -> None:
+    _register()
+    try:
+        app()
+    except UsermemError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)

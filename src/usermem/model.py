@@ -1,0 +1,273 @@
+"""Plain typed records shared by every layer.
+
+Nothing here does I/O or holds business rules beyond the static registries that
+describe memory kinds and sources; policy and engine decide what to do with them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Literal, TypeAlias
+
+JSONValue: TypeAlias = Any
+"""A JSON-serialisable value (str, number, bool, None, list, dict)."""
+
+DAY = 86_400.0
+HOUR = 3_600.0
+
+
+class Kind(StrEnum):
+    """What a memory is about. `profile` is accepted as an alias of `fact`."""
+
+    FACT = "fact"
+    PREFERENCE = "preference"
+    SITUATION = "situation"
+    EPISODE = "episode"
+    CONTEXT = "context"
+
+
+KIND_ALIASES: Mapping[str, Kind] = {"profile": Kind.FACT}
+
+
+class MemoryClass(StrEnum):
+    """CoALA memory classes (procedural memory is deliberately not offered)."""
+
+    SEMANTIC = "semantic"
+    EPISODIC = "episodic"
+    WORKING = "working"
+
+
+class Source(StrEnum):
+    """Who asserted a value. Declaration order is authority order, highest first."""
+
+    SYSTEM = "system"
+    AGENT_CONFIRMED = "agent_confirmed"
+    USER_CONFIRMED = "user_confirmed"
+    ONBOARDING = "onboarding"
+    EXTRACTED = "extracted"
+    INFERRED = "inferred"
+
+
+# Higher number = more authority. Derived from declaration order so there is one list to edit.
+SOURCE_RANK: Mapping[Source, int] = {s: len(Source) - i for i, s in enumerate(Source)}
+
+
+class Op(StrEnum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    NOOP = "NOOP"
+    REJECT = "REJECT"
+
+
+class Reason(StrEnum):
+    """Stable reason codes for write decisions. Values are part of the public API."""
+
+    INVALID_INPUT = "invalid_input"
+    FORBIDDEN_KEY = "forbidden_key"
+    SENSITIVE_VALUE = "sensitive_value"
+    LOWER_PRIORITY_SOURCE = "lower_priority_source"
+    FIELD_DISABLED = "field_disabled"
+    UNKNOWN_FIELD = "unknown_field"
+    LIVE_FIELD = "live_field"
+    SESSION_REQUIRED = "session_required"
+    INSTRUCTION_LIKE = "instruction_like"
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """Defaults for one kind. Field contracts may override ttl, half-life and importance per key."""
+
+    kind: Kind
+    memory_class: MemoryClass
+    ttl_seconds: float | None
+    default_importance: float
+    half_life_seconds: float
+    # Volatile kinds are flagged for confirmation / dropped by weight; the others only rank by it.
+    volatile: bool
+    session_bound: bool = False
+
+    @property
+    def decay_rate(self) -> float:
+        """λ per second for weight = base · e^(−λ·age)."""
+        return math.log(2) / self.half_life_seconds
+
+
+# Half-lives chosen to match the seed's intent (docs/lifecycle.md has the derivation):
+#  fact: ~5 % loss in 10 years   -> half-life ≈ 135 years
+#  preference: 37 % after 30 days -> time constant 30 d, half-life = 30 d · ln 2 ≈ 20.8 d
+#  context: near zero after an hour -> half-life 6 minutes (weight ≈ 0.001 after 1 h)
+#  situation/episode: rank by recency only, 30-day half-life as in seed 000.
+_TEN_YEARS = 3650 * DAY
+KIND_REGISTRY: dict[Kind, KindSpec] = {
+    Kind.FACT: KindSpec(
+        Kind.FACT, MemoryClass.SEMANTIC, None, 0.9, _TEN_YEARS * math.log(2) / -math.log(0.95), False
+    ),
+    Kind.PREFERENCE: KindSpec(Kind.PREFERENCE, MemoryClass.SEMANTIC, None, 0.8, 30 * DAY * math.log(2), True),
+    Kind.SITUATION: KindSpec(Kind.SITUATION, MemoryClass.EPISODIC, 30 * DAY, 0.7, 30 * DAY, False),
+    Kind.EPISODE: KindSpec(Kind.EPISODE, MemoryClass.EPISODIC, 180 * DAY, 0.6, 30 * DAY, False),
+    Kind.CONTEXT: KindSpec(Kind.CONTEXT, MemoryClass.WORKING, None, 0.5, 0.1 * HOUR, True, session_bound=True),
+}
+
+
+def parse_kind(value: str | Kind) -> Kind:
+    """Kind from a string, accepting aliases. Raises ValueError for unknown kinds."""
+    if isinstance(value, Kind):
+        return value
+    lowered = value.strip().lower()
+    if lowered in KIND_ALIASES:
+        return KIND_ALIASES[lowered]
+    return Kind(lowered)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """One version of one memory. Versions of a key form a chain via prev_version_id/superseded_by."""
+
+    id: str
+    tenant: str
+    user_id: str
+    kind: Kind
+    key: str
+    value: JSONValue
+    source: Source
+    confidence: float
+    importance: float
+    created_at: float
+    expires_at: float | None = None
+    last_used_at: float | None = None
+    last_confirmed_at: float | None = None
+    prev_version_id: str | None = None
+    superseded_by: str | None = None
+    superseded_at: float | None = None
+    deleted_at: float | None = None
+    session_id: str | None = None
+    client_id: str | None = None
+    # When the remembered thing happened in the world (episodes); created_at is when we learned it.
+    event_at: float | None = None
+    change_set_id: str | None = None
+    actor: str | None = None
+    # A retraction is a version recording that the user denied the previous value.
+    retracted: bool = False
+
+    @property
+    def memory_class(self) -> MemoryClass:
+        return KIND_REGISTRY[self.kind].memory_class
+
+    @property
+    def is_current(self) -> bool:
+        return self.superseded_by is None and self.deleted_at is None
+
+    def is_live(self, now: float) -> bool:
+        """Current, not retracted and not expired at `now`."""
+        return self.is_current and not self.retracted and (self.expires_at is None or self.expires_at > now)
+
+    def anchor_time(self) -> float:
+        """Start of decay: the latest confirmation, else creation."""
+        if self.last_confirmed_at is not None and self.last_confirmed_at > self.created_at:
+            return self.last_confirmed_at
+        return self.created_at
+
+    def with_changes(self, **changes: Any) -> MemoryRecord:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, StrEnum) else value
+
+
+OpName = Literal["ADD", "UPDATE", "NOOP", "REJECT"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """Outcome of one write. `memory` is the current record after the write (None on REJECT)."""
+
+    op: Op
+    reason: Reason | None = None
+    memory: MemoryRecord | None = None
+    detail: str | None = None
+    # For NOOP/REJECT against an existing version: that version's id.
+    existing_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.op is not Op.REJECT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op.value,
+            "reason": self.reason.value if self.reason else None,
+            "detail": self.detail,
+            "existing_id": self.existing_id,
+            "memory": self.memory.to_dict() if self.memory else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRequest:
+    """One write as a value, for batches and for the interfaces."""
+
+    kind: str
+    key: str
+    value: JSONValue
+    source: str = Source.EXTRACTED.value
+    importance: float | None = None
+    confidence: float | None = None
+    session_id: str | None = None
+    client_id: str | None = None
+    event_at: float | None = None
+    ttl_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One append-only audit entry. Never carries a memory's value."""
+
+    tenant: str
+    at: float
+    action: str
+    user_id: str | None = None
+    key: str | None = None
+    memory_id: str | None = None
+    op: str | None = None
+    reason: str | None = None
+    actor: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+
+    def detail_json(self) -> str:
+        return json.dumps(dict(self.detail), ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    """A recalled memory with the scores that ranked it."""
+
+    memory: MemoryRecord
+    score: float
+    weight: float
+    relevance: float | None = None
+    needs_confirmation: bool = False
+    question: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """Emitted after a change commits: caches, tiers, indexes and other instances react to these."""
+
+    tenant: str
+    user_id: str
+    action: str  # "write" | "forget" | "forget_user" | "touch" | "purge" | "session_closed"
+    at: float
+    keys: tuple[str, ...] = ()
+    memory_ids: tuple[str, ...] = ()
+    client_id: str | None = None
+    causality_id: str | None = None
+    records: tuple[MemoryRecord, ...] = ()

@@ -1,0 +1,267 @@
+"""Field contracts: what may be collected about a user, how sensitive it is, and who may override it.
+
+A contract is plain data. The default set covers the fields the design documents talk about;
+deployments edit, add or disable contracts (stored and versioned by the engine).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from usermem.model import DAY, KIND_REGISTRY, Kind, Source, parse_kind
+from usermem.policy.pii import PIIKind
+
+
+class Sensitivity(StrEnum):
+    L1 = "L1"  # public profile: name, city, occupation, preferences
+    L2 = "L2"  # identifiers: phone, address, ID-like data
+    L3 = "L3"  # special categories: health, religion, finances
+
+
+class Sharing(StrEnum):
+    PRIVATE = "private"  # only the domain that collected it
+    SHARED = "shared"  # any domain of the tenant
+    EXPLICIT_OPT_IN = "explicit_opt_in"  # other domains only after the user agrees
+
+
+class UnknownFieldPolicy(StrEnum):
+    ACCEPT = "accept"  # accept as L1 with the kind's defaults
+    REJECT = "reject"
+
+
+SENSITIVITY_ORDER: Mapping[Sensitivity, int] = {Sensitivity.L1: 1, Sensitivity.L2: 2, Sensitivity.L3: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldContract:
+    key: str
+    kind: Kind
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    sensitivity: Sensitivity = Sensitivity.L1
+    domain: str = "general"
+    sharing: Sharing = Sharing.SHARED
+    ttl_seconds: float | None = None  # None: the kind's default (see ttl_override)
+    ttl_override: bool = False  # True: ttl_seconds applies even when None (= never expires)
+    half_life_seconds: float | None = None
+    default_importance: float | None = None
+    # Highest authority first; None means the global Source order.
+    authority: tuple[Source, ...] | None = None
+    storable: bool = True  # False: never stored; a `live` field is read from the system of record
+    live: bool = False
+    resolver: str | None = None  # dotted Python path or http(s) URL for live fields
+    enabled: bool = True
+    standing: bool = False  # never dropped or flagged by decay (allergies, language, contact channel)
+    allowed_pii: frozenset[PIIKind] = frozenset()
+    questions: Mapping[str, str] = field(default_factory=dict)  # confirmation question per language
+    version: int = 1
+
+    def effective_ttl(self) -> float | None:
+        if self.ttl_override or self.ttl_seconds is not None:
+            return self.ttl_seconds
+        return KIND_REGISTRY[self.kind].ttl_seconds
+
+    def effective_half_life(self) -> float:
+        return self.half_life_seconds or KIND_REGISTRY[self.kind].half_life_seconds
+
+    def effective_importance(self) -> float:
+        if self.default_importance is not None:
+            return self.default_importance
+        return KIND_REGISTRY[self.kind].default_importance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind.value,
+            "description": self.description,
+            "aliases": list(self.aliases),
+            "sensitivity": self.sensitivity.value,
+            "domain": self.domain,
+            "sharing": self.sharing.value,
+            "ttl_seconds": self.ttl_seconds,
+            "ttl_override": self.ttl_override,
+            "half_life_seconds": self.half_life_seconds,
+            "default_importance": self.default_importance,
+            "authority": [s.value for s in self.authority] if self.authority else None,
+            "storable": self.storable,
+            "live": self.live,
+            "resolver": self.resolver,
+            "enabled": self.enabled,
+            "standing": self.standing,
+            "allowed_pii": sorted(p.value for p in self.allowed_pii),
+            "questions": dict(self.questions),
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FieldContract:
+        authority = data.get("authority")
+        return cls(
+            key=str(data["key"]),
+            kind=parse_kind(str(data["kind"])),
+            description=str(data.get("description", "")),
+            aliases=tuple(str(a) for a in data.get("aliases", ())),
+            sensitivity=Sensitivity(data.get("sensitivity", "L1")),
+            domain=str(data.get("domain", "general")),
+            sharing=Sharing(data.get("sharing", "shared")),
+            ttl_seconds=_opt_float(data.get("ttl_seconds")),
+            ttl_override=bool(data.get("ttl_override", False)),
+            half_life_seconds=_opt_float(data.get("half_life_seconds")),
+            default_importance=_opt_float(data.get("default_importance")),
+            authority=tuple(Source(s) for s in authority) if authority else None,
+            storable=bool(data.get("storable", True)),
+            live=bool(data.get("live", False)),
+            resolver=data.get("resolver"),
+            enabled=bool(data.get("enabled", True)),
+            standing=bool(data.get("standing", False)),
+            allowed_pii=frozenset(PIIKind(p) for p in data.get("allowed_pii", ())),
+            questions=dict(data.get("questions", {})),
+            version=int(data.get("version", 1)),
+        )
+
+    def evolve(self, **changes: Any) -> FieldContract:
+        return replace(self, **changes)
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+# --- forbidden keys -------------------------------------------------------------------------------------
+
+# Normalised (lower-case, separators removed) key names that may never be stored, in any spelling.
+DEFAULT_FORBIDDEN_KEYS: frozenset[str] = frozenset(
+    {
+        "card_number", "password", "id_number",
+        "cardnumber", "creditcard", "bankcard", "bankcardnumber", "cardno", "cvv", "cvc", "pin",
+        "passwd", "pwd", "passcode", "idnumber", "idcard", "idcardnumber", "ssn", "nationalid", "passport",
+        "passportnumber", "secret", "apikey", "accesstoken",
+        "卡号", "银行卡", "银行卡号", "信用卡号", "密码", "登录密码", "支付密码", "口令",
+        "身份证", "身份证号", "身份证号码", "证件号", "证件号码", "护照号",
+    }
+)
+# Tokens that make any key containing them forbidden (login_password, user_id_number, 银行卡号码...).
+_FORBIDDEN_SUBSTRINGS = ("password", "passwd", "cardnumber", "creditcard", "idnumber", "idcard", "密码", "卡号", "身份证")
+
+
+def normalise_key(key: str) -> str:
+    return re.sub(r"[\s_\-.]", "", key).lower()
+
+
+def is_forbidden_key(key: str, forbidden: Iterable[str] = DEFAULT_FORBIDDEN_KEYS) -> bool:
+    norm = normalise_key(key)
+    forbidden_norm = {normalise_key(k) for k in forbidden}
+    return norm in forbidden_norm or any(s in norm for s in _FORBIDDEN_SUBSTRINGS)
+
+
+# --- the default contract set ----------------------------------------------------------------------------
+
+_SYS_FIRST = (Source.SYSTEM, Source.AGENT_CONFIRMED, Source.USER_CONFIRMED, Source.ONBOARDING, Source.EXTRACTED,
+              Source.INFERRED)
+# The user is the authority on how they want to be contacted, above what a CRM import says.
+_USER_FIRST = (Source.USER_CONFIRMED, Source.AGENT_CONFIRMED, Source.SYSTEM, Source.ONBOARDING, Source.EXTRACTED,
+               Source.INFERRED)
+
+
+def _c(key: str, kind: Kind, description: str, aliases: Iterable[str], **kw: Any) -> FieldContract:
+    return FieldContract(key=key, kind=kind, description=description, aliases=tuple(aliases), **kw)
+
+
+DEFAULT_CONTRACTS: tuple[FieldContract, ...] = (
+    _c("name", Kind.FACT, "the user's name", ["名字", "姓名", "叫什么", "称呼", "name", "call me"]),
+    _c("plan", Kind.FACT, "subscription plan held by the billing system", ["套餐", "年付", "月付", "订阅", "plan",
+       "subscription", "billing"], authority=_SYS_FIRST, domain="billing"),
+    _c("occupation", Kind.FACT, "job or role", ["职业", "工作", "职位", "岗位", "我是", "job", "occupation", "role",
+       "profession", "work as"]),
+    _c("city", Kind.FACT, "city the user lives in", ["城市", "住在", "所在地", "city", "live in", "based in"]),
+    _c("email", Kind.FACT, "e-mail address for sending things", ["邮箱", "邮件地址", "电子邮件", "发邮箱", "发我邮箱",
+       "email", "e-mail", "mail"], allowed_pii=frozenset({PIIKind.EMAIL}), standing=True),
+    _c("phone", Kind.FACT, "mobile phone number", ["手机", "手机号", "电话", "phone", "mobile"],
+       sensitivity=Sensitivity.L2, allowed_pii=frozenset({PIIKind.CN_MOBILE})),
+    _c("address", Kind.FACT, "postal address", ["地址", "住址", "收货地址", "address"], sensitivity=Sensitivity.L2),
+    _c("allergy", Kind.FACT, "allergies", ["过敏", "过敏原", "allergy", "allergic"], sensitivity=Sensitivity.L3,
+       domain="health", standing=True, sharing=Sharing.EXPLICIT_OPT_IN),
+    _c("medical_history", Kind.FACT, "medical history", ["病史", "既往病", "medical history", "diagnosis"],
+       sensitivity=Sensitivity.L3, domain="health", sharing=Sharing.EXPLICIT_OPT_IN),
+    _c("contact", Kind.PREFERENCE, "how the user wants to be contacted", ["联系方式", "联系", "打电话", "邮件联系",
+       "contact", "call me", "reach me"], authority=_USER_FIRST, standing=True,
+       questions={"zh": "您还是希望我们通过这种方式联系您吗？", "en": "Should we still contact you this way?"}),
+    _c("contact_channel", Kind.PREFERENCE, "preferred contact channel", ["联系渠道", "联系方式", "contact channel",
+       "channel"], authority=_USER_FIRST, standing=True),
+    _c("language", Kind.PREFERENCE, "language for replies", ["语言", "中文", "英文", "英语", "language", "in english",
+       "in chinese"], standing=True),
+    _c("report_format", Kind.PREFERENCE, "format for reports and documents", ["格式", "报告格式", "markdown", "word",
+       "pdf", "format", "report"],
+       questions={"zh": "报告还用这个格式吗？", "en": "Should reports still use this format?"}),
+    _c("reply_length", Kind.PREFERENCE, "preferred length of replies", ["回复长度", "简洁", "精简", "详细", "太长",
+       "长一点", "短一点", "length", "concise", "brief", "detailed", "too long", "shorter"],
+       questions={"zh": "回复还保持这个长度吗？", "en": "Should replies keep this length?"}),
+    _c("reply_format", Kind.PREFERENCE, "format of replies (bullets, tables, prose)", ["列表", "表格", "要点",
+       "bullet", "table", "bullets"]),
+    _c("task_types", Kind.PREFERENCE, "what the user wants help with", ["写作", "查询", "规划", "任务", "writing",
+       "research", "planning", "tasks"]),
+    _c("likes", Kind.PREFERENCE, "things the user likes", ["喜欢", "爱", "偏爱", "like", "love", "prefer"]),
+    _c("dislikes", Kind.PREFERENCE, "things the user dislikes", ["讨厌", "不喜欢", "不要", "别", "hate", "dislike",
+       "don't like"]),
+    _c("news_topics", Kind.PREFERENCE, "news topics to pause or follow", ["新闻", "资讯", "推送", "科技新闻", "news",
+       "topics"], questions={"zh": "是否需要恢复科技资讯推送？", "en": "Do you still want tech news paused?"}),
+    _c("open_issue", Kind.SITUATION, "an open support issue", ["问题", "工单", "退款", "扣款", "issue", "refund",
+       "ticket", "problem"]),
+    _c("current_task", Kind.CONTEXT, "what the current session is working on", ["当前", "正在", "这次", "current",
+       "right now", "this session"]),
+)
+
+
+class ContractSet:
+    """An immutable lookup of contracts by key and alias, plus the policy for unknown keys."""
+
+    def __init__(
+        self,
+        contracts: Iterable[FieldContract] = DEFAULT_CONTRACTS,
+        unknown: UnknownFieldPolicy = UnknownFieldPolicy.ACCEPT,
+        forbidden_keys: Iterable[str] = DEFAULT_FORBIDDEN_KEYS,
+    ) -> None:
+        self._by_key: dict[str, FieldContract] = {c.key: c for c in contracts}
+        self.unknown = unknown
+        self.forbidden_keys = frozenset(forbidden_keys)
+
+    def get(self, key: str) -> FieldContract | None:
+        return self._by_key.get(key)
+
+    def for_write(self, key: str, kind: Kind) -> FieldContract | None:
+        """The contract governing a write, or None when unknown keys are rejected.
+
+        Unknown keys (when accepted) get an L1 contract with the kind's defaults.
+        """
+        known = self._by_key.get(key)
+        if known is not None:
+            return known
+        if self.unknown is UnknownFieldPolicy.REJECT:
+            return None
+        return FieldContract(key=key, kind=kind)
+
+    def __iter__(self) -> Iterator[FieldContract]:
+        return iter(self._by_key.values())
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def enabled(self) -> list[FieldContract]:
+        return [c for c in self._by_key.values() if c.enabled]
+
+    def with_contract(self, contract: FieldContract) -> ContractSet:
+        merged = dict(self._by_key)
+        merged[contract.key] = contract
+        return ContractSet(merged.values(), self.unknown, self.forbidden_keys)
+
+    def is_forbidden(self, key: str) -> bool:
+        return is_forbidden_key(key, self.forbidden_keys)
+
+
+DEFAULT_TTL_DAYS: Mapping[Kind, float | None] = {
+    k: (spec.ttl_seconds / DAY if spec.ttl_seconds else None) for k, spec in KIND_REGISTRY.items()
+}

@@ -1,0 +1,263 @@
+"""Deterministic PII detectors shared by the write guard and the output filter.
+
+Each detector finds candidate spans with a permissive pattern and then *validates* them
+(check digits, dates, Luhn, number prefixes), so that ordinary numbers — amounts, dates,
+order and tracking numbers, versions, postcodes — are not flagged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class PIIKind(StrEnum):
+    CN_ID = "cn_id"
+    BANK_CARD = "bank_card"
+    CN_MOBILE = "cn_mobile"
+    PASSWORD = "password"
+    API_KEY = "api_key"
+    EMAIL = "email"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A detected span: text[start:end] is the sensitive part (for passwords, only the secret itself)."""
+
+    kind: PIIKind
+    start: int
+    end: int
+
+
+DEFAULT_PLACEHOLDER = "[已脱敏]"
+
+# --- Chinese resident identity number (GB 11643-1999) -------------------------------------------------
+
+_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_ID_CHECK = "10X98765432"
+_SEP = r"[ \-\u00a0]?"
+_ID_RE = re.compile(r"(?<![0-9A-Za-z])(\d(?:" + _SEP + r"\d){16}" + _SEP + r"[\dXx])(?![0-9A-Za-z])")
+_DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def cn_id_check_digit(first17: str) -> str:
+    total = sum(int(d) * w for d, w in zip(first17, _ID_WEIGHTS, strict=True))
+    return _ID_CHECK[total % 11]
+
+
+def is_valid_cn_id(number: str) -> bool:
+    """18 characters, plausible region and birth date, and the GB 11643 check digit."""
+    n = number.upper()
+    if len(n) != 18 or not n[:17].isdigit():
+        return False
+    if n[0] not in "1234568" or n[:2] == "00":
+        return False
+    year, month, day = int(n[6:10]), int(n[10:12]), int(n[12:14])
+    if not (1900 <= year <= 2099 and 1 <= month <= 12 and 1 <= day <= _DAYS_IN_MONTH[month - 1]):
+        return False
+    if month == 2 and day == 29 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
+        return False
+    return cn_id_check_digit(n[:17]) == n[17]
+
+
+def _digits(text: str) -> str:
+    return re.sub(r"[^0-9Xx]", "", text)
+
+
+def _find_cn_id(text: str) -> Iterator[Finding]:
+    for m in _ID_RE.finditer(text):
+        if is_valid_cn_id(_digits(m.group(1))):
+            yield Finding(PIIKind.CN_ID, m.start(1), m.end(1))
+
+
+# --- Bank cards -----------------------------------------------------------------------------------------
+
+_CARD_RE = re.compile(r"(?<![0-9A-Za-z.])(\d(?:[ \-]?\d){12,18})(?![0-9A-Za-z]|\.\d)")
+
+
+def luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _card_prefix_ok(d: str) -> bool:
+    """Issuer prefixes of the networks in use (Visa, Mastercard, Amex, UnionPay, Discover, JCB, Diners, Maestro).
+
+    Numbers starting with 0, 1, 7, 8 or 9 are not payment cards; this keeps tracking numbers
+    and timestamps that happen to pass Luhn (one in ten random numbers does) from being flagged.
+    """
+    return d[0] in "3456" or d.startswith(("2221", "2222", "2223", "2224", "2225", "2226", "2227", "2228",
+                                           "2229", "223", "224", "225", "226", "227", "228", "229",
+                                           "23", "24", "25", "26", "270", "271", "2720"))
+
+
+_ORDER_CUES = re.compile(
+    r"(订单|单号|运单|快递|物流|流水|工单|编号|交易号|order|tracking|invoice|ticket|ref(?:erence)?|serial|sku)"
+    r"[^0-9\n]{0,12}$",
+    re.IGNORECASE,
+)
+_CARD_CUES = re.compile(r"(卡|card|银行|bank|visa|master|银联|借记|信用|账户|account|iban)", re.IGNORECASE)
+
+
+def _find_bank_cards(text: str) -> Iterator[Finding]:
+    for m in _CARD_RE.finditer(text):
+        digits = re.sub(r"\D", "", m.group(1))
+        if not (13 <= len(digits) <= 19 and luhn_ok(digits) and _card_prefix_ok(digits)):
+            continue
+        before = text[max(0, m.start(1) - 24) : m.start(1)]
+        # An explicit "order no." label in front of a number wins unless a card is also mentioned.
+        if _ORDER_CUES.search(before) and not _CARD_CUES.search(before):
+            continue
+        yield Finding(PIIKind.BANK_CARD, m.start(1), m.end(1))
+
+
+# --- Chinese mobile numbers -----------------------------------------------------------------------------
+
+_MOBILE_RE = re.compile(
+    r"(?<![0-9A-Za-z+])"
+    r"((?:(?:\+|00)86[ \-]?|\(\+?86\)[ \-]?|（\+?86）[ \-]?|86[ \-])?"
+    r"1[3-9]\d(?:[ \-]?\d){8})"
+    r"(?![0-9A-Za-z])"
+)
+
+
+def _find_mobiles(text: str) -> Iterator[Finding]:
+    for m in _MOBILE_RE.finditer(text):
+        before = text[max(0, m.start(1) - 24) : m.start(1)]
+        if _ORDER_CUES.search(before) and not re.search(r"(手机|电话|联系|mobile|phone|tel|call)", before, re.I):
+            continue
+        yield Finding(PIIKind.CN_MOBILE, m.start(1), m.end(1))
+
+
+# --- E-mail ---------------------------------------------------------------------------------------------
+
+_EMAIL_RE = re.compile(r"(?<![\w.+-])([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24})(?![\w-])")
+
+
+def _find_emails(text: str) -> Iterator[Finding]:
+    for m in _EMAIL_RE.finditer(text):
+        yield Finding(PIIKind.EMAIL, m.start(1), m.end(1))
+
+
+# --- Passwords and secrets stated as such ---------------------------------------------------------------
+
+_PW_LABEL = (
+    r"(?:(?:登录|登陆|支付|交易|取款|银行卡|账户|账号|邮箱|wifi|WiFi|WIFI)?密码|口令|pin码|PIN码|"
+    r"pass(?:word|wd|code|phrase)?|pwd|pin)"
+)
+# Label, then an explicit separator ("是", "为", ":", "=", "is"), then the secret.
+_PW_EXPLICIT = re.compile(
+    _PW_LABEL + r"(?:\s*(?:是|为|為|:|：|=|is|was)\s*|\s+(?:is|was)\s+)[\"'“‘「]?([^\s\"'”’」，。,;；、]{3,64})",
+    re.IGNORECASE,
+)
+# "passwd hunter2" / "pwd s3cret!": bare space after a short label, only when the token looks like a secret.
+_PW_BARE = re.compile(r"(?<![A-Za-z])(?:passwd|pwd|password)\s+([^\s\"'，。,;；]{4,64})", re.IGNORECASE)
+_NOT_A_SECRET = re.compile(
+    r"^(?:reset|resets|change|changed|forgot|forgotten|recovery|manager|policy|field|strength|hint|is|was|"
+    r"expired|expires|incorrect|wrong|required|protected|login|的|了|吗|错误|忘记|重置|修改)$",
+    re.IGNORECASE,
+)
+
+
+def _looks_secret(token: str) -> bool:
+    return bool(re.search(r"\d", token) or re.search(r"[^\w]", token) or (
+        re.search(r"[a-z]", token) and re.search(r"[A-Z]", token)))
+
+
+def _find_passwords(text: str) -> Iterator[Finding]:
+    for m in _PW_EXPLICIT.finditer(text):
+        token = m.group(1)
+        if _NOT_A_SECRET.match(token) or token.startswith(("多少", "什么", "啥")):
+            continue
+        yield Finding(PIIKind.PASSWORD, m.start(1), m.end(1))
+    for m in _PW_BARE.finditer(text):
+        token = m.group(1)
+        if not _NOT_A_SECRET.match(token) and _looks_secret(token):
+            yield Finding(PIIKind.PASSWORD, m.start(1), m.end(1))
+
+
+# --- API keys and tokens, by shape -----------------------------------------------------------------------
+
+_KEY_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9])("
+    r"sk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{20,}"
+    r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{30,}"
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}"
+    r"|AKIA[0-9A-Z]{16}"
+    r"|AIza[0-9A-Za-z_\-]{35}"
+    r"|glpat-[A-Za-z0-9_\-]{20,}"
+    r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
+    r")(?![A-Za-z0-9])"
+)
+_KEY_LABELLED = re.compile(
+    r"(?:api[_\- ]?key|apikey|access[_\- ]?token|secret(?:[_\- ]?key)?|auth[_\- ]?token|bearer|token|密钥|令牌)"
+    r"\s*(?:是|为|:|：|=|\s)\s*[\"']?([A-Za-z0-9_\-./+=]{16,})",
+    re.IGNORECASE,
+)
+
+
+def _find_api_keys(text: str) -> Iterator[Finding]:
+    for m in _KEY_SHAPES.finditer(text):
+        yield Finding(PIIKind.API_KEY, m.start(1), m.end(1))
+    for m in _KEY_LABELLED.finditer(text):
+        token = m.group(1)
+        if re.search(r"\d", token) and re.search(r"[A-Za-z]", token):
+            yield Finding(PIIKind.API_KEY, m.start(1), m.end(1))
+
+
+# --- Public API -----------------------------------------------------------------------------------------
+
+# Order matters for overlaps: an 18-digit ID is checked before a card, a card before a phone.
+_DETECTORS: tuple[tuple[PIIKind, Callable[[str], Iterator[Finding]]], ...] = (
+    (PIIKind.CN_ID, _find_cn_id),
+    (PIIKind.API_KEY, _find_api_keys),
+    (PIIKind.PASSWORD, _find_passwords),
+    (PIIKind.BANK_CARD, _find_bank_cards),
+    (PIIKind.CN_MOBILE, _find_mobiles),
+    (PIIKind.EMAIL, _find_emails),
+)
+ALL_KINDS: frozenset[PIIKind] = frozenset(PIIKind)
+
+
+def detect(text: str, kinds: Iterable[PIIKind | str] | None = None) -> list[Finding]:
+    """All non-overlapping findings in `text`, in order. Earlier detectors win overlaps."""
+    if not isinstance(text, str):
+        raise TypeError(f"detect() needs a str, got {type(text).__name__}")
+    wanted = ALL_KINDS if kinds is None else frozenset(PIIKind(k) for k in kinds)
+    taken: list[Finding] = []
+    for kind, finder in _DETECTORS:
+        if kind not in wanted:
+            continue
+        for f in finder(text):
+            if not any(f.start < t.end and t.start < f.end for t in taken):
+                taken.append(f)
+    return sorted(taken, key=lambda f: f.start)
+
+
+def redact(
+    text: str, placeholder: str = DEFAULT_PLACEHOLDER, kinds: Iterable[PIIKind | str] | None = None
+) -> str:
+    """`text` with every finding replaced by `placeholder`."""
+    out: list[str] = []
+    pos = 0
+    for f in detect(text, kinds):
+        out.append(text[pos : f.start])
+        out.append(placeholder)
+        pos = f.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def contains(text: str, kinds: Iterable[PIIKind | str] | None = None) -> bool:
+    return bool(detect(text, kinds))

@@ -1,0 +1,138 @@
+"""The storage protocol.
+
+A backend offers a few primitives; the engine composes them into pipelines. Policy never lives
+here: a backend does not know what a source is worth, which keys are forbidden or how weights
+decay. It knows how to keep versions, find the current one under a lock, and delete for real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from usermem.model import AuditEvent, Kind, MemoryRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    tenant: str
+    user_id: str | None = None
+    action: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: int = 100
+    after_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveQuery:
+    """Which current memories of one user to fetch. Expiry is judged against `now`."""
+
+    tenant: str
+    user_id: str
+    now: float
+    kinds: Sequence[Kind] | None = None
+    keys: Sequence[str] | None = None
+    session_id: str | None = None
+    include_retracted: bool = False
+
+
+class WriteTx(Protocol):
+    """One transaction over one user's memories. Everything done through it commits or rolls back together."""
+
+    def head(self, key: str) -> MemoryRecord | None:
+        """The current version of `key` (not superseded, not deleted; possibly expired), locked for this tx."""
+
+    def insert(self, record: MemoryRecord) -> None: ...
+
+    def supersede(self, old_id: str, new_id: str, at: float) -> None:
+        """Mark `old_id` as replaced by `new_id`. Refuses if `old_id` is not current (a lost race)."""
+
+    def get(self, memory_id: str) -> MemoryRecord | None: ...
+
+    def audit(self, event: AuditEvent) -> None: ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What every backend implements. One conformance suite (tests/conformance) runs on all of them."""
+
+    url: str
+
+    def transaction(self, tenant: str, user_id: str) -> AbstractContextManager[WriteTx]: ...
+
+    def append_audit(self, event: AuditEvent) -> None: ...
+
+    def live(self, q: LiveQuery) -> list[MemoryRecord]: ...
+
+    def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
+        """A record of this tenant by id, unless soft-deleted."""
+
+    def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
+        """Every non-deleted version of a key, oldest first."""
+
+    def by_change_set(self, tenant: str, change_set_id: str) -> list[MemoryRecord]: ...
+
+    def touch(
+        self, tenant: str, ids: Sequence[str], *, used_at: float | None = None, confirmed_at: float | None = None
+    ) -> int:
+        """Set last_used_at / last_confirmed_at on records (they only move forward)."""
+
+    def soft_delete(
+        self,
+        tenant: str,
+        user_id: str,
+        at: float,
+        *,
+        keys: Sequence[str] | None = None,
+        created_from: float | None = None,
+        created_until: float | None = None,
+    ) -> list[str]:
+        """Mark every matching version deleted (one transaction); returns the ids of all versions deleted."""
+
+    def purge(self, *, deleted_before: float, expired_before: float) -> int:
+        """Physically remove soft-deleted and expired rows, and make their bytes unrecoverable."""
+
+    def audit_log(self, q: AuditQuery) -> list[AuditEvent]: ...
+
+    def users(self, tenant: str, limit: int = 1000) -> list[str]: ...
+
+    def count(self, tenant: str | None = None) -> int:
+        """Rows stored (all versions, deleted included); for operators and benchmarks."""
+
+    def ping(self) -> None:
+        """Raise StoreError when the backend cannot answer."""
+
+    def close(self) -> None: ...
+
+
+def open_store(url: str | None, **options: object) -> Store:
+    """Open a backend by URL: sqlite:///path, sqlite:// (private in-memory), postgresql://..."""
+    from usermem.errors import ConfigError
+
+    if url is None or url in ("", "sqlite://", "sqlite:///:memory:", ":memory:"):
+        from usermem.store.sqlite import SQLiteStore
+
+        return SQLiteStore(":memory:")
+    if url.startswith("sqlite:///"):
+        from usermem.store.sqlite import SQLiteStore
+
+        return SQLiteStore(url[len("sqlite:///") :])
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            from usermem.store.postgres import PostgresStore
+        except ImportError as exc:  # pragma: no cover - depends on installation
+            raise ConfigError(f"PostgreSQL support is not available: {exc}", setting="store_url") from exc
+        return PostgresStore(url, **options)  # type: ignore[arg-type]
+    scheme = url.split(":", 1)[0]
+    raise ConfigError(
+        f"unknown store scheme {scheme!r} in {url!r}; use sqlite:///path/to/file.db or postgresql://user@host/db",
+        setting="store_url",
+    )
+
+
+def chunked(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
