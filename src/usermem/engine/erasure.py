@@ -27,9 +27,13 @@ class ErasurePipeline:
         at = self.ctx.now(now)
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
                                          created_until=created_until)
+        whole_user = keys is None and created_from is None and created_until is None
+        if whole_user:
+            # Sessions, grants, verifications and other per-user documents go too (hard delete).
+            self.ctx.store.delete_user_docs(tenant, user_id)
         for erase in self.extra_erasers:
             erase(tenant, user_id, keys)
-        action = "forget_user" if keys is None and created_from is None and created_until is None else "forget"
+        action = "forget_user" if whole_user else "forget"
         self.ctx.store.append_audit(AuditEvent(
             tenant=tenant, at=at, action=action, user_id=user_id, actor=actor,
             detail={"rows": len(ids), "keys": list(keys) if keys else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from usermem.model import AuditEvent, Kind, MemoryRecord
 
@@ -96,6 +96,24 @@ class Store(Protocol):
         """Physically remove soft-deleted and expired rows, and make their bytes unrecoverable."""
 
     def audit_log(self, q: AuditQuery) -> list[AuditEvent]: ...
+
+    # -- documents: small JSON records the engine keeps beside memories (sessions, grants, keys...) --
+
+    def put_doc(self, tenant: str, namespace: str, key: str, value: dict[str, Any], *, now: float,
+                user_id: str | None = None, expires_at: float | None = None) -> None:
+        """Insert or replace one document."""
+
+    def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
+        """The document, unless absent or expired at `now`."""
+
+    def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
+                  limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
+        """(key, value) pairs of a namespace, optionally one user's, ordered by key."""
+
+    def delete_doc(self, tenant: str, namespace: str, key: str) -> bool: ...
+
+    def delete_user_docs(self, tenant: str, user_id: str) -> int:
+        """Delete every document of a user in every namespace (erasure)."""
 
     def users(self, tenant: str, limit: int = 1000) -> list[str]: ...
 

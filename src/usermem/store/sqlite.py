@@ -266,6 +266,50 @@ class SQLiteStore:
         return [AuditEvent(tenant=r[1], at=r[2], action=r[3], user_id=r[4], key=r[5], memory_id=r[6], op=r[7],
                            reason=r[8], actor=r[9], detail=json.loads(r[10]), seq=r[0]) for r in rows]
 
+    def put_doc(self, tenant: str, namespace: str, key: str, value: dict[str, Any], *, now: float,
+                user_id: str | None = None, expires_at: float | None = None) -> None:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO documents (tenant, namespace, key, user_id, value, updated_at, expires_at)"
+                " VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, namespace, key) DO UPDATE SET"
+                " user_id=excluded.user_id, value=excluded.value, updated_at=excluded.updated_at,"
+                " expires_at=excluded.expires_at", (tenant, namespace, key, user_id, text, now, expires_at))
+
+    def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value, expires_at FROM documents WHERE tenant=? AND namespace=? AND key=?",
+                (tenant, namespace, key)).fetchone()
+        if row is None or (now is not None and row[1] is not None and row[1] <= now):
+            return None
+        return dict(json.loads(row[0]))
+
+    def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
+                  limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
+        where, args = ["tenant=?", "namespace=?"], [tenant, namespace]
+        if user_id is not None:
+            where.append("user_id=?")
+            args.append(user_id)
+        if now is not None:
+            where.append("(expires_at IS NULL OR expires_at > ?)")
+            args.append(now)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT key, value FROM documents WHERE {' AND '.join(where)} ORDER BY key LIMIT ?",
+                (*args, limit)).fetchall()
+        return [(r[0], dict(json.loads(r[1]))) for r in rows]
+
+    def delete_doc(self, tenant: str, namespace: str, key: str) -> bool:
+        with self._lock:
+            return self._conn.execute("DELETE FROM documents WHERE tenant=? AND namespace=? AND key=?",
+                                      (tenant, namespace, key)).rowcount > 0
+
+    def delete_user_docs(self, tenant: str, user_id: str) -> int:
+        with self._lock:
+            return int(self._conn.execute("DELETE FROM documents WHERE tenant=? AND user_id=?",
+                                          (tenant, user_id)).rowcount)
+
     def users(self, tenant: str, limit: int = 1000) -> list[str]:
         with self._lock:
             rows = self._conn.execute(
