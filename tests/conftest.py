@@ -14,6 +14,38 @@ T0 = 1_790_000_000.0
 DAY = 86_400.0
 
 
+# Backends the conformance suite (tests/conformance/) runs on. Issue 3 adds "postgres" and "tiered";
+# each entry maps to a factory in BACKEND_FACTORIES.
+BACKENDS = ["sqlite"]
+
+
+def _sqlite_factory(tmp_path, **kw):
+    return Memory(f"sqlite:///{tmp_path}/conformance.db", **kw)
+
+
+BACKEND_FACTORIES = {"sqlite": _sqlite_factory}
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def make_memory(backend, tmp_path):
+    """Factory: make_memory(**Memory kwargs) -> Memory on the current backend; closed after the test."""
+    made = []
+
+    def factory(**kw):
+        m = BACKEND_FACTORIES[backend](tmp_path, **kw)
+        made.append(m)
+        return m
+
+    yield factory
+    for m in made:
+        m.close()
+
+
 @pytest.fixture
 def mem() -> Memory:
     m = Memory()
