@@ -17,6 +17,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+eval_app = typer.Typer(help="Evaluations on labelled data; each prints a table and writes reports/.",
+                       no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
 console = Console()
 err_console = Console(stderr=True)
 
