@@ -8,13 +8,14 @@ episodes live until their TTL and are merely ranked.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 
 from usermem.engine.context import EngineContext
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
 from usermem.policy.contracts import FieldContract
-from usermem.policy.decay import DecayInput, weight
-from usermem.store.base import LiveQuery
+from usermem.policy.decay import DecayInput, weight, weight_of
+from usermem.store.base import LiveQuery, ScoreRow
 
 # (query, records) -> relevance in [0, 1] per record, same order. Plugged in by the relevance package.
 RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
@@ -23,6 +24,15 @@ _GENERIC_QUESTION = {
     "zh": "关于「{key}」，您还是「{value}」吗？",
     "en": "Is this still right for {key}: {value}?",
 }
+
+
+def _key_policy(contract: FieldContract | None, kind: Kind) -> tuple[bool, float, bool] | None:
+    """(enabled, half-life, judged_by_weight) for a key, or None when the field is disabled."""
+    if contract is not None and not contract.enabled:
+        return None
+    half_life = (contract.half_life_seconds if contract else None) or KIND_REGISTRY[kind].half_life_seconds
+    judged = KIND_REGISTRY[kind].volatile and not (contract is not None and contract.standing)
+    return True, half_life, judged
 
 
 def detect_language(text: str) -> str:
@@ -45,42 +55,81 @@ class RecallPipeline:
 
     def weigh(self, record: MemoryRecord, now: float) -> float:
         contract = self.ctx.contracts.get(record.key)
-        half_life = contract.effective_half_life() if contract else KIND_REGISTRY[record.kind].half_life_seconds
+        half_life = (contract.half_life_seconds if contract else None) or KIND_REGISTRY[record.kind].half_life_seconds
         return weight(DecayInput(record.confidence, half_life, record.created_at, record.last_confirmed_at,
                                  record.last_used_at), now)
 
     def scored(self, tenant: str, user_id: str, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None,
-               query: str | None = None) -> list[ScoredMemory]:
-        """Every live memory of the user, scored and flagged, best first (no cut to k)."""
-        records = self.ctx.store.live(LiveQuery(tenant, user_id, now, kinds=kinds, keys=keys, session_id=session_id))
-        if not records:
+               query: str | None = None, limit: int | None = None) -> list[ScoredMemory]:
+        """Live memories of the user, scored and flagged, best first; the best `limit` (default all).
+
+        Hot path: scoring reads only the ScoreRow columns (a covering index on SQLite); full
+        records, with their values, are fetched for the winners only. A query needs the values of
+        every candidate for relevance, so it takes the full-record path.
+        """
+        q = LiveQuery(tenant, user_id, now, kinds=kinds, keys=keys, session_id=session_id)
+        store = self.ctx.store
+        full: dict[str, MemoryRecord] | None = None
+        relevance: dict[str, float] | None = None
+        if query and self.relevance is not None:
+            records = store.live(q)
+            full = {r.id: r for r in records}
+            rows = [ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at, r.last_used_at,
+                             r.last_confirmed_at) for r in records]
+            relevance = dict(zip(full, self.relevance(query, records), strict=True))
+        else:
+            rows = store.live_scores(q)
+        if not rows:
             return []
         settings = self.ctx.settings
-        relevance: Sequence[float] | None = None
-        if query and self.relevance is not None:
-            relevance = self.relevance(query, records)
-        out: list[ScoredMemory] = []
-        for i, r in enumerate(records):
-            contract = self.ctx.contracts.get(r.key)
-            if contract is not None and not contract.enabled:
-                continue  # disabling a field stops recall at once
-            w = self.weigh(r, now)
-            judged_by_weight = KIND_REGISTRY[r.kind].volatile and not (contract and contract.standing)
-            if judged_by_weight and w < settings.drop_threshold:
+        confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
+        contracts = self.ctx.contracts
+        # (score, weight, flagged, row). Per-key policy: unknown keys depend only on their kind.
+        ranked: list[tuple[float, float, bool, ScoreRow]] = []
+        by_kind = {k.value: _key_policy(None, k) for k in Kind}
+        by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
+        get_contract = contracts.get
+        for row in rows:
+            contract = get_contract(row.key)
+            if contract is None:
+                pol = by_kind[row.kind]
+            else:
+                pk = (row.kind, row.key)
+                if pk not in by_key:
+                    by_key[pk] = _key_policy(contract, Kind(row.kind))
+                pol = by_key[pk]
+            if pol is None:
+                continue  # field disabled: stops recall at once
+            _, half_life, judged_by_weight = pol
+            w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, now)
+            if judged_by_weight and w < drop_at:
                 continue
-            flag = judged_by_weight and w < settings.confirm_threshold
-            rel = relevance[i] if relevance is not None else None
-            score = r.importance * w * (rel if rel is not None else 1.0)
-            out.append(ScoredMemory(r, score, w, rel, flag, confirmation_question(r, contract) if flag else None))
+            rel = relevance[row.id] if relevance is not None else 1.0
+            ranked.append((row.importance * w * rel, w, judged_by_weight and w < confirm_at, row))
         # Ties break on recency then id, so the order is deterministic for equal scores.
-        out.sort(key=lambda s: (-s.score, -s.memory.created_at, s.memory.id))
+        order = lambda t: (-t[0], -t[3].created_at, t[3].id)  # noqa: E731
+        if limit is not None and limit < len(ranked):
+            ranked = heapq.nsmallest(limit, ranked, key=order)
+        else:
+            ranked.sort(key=order)
+        if full is None:
+            full = {r.id: r for r in store.get_many(tenant, [t[3].id for t in ranked])}
+        out: list[ScoredMemory] = []
+        for score, w, flag, row in ranked:
+            record = full.get(row.id)
+            if record is None:  # deleted between the two reads
+                continue
+            question = confirmation_question(record, contracts.get(row.key)) if flag else None
+            out.append(ScoredMemory(record, score, w, relevance[row.id] if relevance is not None else None,
+                                    flag, question))
         return out
 
     def recall(self, tenant: str, user_id: str, k: int, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
                mark_used: bool = False) -> list[ScoredMemory]:
-        top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query)[:k]
+        top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
+                          limit=k)
         if mark_used and top:
             self.ctx.store.touch(tenant, [s.memory.id for s in top], used_at=now)
         return top

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 USE_BOOST = 0.95
+_LN2 = math.log(2)
 CONFIRM_THRESHOLD = 0.55
 DROP_THRESHOLD = 0.3
 
@@ -37,13 +38,22 @@ def recency(age_seconds: float, half_life_seconds: float) -> float:
 
 
 def weight(d: DecayInput, now: float) -> float:
-    anchor = d.created_at
-    if d.last_confirmed_at is not None and d.last_confirmed_at > anchor:
-        anchor = d.last_confirmed_at
-    w = recency(now - anchor, d.half_life_seconds)
-    if d.last_used_at is not None and d.last_used_at > anchor:
-        w = max(w, USE_BOOST * recency(now - d.last_used_at, d.half_life_seconds))
-    return d.base * w
+    return weight_of(d.base, d.half_life_seconds, d.created_at, d.last_confirmed_at, d.last_used_at, now)
+
+
+def weight_of(base: float, half_life_seconds: float, created_at: float, last_confirmed_at: float | None,
+              last_used_at: float | None, now: float) -> float:
+    """weight() without the record object: the recall hot path calls this once per live memory."""
+    lam = _LN2 / half_life_seconds
+    anchor = created_at if last_confirmed_at is None or last_confirmed_at <= created_at else last_confirmed_at
+    age = now - anchor
+    w = math.exp(-lam * age) if age > 0 else 1.0
+    if last_used_at is not None and last_used_at > anchor:
+        since_use = now - last_used_at
+        boosted = USE_BOOST * (math.exp(-lam * since_use) if since_use > 0 else 1.0)
+        if boosted > w:
+            w = boosted
+    return base * w
 
 
 def crossing_time(base: float, threshold: float, half_life_seconds: float) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from usermem.model import AuditEvent, Kind, MemoryRecord
 
@@ -37,6 +37,22 @@ class LiveQuery:
     keys: Sequence[str] | None = None
     session_id: str | None = None
     include_retracted: bool = False
+
+
+class ScoreRow(NamedTuple):
+    """The columns the recall hot path scores on; full records are fetched only for the winners."""
+
+    id: str
+    kind: str
+    key: str
+    confidence: float
+    importance: float
+    created_at: float
+    last_used_at: float | None
+    last_confirmed_at: float | None
+
+
+SCORE_COLUMNS = ScoreRow._fields
 
 
 class WriteTx(Protocol):
@@ -66,6 +82,12 @@ class Store(Protocol):
     def append_audit(self, event: AuditEvent) -> None: ...
 
     def live(self, q: LiveQuery) -> list[MemoryRecord]: ...
+
+    def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
+        """The same rows as live(q), only the scoring columns (the recall hot path)."""
+
+    def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Non-deleted records of this tenant by id, in the order of `ids` (missing ones skipped)."""
 
     def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
         """A record of this tenant by id, unless soft-deleted."""

@@ -18,10 +18,11 @@ from typing import Any
 from usermem.errors import IntegrityError, StoreError
 from usermem.model import AuditEvent, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, chunked
+from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow, chunked
 from usermem.store.rows import COLUMNS, SELECT_LIST, record_from_row, row_from_record
 
 _LIVE_WHERE = "superseded_by IS NULL AND deleted_at IS NULL"
+_SCORE_LIST = ", ".join(SCORE_COLUMNS)
 _INSERT = f"INSERT INTO memories ({SELECT_LIST}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
@@ -214,22 +215,27 @@ class SQLiteStore:
     # -- reads -----------------------------------------------------------------------------------------
 
     def live(self, q: LiveQuery) -> list[MemoryRecord]:
-        where = [f"tenant=? AND user_id=? AND {_LIVE_WHERE} AND (expires_at IS NULL OR expires_at > ?)"]
-        args: list[Any] = [q.tenant, q.user_id, q.now]
-        if not q.include_retracted:
-            where.append("retracted=0")
-        if q.kinds is not None:
-            where.append(f"kind IN ({','.join('?' * len(q.kinds))})")
-            args.extend(k.value for k in q.kinds)
-        if q.keys is not None:
-            where.append(f"key IN ({','.join('?' * len(q.keys))})")
-            args.extend(q.keys)
-        if q.session_id is not None:
-            where.append("session_id=?")
-            args.append(q.session_id)
+        where, args = _live_where(q)
         with self._lock:
-            rows = self._conn.execute(f"SELECT {SELECT_LIST} FROM memories WHERE {' AND '.join(where)}", args).fetchall()
+            rows = self._conn.execute(f"SELECT {SELECT_LIST} FROM memories WHERE {where}", args).fetchall()
         return [record_from_row(r) for r in rows]
+
+    def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
+        where, args = _live_where(q)
+        with self._lock:
+            rows = self._conn.execute(f"SELECT {_SCORE_LIST} FROM memories WHERE {where}", args).fetchall()
+        return [ScoreRow._make(r) for r in rows]
+
+    def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        found: dict[str, MemoryRecord] = {}
+        with self._lock:
+            for part in chunked(list(ids)):
+                marks = ",".join("?" * len(part))
+                for row in self._conn.execute(
+                        f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND id IN ({marks}) AND deleted_at IS NULL",
+                        (tenant, *part)):
+                    found[row[0]] = record_from_row(row)
+        return [found[i] for i in ids if i in found]
 
     def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
         with self._lock:
@@ -347,6 +353,23 @@ class SQLiteStore:
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
+
+
+def _live_where(q: LiveQuery) -> tuple[str, list[Any]]:
+    where = [f"tenant=? AND user_id=? AND {_LIVE_WHERE} AND (expires_at IS NULL OR expires_at > ?)"]
+    args: list[Any] = [q.tenant, q.user_id, q.now]
+    if not q.include_retracted:
+        where.append("retracted=0")
+    if q.kinds is not None:
+        where.append(f"kind IN ({','.join('?' * len(q.kinds))})")
+        args.extend(k.value for k in q.kinds)
+    if q.keys is not None:
+        where.append(f"key IN ({','.join('?' * len(q.keys))})")
+        args.extend(q.keys)
+    if q.session_id is not None:
+        where.append("session_id=?")
+        args.append(q.session_id)
+    return " AND ".join(where), args
 
 
 def _split_sql(sql: str) -> list[str]:
