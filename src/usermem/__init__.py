@@ -18,6 +18,7 @@ from usermem.errors import (
     UsermemError,
     ValidationError,
 )
+from usermem.interfaces.client import Client
 from usermem.model import (
     AuditEvent,
     ChangeEvent,
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AuditEvent",
     "ChangeEvent",
+    "Client",
     "ConfigError",
     "ConflictError",
     "IntegrityError",

@@ -1,0 +1,98 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from usermem import __version__
+from usermem.config import Settings, load_settings
+from usermem.engine.memory import Memory
+from usermem.errors import UsermemError
+from usermem.interfaces.api import problems
+from usermem.interfaces.api import schemas as S
+from usermem.interfaces.api.keys import KeyRing
+from usermem.interfaces.api.middleware import BodyLimitAndMetrics, Metrics, RateLimiter
+from usermem.interfaces.api.routes import router
+
+log = logging.getLogger("usermem.api")
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+DESCRIPTION = """Long-term user memory for AI agents.
+
+Authenticate with `Authorization: Bearer umk_...` (or `X-API-Key`). The key decides the tenant; a
+tenant is never read from a request body. Errors are RFC 9457 `application/problem+json` with a
+stable `code`. Write decisions — REJECT included — are 200 responses.
+"""
+
+
+def create_app(memory: Memory | None = None, *, settings: Settings | None = None, keys: KeyRing | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit_per_minute: int | None = None,
+               readiness_checks: dict[str, Callable[[], None]] | None = None,
+               close_memory: bool | None = None) -> FastAPI:
+    """Build the app. With no `memory`, one is opened from `settings` (or the environment) and closed on shutdown.
+
+    `readiness_checks` adds named callables that raise when a backend is down (the store is always checked).
+    """
+    owned = memory is None
+    if memory is None:
+        settings = settings or load_settings()
+        memory = Memory(settings=settings)
+    settings = memory.settings
+    per_minute = settings.rate_limit_per_minute if rate_limit_per_minute is None else rate_limit_per_minute
+    close = owned if close_memory is None else close_memory
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        # uvicorn has drained in-flight requests by now (graceful shutdown); close the store last.
+        if close:
+            memory.close()
+
+    app = FastAPI(title="usermem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url="/docs", redoc_url="/redoc", openapi_url="/openapi.json")
+    app.state.memory = memory
+    app.state.keys = keys or KeyRing(memory.store)
+    app.state.metrics = Metrics()
+    app.state.limiter = RateLimiter(per_minute)
+    checks: dict[str, Callable[[], None]] = {"store": memory.store.ping}
+    checks.update(readiness_checks or {})
+    app.state.readiness_checks = checks
+    problems.install(app)
+    app.include_router(router)
+    _ops_routes(app)
+    app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
+    return app
+
+
+def _ops_routes(app: FastAPI) -> None:
+    @app.get("/health", tags=["ops"], response_model=S.Health, summary="Liveness: the process answers")
+    def health() -> S.Health:
+        return S.Health(status="ok", version=__version__)
+
+    @app.get("/ready", tags=["ops"], response_model=S.Readiness,
+             responses={503: {"model": S.Readiness, "description": "A backend does not answer"}},
+             summary="Readiness: every configured backend answers")
+    def ready(request: Request) -> Any:
+        results: dict[str, str] = {}
+        ok = True
+        for name, check in request.app.state.readiness_checks.items():
+            try:
+                check()
+                results[name] = "ok"
+            except (UsermemError, OSError, Exception) as exc:
+                ok = False
+                results[name] = f"error: {type(exc).__name__}: {exc}"[:300]
+        body = {"status": "ready" if ok else "unavailable", "checks": results}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    def metrics(request: Request) -> Response:
+        return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,72 @@
+"""Request dependencies: who is calling (API key → tenant), admin checks, rate limiting."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from usermem.engine.memory import Memory
+from usermem.interfaces.api.keys import ApiKey, KeyRing
+from usermem.interfaces.api.middleware import Metrics, RateLimiter
+from usermem.interfaces.api.problems import ApiProblem
+
+bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer umk_...")
+api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="Alternative to the bearer header")
+TENANT_HEADER = "x-usermem-tenant"
+
+
+def get_memory(request: Request) -> Memory:
+    return request.app.state.memory  # type: ignore[no-any-return]
+
+
+def get_metrics(request: Request) -> Metrics:
+    return request.app.state.metrics  # type: ignore[no-any-return]
+
+
+def principal(
+    request: Request,
+    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    header_key: Annotated[str | None, Depends(api_key_header)],
+) -> ApiKey:
+    keys: KeyRing = request.app.state.keys
+    presented = cred.credentials if cred is not None else header_key
+    key = keys.verify(presented)
+    if key is None:
+        detail = "missing API key" if not presented else "invalid or revoked API key"
+        raise ApiProblem(401, "unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
+    limiter: RateLimiter = request.app.state.limiter
+    wait = limiter.take(key.id)
+    if wait is not None:
+        request.app.state.metrics.rate_limited.inc()
+        raise ApiProblem(429, "rate_limited", f"rate limit of {limiter.per_minute} requests/minute exceeded",
+                         headers={"Retry-After": str(max(1, int(wait + 0.999)))})
+    claimed = request.headers.get(TENANT_HEADER)
+    if claimed is not None and claimed != key.tenant:
+        raise ApiProblem(403, "tenant_mismatch", "this API key belongs to another tenant than the one named")
+    request.state.principal = key
+    return key
+
+
+def admin(p: Annotated[ApiKey, Depends(principal)]) -> ApiKey:
+    if not p.admin:
+        raise ApiProblem(403, "admin_required", "this endpoint needs an admin key")
+    return p
+
+
+Principal = Annotated[ApiKey, Depends(principal)]
+Admin = Annotated[ApiKey, Depends(admin)]
+Mem = Annotated[Memory, Depends(get_memory)]
+Met = Annotated[Metrics, Depends(get_metrics)]
+
+
+def bound_user(p: ApiKey, user_id: str) -> str:
+    """A key bound to one user sees no other user: everything else is absent (404)."""
+    if p.user_id is not None and user_id != p.user_id:
+        raise ApiProblem(404, "user_not_found", "no such user")
+    return user_id
+
+
+def actor_of(p: ApiKey, actor: str | None) -> str:
+    return f"key:{p.id}" + (f":{actor}" if actor else "")

@@ -1,0 +1,125 @@
+"""Pure-ASGI pieces on the request path: body size limit, latency metrics, per-key rate limiting."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from usermem.interfaces.api.problems import problem_response
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """One registry per app, so several apps (tests) never collide in the global registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.latency = Histogram("usermem_http_request_duration_seconds", "HTTP request latency",
+                                 ["method", "route", "status"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.decisions = Counter("usermem_write_decisions_total", "Write decisions by op and reason",
+                                 ["op", "reason"], registry=self.registry)
+        self.in_flight = Gauge("usermem_http_requests_in_flight", "Requests being served", registry=self.registry)
+        self.rate_limited = Counter("usermem_rate_limited_total", "Requests refused by the rate limiter",
+                                    registry=self.registry)
+
+    def decision(self, op: str, reason: str | None) -> None:
+        self.decisions.labels(op, reason or "none").inc()
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimitAndMetrics:
+    """Refuses bodies above `max_body_bytes` with 413 (by Content-Length, or while streaming) and records
+    request latency by route template."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status_holder = {"status": 500, "started": False}
+        limit = self.max_body_bytes
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_holder["status"] = message["status"]
+                status_holder["started"] = True
+            await send(message)
+
+        self.metrics.in_flight.inc()
+        try:
+            length = _content_length(scope)
+            if length is not None and length > limit:
+                await problem_response(413, "payload_too_large",
+                                       f"request body is {length} bytes; the limit is {limit}")(scope, receive, send_wrapper)
+                return
+            seen = 0
+
+            async def receive_wrapper() -> Message:
+                nonlocal seen
+                message = await receive()
+                if message["type"] == "http.request":
+                    seen += len(message.get("body", b""))
+                    if seen > limit:
+                        raise _TooLarge()
+                return message
+
+            try:
+                await self.app(scope, receive_wrapper, send_wrapper)
+            except _TooLarge:
+                if not status_holder["started"]:
+                    await problem_response(413, "payload_too_large",
+                                           f"request body exceeds the limit of {limit} bytes")(scope, receive, send_wrapper)
+        finally:
+            self.metrics.in_flight.dec()
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            self.metrics.latency.labels(scope.get("method", "?"), path,
+                                        str(status_holder["status"])).observe(time.perf_counter() - start)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class RateLimiter:
+    """Token bucket per key: `per_minute` requests per minute with bursts up to `per_minute`. 0 disables."""
+
+    def __init__(self, per_minute: int, clock: Any = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key_id: str) -> float | None:
+        """None when allowed, else seconds until a token is available."""
+        if self.per_minute <= 0:
+            return None
+        rate = self.per_minute / 60.0
+        now = self.clock()
+        with self._lock:
+            tokens, last = self._buckets.get(key_id, (float(self.per_minute), now))
+            tokens = min(float(self.per_minute), tokens + (now - last) * rate)
+            if tokens >= 1.0:
+                self._buckets[key_id] = (tokens - 1.0, now)
+                return None
+            self._buckets[key_id] = (tokens, now)
+            return (1.0 - tokens) / rate

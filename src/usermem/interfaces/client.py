@@ -1,0 +1,248 @@
+"""`usermem.Client(url, api_key)`: the remote twin of `Memory`.
+
+Same methods, same arguments, same result types (`WriteResult`, `MemoryRecord`, `ScoredMemory`,
+`AuditEvent`) — switch between embedded and remote by changing one constructor:
+
+    m = usermem.Memory("sqlite:///data/usermem.db")         # embedded
+    m = usermem.Client("http://127.0.0.1:8000", "umk_...")  # remote
+
+The `tenant` argument every method takes must be the API key's tenant (the server checks it and
+answers 403 `tenant_mismatch` otherwise); the key, not the argument, decides what is reachable.
+Errors come back as the same `usermem.errors` classes the embedded engine raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from usermem import errors as E
+from usermem.engine.write import check_ids
+from usermem.interfaces.wire import audit_from_json, record_from_json, result_from_json, scored_from_json
+from usermem.model import AuditEvent, Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+
+_ERRORS_BY_CODE: dict[str, type[E.UsermemError]] = {
+    cls.code: cls for cls in (E.ValidationError, E.InvalidArgument, E.NotFound, E.ConflictError,
+                              E.PermissionDenied, E.StoreError, E.TierUnavailable, E.IntegrityError,
+                              E.ProviderError, E.ConfigError)
+}
+_ERRORS_BY_STATUS: dict[int, type[E.UsermemError]] = {
+    401: E.PermissionDenied, 403: E.PermissionDenied, 404: E.NotFound, 409: E.ConflictError,
+    413: E.ValidationError, 422: E.ValidationError, 429: E.TierUnavailable, 502: E.ProviderError,
+    503: E.StoreError,
+}
+
+
+class RemoteError(E.UsermemError):
+    """An HTTP error that maps to no usermem error class; `status` and `code` say what the server answered."""
+
+    code = "remote_error"
+
+    def __init__(self, message: str, *, status: int, problem_code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.problem_code = problem_code
+
+
+class RateLimited(E.UsermemError):
+    """The server refused the request under its per-key rate limit; retry after `retry_after` seconds."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _kinds(kinds: Iterable[str | Kind] | None) -> list[str] | None:
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        return [kinds]
+    return [k.value if isinstance(k, Kind) else str(k) for k in kinds]
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+class Client:
+    """HTTP client with the shape of `Memory`. Thread-safe (one pooled `httpx.Client`)."""
+
+    def __init__(self, url: str, api_key: str, *, timeout: float = 30.0, http: httpx.Client | None = None) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}", "User-Agent": "usermem-client"}
+        if http is None:
+            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        else:
+            self._http = http
+            self._http.headers.update(headers)
+        self._owns_http = http is None
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, tenant: str | None, *, params: Any = None,
+                 json: Any = None) -> Any:
+        if tenant is not None:
+            check_ids(tenant, "-")
+        headers = {"X-Usermem-Tenant": tenant} if tenant is not None else None
+        try:
+            resp = self._http.request(method, path, params=params, json=json, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise E.StoreError(f"usermem server at {self.url} timed out: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise E.StoreError(f"cannot reach usermem server at {self.url}: {exc}") from exc
+        if resp.status_code < 400:
+            return resp.json()
+        raise self._error(resp)
+
+    def _error(self, resp: httpx.Response) -> E.UsermemError:
+        try:
+            body = resp.json()
+        except ValueError:
+            body = {}
+        code = body.get("code") if isinstance(body, dict) else None
+        detail = (body.get("detail") if isinstance(body, dict) else None) or resp.reason_phrase
+        status = resp.status_code
+        if status == 429:
+            retry = resp.headers.get("Retry-After")
+            return RateLimited(f"rate limited: {detail}", retry_after=float(retry) if retry else None)
+        if status in (401, 403):
+            return E.PermissionDenied(f"{code or status}: {detail}")
+        cls = _ERRORS_BY_CODE.get(code or "") or _ERRORS_BY_STATUS.get(status)
+        if cls is E.ValidationError:
+            return E.ValidationError(str(detail), field=body.get("field") if isinstance(body, dict) else None)
+        if cls is E.ConfigError:
+            return E.ConfigError(str(detail))
+        if cls is not None:
+            return cls(str(detail))
+        return RemoteError(f"HTTP {status} {code or ''}: {detail}".strip(), status=status, problem_code=code)
+
+    def _absent_ok(self, method: str, path: str, tenant: str, *, params: Any = None, default: Any) -> Any:
+        """Calls where the embedded engine answers empty for an absent user/key: map 404 back to empty."""
+        try:
+            return self._request(method, path, tenant, params=params)
+        except E.NotFound:
+            return default
+
+    def whoami(self) -> dict[str, Any]:
+        """The tenant, key id and rights of this client's key."""
+        return dict(self._request("GET", "/v1/whoami", None))
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def write(self, tenant: str, user_id: str, kind: str, key: str, value: Any, *, source: str = "extracted",
+              importance: float | None = None, confidence: float | None = None, now: float | None = None,
+              session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
+              ttl_seconds: float | None = None, change_set_id: str | None = None,
+              actor: str | None = None) -> WriteResult:
+        body = _drop_none({"user_id": user_id, "kind": kind, "key": key, "source": source, "importance": importance,
+                           "confidence": confidence, "now": now, "session_id": session_id, "client_id": client_id,
+                           "event_at": event_at, "ttl_seconds": ttl_seconds, "change_set_id": change_set_id,
+                           "actor": actor})
+        body["value"] = value
+        return result_from_json(self._request("POST", "/v1/memories", tenant, json=body))
+
+    def write_many(self, tenant: str, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,
+                   now: float | None = None, change_set_id: str | None = None,
+                   actor: str | None = None) -> list[WriteResult]:
+        items = []
+        for w in writes:
+            d = asdict(w) if isinstance(w, WriteRequest) else w
+            if not isinstance(d, dict):
+                raise E.InvalidArgument(f"each write must be a WriteRequest or dict, got {type(w).__name__}")
+            items.append({k: v for k, v in d.items() if v is not None or k == "value"})
+        body = _drop_none({"user_id": user_id, "writes": items, "now": now, "change_set_id": change_set_id,
+                           "actor": actor})
+        if not items:
+            return []
+        data = self._request("POST", "/v1/memories/batch", tenant, json=body)
+        return [result_from_json(r) for r in data["results"]]
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def recall(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
+               kinds: Iterable[str | Kind] | None = None, query: str | None = None,
+               keys: Sequence[str] | None = None, mark_used: bool = False) -> list[MemoryRecord]:
+        return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
+                                                     keys=keys, mark_used=mark_used)]
+
+    def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
+                      kinds: Iterable[str | Kind] | None = None, query: str | None = None,
+                      keys: Sequence[str] | None = None, mark_used: bool = False) -> list[ScoredMemory]:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise E.InvalidArgument(f"k must be an int, got {type(k).__name__}")
+        if k < 1:
+            raise E.ValidationError("k must be at least 1", field="k")
+        params = _drop_none({"k": k, "now": now, "kinds": _kinds(kinds), "query": query,
+                             "keys": list(keys) if keys is not None else None,
+                             "mark_used": "true" if mark_used else None})
+        data = self._absent_ok("GET", f"/v1/users/{_seg(user_id)}/memories", tenant, params=params,
+                               default={"items": []})
+        return [scored_from_json(s) for s in data["items"]]
+
+    def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
+        data = self._absent_ok("GET", f"/v1/memories/{_seg(memory_id)}", tenant, default=None)
+        return None if data is None else record_from_json(data)
+
+    def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
+        data = self._absent_ok("GET", f"/v1/users/{_seg(user_id)}/memories/{_seg(key)}/history", tenant,
+                               default={"items": []})
+        return [record_from_json(r) for r in data["items"]]
+
+    def audit(self, tenant: str, *, user_id: str | None = None, action: str | None = None,
+              since: float | None = None, until: float | None = None, limit: int = 100,
+              after_seq: int | None = None) -> list[AuditEvent]:
+        """Needs an admin key."""
+        params = _drop_none({"user_id": user_id, "action": action, "since": since, "until": until, "limit": limit,
+                             "after_seq": after_seq})
+        data = self._request("GET", "/v1/audit", tenant, params=params)
+        return [audit_from_json(e) for e in data["items"]]
+
+    # -- forgetting ----------------------------------------------------------------------------------
+
+    def forget(self, tenant: str, user_id: str, key: str, *, now: float | None = None,
+               actor: str | None = None) -> int:
+        data = self._absent_ok("DELETE", f"/v1/users/{_seg(user_id)}/memories/{_seg(key)}", tenant,
+                               params=_drop_none({"now": now}), default={"deleted": 0})
+        return int(data["deleted"])
+
+    def forget_user(self, tenant: str, user_id: str, *, now: float | None = None, actor: str | None = None) -> int:
+        data = self._absent_ok("DELETE", f"/v1/users/{_seg(user_id)}", tenant, params=_drop_none({"now": now}),
+                               default={"deleted": 0})
+        return int(data["deleted"])
+
+    def forget_range(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
+                     now: float | None = None, actor: str | None = None) -> int:
+        if since is None and until is None:  # like Memory.forget_range: no range means everything
+            return self.forget_user(tenant, user_id, now=now, actor=actor)
+        data = self._absent_ok("DELETE", f"/v1/users/{_seg(user_id)}/memories", tenant,
+                               params=_drop_none({"since": since, "until": until, "now": now}),
+                               default={"deleted": 0})
+        return int(data["deleted"])
+
+    def purge(self, now: float | None = None, *, retention_days: float | None = None) -> int:
+        """Purge is global across tenants, so it is an operator command (`usermem purge`), not an API call."""
+        raise E.PermissionDenied("purge spans every tenant; run `usermem purge` on the server instead")
+
+
+def _seg(part: str) -> str:
+    if not isinstance(part, str):
+        raise E.InvalidArgument(f"expected a str, got {type(part).__name__}")
+    if not part.strip():
+        raise E.ValidationError("must not be empty", field="user_id")
+    return quote(part, safe="")
