@@ -5,10 +5,13 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import sqlite3
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from usermem import IntegrityError, Memory, Op
 from usermem.store.sqlite import SQLiteStore
@@ -181,3 +184,49 @@ def test_tenants_are_isolated(make_memory):
     assert m.forget_user("globex", "same-user", now=T0) == 1
     assert [r.value for r in m.recall("acme", "same-user", now=T0)] == ["Hangzhou"]
     assert all(e.tenant == "acme" for e in m.audit("acme"))
+
+
+# --- random sequences, judged on the file's bytes ------------------------------------------------------
+
+_SENSITIVE = ["11010519491231002X", "6222021234567890128", "Pa55word!x"]
+_SENSITIVE_TEXT = {_SENSITIVE[0]: "身份证 {}", _SENSITIVE[1]: "卡号 {}", _SENSITIVE[2]: "密码是{}"}
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.sampled_from(["a", "b"]), st.sampled_from(["city", "likes", "notes"]),
+                  st.integers(0, 30)),
+        st.tuples(st.just("sensitive"), st.sampled_from(["a", "b"]), st.sampled_from(_SENSITIVE)),
+        st.tuples(st.just("forget_user"), st.sampled_from(["a", "b"])),
+    ),
+    min_size=1, max_size=25,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=_ops)
+def test_file_never_holds_rejected_or_purged_values(ops):
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "m.db"
+        m = Memory(f"sqlite:///{db}")
+        written: dict[str, set[str]] = {"a": set(), "b": set()}
+        forgotten: set[str] = set()
+        now = T0
+        for op in ops:
+            now += 1
+            if op[0] == "write":
+                value = f"val-{op[1]}-{op[3]}-marker"
+                if m.write("t", op[1], "fact", op[2], value, now=now).op in (Op.ADD, Op.UPDATE):
+                    written[op[1]].add(value)
+            elif op[0] == "sensitive":
+                assert m.write("t", op[1], "fact", "notes", _SENSITIVE_TEXT[op[2]].format(op[2]), now=now).op is Op.REJECT
+            else:
+                m.forget_user("t", op[1], now=now)
+                forgotten |= written[op[1]]
+                written[op[1]] = set()
+        m.purge(now=now, retention_days=0)
+        m.close()
+        raw = _file_bytes(db)
+        for s in _SENSITIVE:
+            assert s.encode() not in raw
+        for value in forgotten - written["a"] - written["b"]:
+            assert value.encode() not in raw
