@@ -38,7 +38,9 @@ DEFAULT_PLACEHOLDER = "[已脱敏]"
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
 _SEP = r"[ \-\u00a0]?"
-_ID_RE = re.compile(r"(?<![0-9A-Za-z])(\d(?:" + _SEP + r"\d){16}" + _SEP + r"[\dXx])(?![0-9A-Za-z])")
+# Digit boundaries only: a valid date plus a matching check digit is specific enough that letters glued
+# to the number ("身份证110105194912310021a") do not make it anything else.
+_ID_RE = re.compile(r"(?<![0-9])(\d(?:" + _SEP + r"\d){16}" + _SEP + r"[\dXx])(?![0-9])")
 _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
@@ -89,19 +91,34 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _card_prefix_ok(d: str) -> bool:
-    """Issuer prefixes of the networks in use (Visa, Mastercard, Amex, UnionPay, Discover, JCB, Diners, Maestro).
+# Issuer prefixes per card length (Visa, Mastercard incl. 2-series, Amex, UnionPay incl. 81 and the
+# legacy 9558/9559 debit ranges, Discover, JCB incl. the 15-digit 2131/1800 ranges, Diners, Maestro).
+# A 13-digit number must start with 4 (Visa); other 13-digit numbers are barcodes (EAN-13) or
+# millisecond timestamps. Numbers starting with 0 or 7 are never cards.
+_MC2 = tuple(str(p) for p in range(2221, 2721))
+_PREFIXES_BY_LENGTH: dict[int, tuple[str, ...]] = {
+    13: ("4",),
+    14: ("30", "36", "38", "39", "5"),
+    15: ("34", "37", "2131", "1800", "62", "4"),
+    16: ("4", "5", "6", "35", "30", "36", "38", "39", "81", *_MC2),
+    17: ("62", "81", "4", "5", "6"),
+    18: ("62", "81", "4", "5", "6", "9558", "9559"),
+    19: ("62", "81", "4", "5", "6", "35", "9558", "9559"),
+}
 
-    Numbers starting with 0, 1, 7, 8 or 9 are not payment cards; this keeps tracking numbers
-    and timestamps that happen to pass Luhn (one in ten random numbers does) from being flagged.
+
+def _card_prefix_ok(d: str) -> bool:
+    """Does a digit string of this length start with the prefix of a card network that issues that length?
+
+    Restricting prefixes by length keeps tracking numbers, barcodes and timestamps that happen to pass
+    Luhn (one random number in ten does) from being flagged.
     """
-    return d[0] in "3456" or d.startswith(("2221", "2222", "2223", "2224", "2225", "2226", "2227", "2228",
-                                           "2229", "223", "224", "225", "226", "227", "228", "229",
-                                           "23", "24", "25", "26", "270", "271", "2720"))
+    return d.startswith(_PREFIXES_BY_LENGTH.get(len(d), ()))
 
 
 _ORDER_CUES = re.compile(
-    r"(订单|单号|运单|快递|物流|流水|工单|编号|交易号|order|tracking|invoice|ticket|ref(?:erence)?|serial|sku)"
+    r"(订单|单号|运单|快递|物流|流水|工单|编号|交易号|条码|条形码|"
+    r"\b(?:order|tracking|invoice|ticket|ref(?:erence)?|serial|sku|ean|upc|isbn|barcode|imei|meid|iccid)\b)"
     r"[^0-9\n]{0,12}$",
     re.IGNORECASE,
 )
@@ -124,8 +141,8 @@ def _find_bank_cards(text: str) -> Iterator[Finding]:
 
 _MOBILE_RE = re.compile(
     r"(?<![0-9A-Za-z+])"
-    r"((?:(?:\+|00)86[ \-]?|\(\+?86\)[ \-]?|（\+?86）[ \-]?|86[ \-])?"
-    r"1[3-9]\d(?:[ \-]?\d){8})"
+    r"((?:(?:\+|＋|00)86[ \-]?|[(（][+＋]?86[)）][ \-]?|86[ \-])?"
+    r"(?:1[3-9]\d|[(（]1[3-9]\d[)）])(?:[ \-]?\d){8})"
     r"(?![0-9A-Za-z])"
 )
 
@@ -140,7 +157,10 @@ def _find_mobiles(text: str) -> Iterator[Finding]:
 
 # --- E-mail ---------------------------------------------------------------------------------------------
 
-_EMAIL_RE = re.compile(r"(?<![\w.+-])([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24})(?![\w-])")
+# ASCII boundaries: in Python's Unicode regexes \w matches Chinese characters, and "邮箱是a@b.com就行" has none.
+_EMAIL_RE = re.compile(
+    r"(?<![A-Za-z0-9._%+-])([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24})(?![A-Za-z0-9-])"
+)
 
 
 def _find_emails(text: str) -> Iterator[Finding]:
@@ -154,17 +174,24 @@ _PW_LABEL = (
     r"(?:(?:登录|登陆|支付|交易|取款|银行卡|账户|账号|邮箱|wifi|WiFi|WIFI)?密码|口令|pin码|PIN码|"
     r"pass(?:word|wd|code|phrase)?|pwd|pin)"
 )
-# Label, then an explicit separator ("是", "为", ":", "=", "is"), then the secret.
+# Label, then an explicit separator ("是", "为", ":", "=", "is"), then the secret. A secret never
+# contains CJK characters, so "密码：请在设置里修改" states no password.
+_SECRET_CHARS = r"[^\s\"'”’」，。,;；、\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]"
 _PW_EXPLICIT = re.compile(
-    _PW_LABEL + r"(?:\s*(?:是|为|為|:|：|=|is|was)\s*|\s+(?:is|was)\s+)[\"'“‘「]?([^\s\"'”’」，。,;；、]{3,64})",
+    _PW_LABEL + r"(?:\s*(?:是|为|為|:|：|=)\s*|\s+(?:is|was)\s+)[\"'“‘「]?(" + _SECRET_CHARS + r"{3,64})",
     re.IGNORECASE,
 )
 # "passwd hunter2" / "pwd s3cret!": bare space after a short label, only when the token looks like a secret.
-_PW_BARE = re.compile(r"(?<![A-Za-z])(?:passwd|pwd|password)\s+([^\s\"'，。,;；]{4,64})", re.IGNORECASE)
-_NOT_A_SECRET = re.compile(
-    r"^(?:reset|resets|change|changed|forgot|forgotten|recovery|manager|policy|field|strength|hint|is|was|"
-    r"expired|expires|incorrect|wrong|required|protected|login|的|了|吗|错误|忘记|重置|修改)$",
-    re.IGNORECASE,
+_PW_BARE = re.compile(r"(?<![A-Za-z])(?:passwd|pwd|password)\s+(" + _SECRET_CHARS + r"{4,64})", re.IGNORECASE)
+# Words that follow "password is/:" in sentences *about* passwords rather than stating one.
+_NOT_A_SECRET = frozenset(
+    """
+reset resets change changed changes forgot forgotten recovery manager policy field strength hint is was
+expired expires expiring incorrect correct wrong invalid valid required optional protected login the a an
+your my his her their our its this that not now still too very case-sensitive sensitive empty blank missing
+set saved stored encrypted hashed shown hidden visible long short weak strong same different new old none
+null n/a na see check below above attached here there ready updated needed mandatory unknown
+""".split()  # noqa: SIM905
 )
 
 
@@ -175,13 +202,12 @@ def _looks_secret(token: str) -> bool:
 
 def _find_passwords(text: str) -> Iterator[Finding]:
     for m in _PW_EXPLICIT.finditer(text):
-        token = m.group(1)
-        if _NOT_A_SECRET.match(token) or token.startswith(("多少", "什么", "啥")):
+        if m.group(1).lower().rstrip(".!?)") in _NOT_A_SECRET:
             continue
         yield Finding(PIIKind.PASSWORD, m.start(1), m.end(1))
     for m in _PW_BARE.finditer(text):
         token = m.group(1)
-        if not _NOT_A_SECRET.match(token) and _looks_secret(token):
+        if token.lower().rstrip(".!?)") not in _NOT_A_SECRET and _looks_secret(token):
             yield Finding(PIIKind.PASSWORD, m.start(1), m.end(1))
 
 
