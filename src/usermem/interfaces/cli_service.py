@@ -1,0 +1,253 @@
+"""Service commands: serve, mcp, keys create/list/revoke, bench."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from usermem.config import Settings, load_settings
+from usermem.engine.memory import Memory
+from usermem.errors import ConfigError, ValidationError
+from usermem.interfaces.cli import app, console, err_console
+
+keys_app = typer.Typer(help="API keys: one or more per tenant, stored hashed. "
+                            "Example: usermem keys create acme --name backend", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+LOCAL_TENANT = "local"
+StoreOpt = Annotated[str | None, typer.Option("--store", help="Store URL, e.g. sqlite:///data/usermem.db "
+                                                             "or postgresql://postgres@127.0.0.1/usermem")]
+
+
+def service_settings(store: str | None) -> Settings:
+    settings = load_settings()
+    if store:
+        return settings.with_overrides(store_url=store)
+    if settings.store_url == "sqlite://":
+        return settings.with_overrides(store_url="sqlite:///data/usermem.db")
+    return settings
+
+
+def _key_file(store_url: str, explicit: str | None) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    if store_url.startswith("sqlite:///") and store_url not in ("sqlite:///:memory:",):
+        return Path(store_url[len("sqlite:///"):] + ".local-key")
+    if store_url in ("sqlite://", "sqlite:///:memory:"):
+        return None
+    return Path("data/usermem.local-key")
+
+
+def local_key(memory: Memory, key_file: Path | None) -> str:
+    """The example key of the local tenant: reused from `key_file` while it still verifies, else created."""
+    from usermem.interfaces.api.keys import KeyRing
+
+    ring = KeyRing(memory.store)
+    if key_file is not None and key_file.exists():
+        existing = key_file.read_text(encoding="utf-8").strip()
+        if ring.verify(existing) is not None:
+            return existing
+    plain, _ = ring.create(LOCAL_TENANT, admin=True, name="local example key")
+    if key_file is not None:
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(plain + "\n")
+    return plain
+
+
+@app.command()
+def serve(
+    store: StoreOpt = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind (default: settings.host, 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: settings.port, 8000)")] = None,
+    rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per key; 0 disables")] = None,
+    key_file: Annotated[str | None, typer.Option(help="Where the local example key is kept (mode 600)")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    graceful_seconds: Annotated[int, typer.Option(help="On SIGTERM, wait this long for in-flight requests")] = 15,
+) -> None:
+    """Serve the HTTP API (docs at /docs, OpenAPI at /openapi.json). Prints an example key for tenant 'local'.
+
+    Example: usermem serve --store sqlite:///data/usermem.db --port 8000
+    """
+    import uvicorn
+
+    from usermem.interfaces.api import create_app
+
+    settings = service_settings(store)
+    overrides: dict[str, Any] = {}
+    if host:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if rate_limit is not None:
+        overrides["rate_limit_per_minute"] = rate_limit
+    if overrides:
+        settings = settings.with_overrides(**overrides)
+    memory = Memory(settings=settings)
+    example = local_key(memory, _key_file(settings.store_url, key_file))
+    application = create_app(memory, close_memory=True)
+    base = f"http://{settings.host}:{settings.port}"
+    console.print(f"[bold]usermem[/bold] serving {settings.store_url} on {base}", soft_wrap=True)
+    console.print(f"  docs     {base}/docs   (OpenAPI: {base}/openapi.json)", soft_wrap=True)
+    console.print(f"  health   {base}/health  ready: {base}/ready  metrics: {base}/metrics", soft_wrap=True)
+    console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{example}[/bold]", soft_wrap=True)
+    console.print(f"  try: curl -H 'Authorization: Bearer {example}' {base}/v1/whoami", soft_wrap=True)
+    uvicorn.run(application, host=settings.host, port=settings.port, log_level=log_level,
+                timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
+
+
+@app.command()
+def mcp(
+    tenant: Annotated[str | None, typer.Option(help="Tenant the tools act for (stdio); HTTP uses the key's")] = None,
+    user: Annotated[str | None, typer.Option(help="Bind every tool call to this user")] = None,
+    transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP at /mcp, API key required)")] = "stdio",
+    store: StoreOpt = None,
+    host: Annotated[str, typer.Option(help="HTTP interface")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port")] = 8001,
+) -> None:
+    """Serve the memory as MCP tools: remember, recall, assemble, forget, confirm, history.
+
+    Example: usermem mcp --tenant local --user alice --store sqlite:///data/usermem.db
+    """
+    from usermem.interfaces import mcp as mcp_mod
+
+    memory = Memory(settings=service_settings(store))
+    if transport == "stdio":
+        if not tenant:
+            raise ValidationError("stdio needs --tenant (and usually --user)", field="tenant")
+        mcp_mod.build_server(memory, tenant=tenant, user_id=user).run("stdio")
+    elif transport == "http":
+        import uvicorn
+
+        err_console.print(f"usermem MCP (streamable HTTP) on http://{host}:{port}/mcp — send Authorization: Bearer <key>")
+        uvicorn.run(mcp_mod.http_app(memory, tenant=tenant, user_id=user), host=host, port=port, log_level="warning")
+    else:
+        raise ConfigError(f"unknown transport {transport!r}; use stdio or http", setting="transport")
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str, store: StoreOpt = None,
+    admin: Annotated[bool, typer.Option("--admin", help="May read the audit log and manage contracts")] = False,
+    name: Annotated[str, typer.Option(help="A label to recognise the key by")] = "",
+    user: Annotated[str | None, typer.Option(help="Bind the key to one user (e.g. for an MCP host)")] = None,
+) -> None:
+    """Create an API key for a tenant. The key is printed once; only its hash is stored.
+
+    Example: usermem keys create acme --name backend --store sqlite:///data/usermem.db
+    """
+    from usermem.interfaces.api.keys import KeyRing
+
+    m = Memory(settings=service_settings(store))
+    plain, rec = KeyRing(m.store).create(tenant, admin=admin, name=name, user_id=user)
+    console.print(f"created key [bold]{rec.id}[/bold] for tenant {tenant}{' (admin)' if admin else ''}")
+    console.print(plain, soft_wrap=True)
+    m.close()
+
+
+@keys_app.command("list")
+def keys_list(
+    store: StoreOpt = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys")] = None,
+) -> None:
+    """List API keys (ids, tenants, rights; never the secrets).
+
+    Example: usermem keys list --tenant acme
+    """
+    from usermem.interfaces.api.keys import KeyRing
+
+    m = Memory(settings=service_settings(store))
+    table = Table(title="API keys")
+    for col in ("id", "tenant", "admin", "user", "name", "created", "state"):
+        table.add_column(col)
+    for k in KeyRing(m.store).list(tenant):
+        state = "active" if k.active else f"revoked {time.strftime('%Y-%m-%d %H:%M', time.gmtime(k.revoked_at or 0))}"
+        table.add_row(k.id, k.tenant, "yes" if k.admin else "", k.user_id or "", k.name,
+                      time.strftime("%Y-%m-%d %H:%M", time.gmtime(k.created_at)), state)
+    console.print(table)
+    m.close()
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, store: StoreOpt = None) -> None:
+    """Revoke an API key by id (takes effect within seconds in running servers).
+
+    Example: usermem keys revoke 3f2a9c01b7de
+    """
+    from usermem.interfaces.api.keys import KeyRing
+
+    m = Memory(settings=service_settings(store))
+    rec = KeyRing(m.store).revoke(key_id)
+    console.print(f"revoked key {rec.id} of tenant {rec.tenant}")
+    m.close()
+
+
+@app.command()
+def bench(
+    names: Annotated[list[str] | None, typer.Argument(help="Benchmarks to run (default: all)")] = None,
+    out: Annotated[Path, typer.Option(help="Directory for bench.json / bench.md")] = Path("reports"),
+    quick: Annotated[bool, typer.Option("--quick", help="Small sizes (seconds, for smoke tests)")] = False,
+    list_only: Annotated[bool, typer.Option("--list", help="List the benchmarks and exit")] = False,
+) -> None:
+    """Run the benchmarks and write reports/bench.json and reports/bench.md.
+
+    Example: usermem bench http --quick
+    """
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from usermem import bench as bench_mod
+
+    bench_mod.load_all()
+    if list_only:
+        for name in sorted(bench_mod.REGISTRY):
+            console.print(name)
+        return
+    unknown = [n for n in names or [] if n not in bench_mod.REGISTRY]
+    if unknown:
+        raise ValidationError(f"unknown benchmark(s) {unknown}; known: {sorted(bench_mod.REGISTRY)}", field="names")
+    selected = list(names) if names else sorted(bench_mod.REGISTRY)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        progress.add_task(f"running {len(selected)} benchmark(s): {', '.join(selected)}", total=None)
+        report = bench_mod.run(selected, out, quick=quick, progress=progress)
+    _print_summary(report)
+    console.print(f"wrote {out / ('bench-quick.md' if quick else 'bench.md')} and the .json beside it")
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    table = Table(title="usermem benchmarks")
+    table.add_column("benchmark")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, res in report["results"].items():
+        if "error" in res:
+            table.add_row(name, "[red]error[/red]", str(res["error"])[:80])
+            continue
+        rows = [(k, v) for k, v in _flat(res) if _interesting(k)]
+        for i, (k, v) in enumerate(rows):
+            table.add_row(name if i == 0 else "", k, f"{v:,.3f}" if isinstance(v, float) else str(v))
+        table.add_section()
+    console.print(table)
+
+
+def _interesting(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    return not key.startswith("_") and (last in ("p50_ms", "p95_ms", "p99_ms", "rps", "ok", "target_met")
+                                        or "ratio" in last or "per_s" in last or last.endswith("_ms"))
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.extend(_flat(v, f"{prefix}{k}."))
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out

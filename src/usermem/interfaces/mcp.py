@@ -1,0 +1,215 @@
+"""`usermem mcp`: the memory as MCP tools (remember, recall, assemble, forget, confirm, history).
+
+Built on the official SDK (`mcp.server.mcpserver.MCPServer`). Who the tools act for:
+- stdio / in-process: the tenant (and optionally the user) given by configuration (`--tenant`, `--user`);
+- streamable HTTP: the connecting API key (`Authorization: Bearer umk_...`) decides the tenant, and a key
+  bound to a user (`usermem keys create TENANT --user U`) also decides the user. Requests without a valid
+  key are refused with 401 before they reach a tool.
+A configured or key-bound user cannot be overridden by a tool argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from usermem.engine.memory import Memory
+from usermem.errors import UsermemError
+from usermem.interfaces.api.keys import KeyRing
+from usermem.interfaces.api.problems import problem_response
+from usermem.model import MemoryRecord, ScoredMemory
+
+INSTRUCTIONS = (
+    "Long-term memory about the user. Call `recall` at the start of a task to get what is known; call "
+    "`remember` when the user states a stable fact or preference (one key per attribute, e.g. key='city'); "
+    "call `confirm` when the user confirms a remembered value and `forget` when they ask you to forget it. "
+    "Never store secrets: card numbers, passwords and ID numbers are refused."
+)
+
+
+def _compact(r: MemoryRecord) -> dict[str, Any]:
+    return {"key": r.key, "kind": r.kind.value, "value": r.value, "source": r.source.value,
+            "created_at": r.created_at, "expires_at": r.expires_at, "id": r.id}
+
+
+def _scored(s: ScoredMemory) -> dict[str, Any]:
+    out = _compact(s.memory)
+    out.update(weight=round(s.weight, 4), score=round(s.score, 4), needs_confirmation=s.needs_confirmation)
+    if s.question:
+        out["question"] = s.question
+    return out
+
+
+def render_block(items: list[ScoredMemory]) -> str:
+    """The structured-fields prompt block (used when the engine offers no `assemble`)."""
+    facts = [s for s in items if s.memory.kind.value == "fact"]
+    prefs = [s for s in items if s.memory.kind.value == "preference" and s.weight >= 0.5]
+    other = [s for s in items if s.memory.kind.value not in ("fact", "preference")]
+    lines: list[str] = []
+    for tag, group in (("USER_FACTS", facts), ("USER_PREFERENCES", prefs), ("USER_CONTEXT", other)):
+        if not group:
+            continue
+        lines.append(f"<{tag}>")
+        lines.extend(f"- {s.memory.key}: {json.dumps(s.memory.value, ensure_ascii=False)}" for s in group)
+        lines.append(f"</{tag}>")
+    return "\n".join(lines)
+
+
+class Binding:
+    """Resolves (tenant, user_id) for one tool call from configuration or the connecting key."""
+
+    def __init__(self, *, tenant: str | None, user_id: str | None, keys: KeyRing | None) -> None:
+        self.tenant = tenant
+        self.user_id = user_id
+        self.keys = keys
+
+    def resolve(self, ctx: Context | None, user_id: str | None) -> tuple[str, str, str]:
+        """(tenant, user_id, actor)."""
+        headers = None
+        if ctx is not None:
+            try:
+                headers = ctx.headers
+            except ValueError:
+                headers = None
+        tenant, bound_user, actor = self.tenant, self.user_id, "mcp"
+        presented = _presented_key(headers) if headers else None
+        if presented is not None:
+            key = self.keys.verify(presented) if self.keys is not None else None
+            if key is None:
+                raise ToolError("unauthorized: invalid or revoked API key")
+            tenant, actor = key.tenant, f"mcp:key:{key.id}"
+            bound_user = key.user_id or (self.user_id if key.tenant == self.tenant else None)
+        if tenant is None:
+            raise ToolError("no tenant: start `usermem mcp --tenant T` or connect with an API key")
+        if bound_user is not None:
+            if user_id not in (None, "", bound_user):
+                raise ToolError(f"this server is bound to one user; user_id {user_id!r} is not available")
+            return tenant, bound_user, actor
+        if not user_id:
+            raise ToolError("user_id is required (or start the server with --user)")
+        return tenant, user_id, actor
+
+
+def _presented_key(headers: Any) -> str | None:
+    auth = headers.get("authorization") or headers.get("Authorization")
+    if auth and auth.lower().startswith("bearer "):
+        return str(auth[7:].strip())
+    key = headers.get("x-api-key") or headers.get("X-API-Key")
+    return str(key) if key else None
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except UsermemError as exc:
+        raise ToolError(f"{exc.code}: {exc}") from exc
+
+
+def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | None = None,
+                 keys: KeyRing | None = None, name: str = "usermem") -> MCPServer:
+    """An MCPServer exposing `memory` as tools. See the module docstring for how calls are bound."""
+    bind = Binding(tenant=tenant, user_id=user_id, keys=keys or KeyRing(memory.store))
+    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=_version())
+
+    @server.tool(description="Remember one attribute of the user (key like 'city' or 'reply_length'). "
+                             "Returns the decision: ADD, UPDATE, NOOP or REJECT with a reason.")
+    def remember(key: str, value: Any, kind: str = "fact", source: str = "extracted",
+                 user_id: str | None = None, ttl_seconds: float | None = None,
+                 ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        r = _call(lambda: memory.write(t, u, kind, key, value, source=source, ttl_seconds=ttl_seconds, actor=actor))
+        return {"op": r.op.value, "reason": r.reason.value if r.reason else None, "detail": r.detail,
+                "memory": _compact(r.memory) if r.memory else None}
+
+    @server.tool(description="Recall what is known about the user, best first, with weights; entries with "
+                             "needs_confirmation should be confirmed with the user before relying on them.")
+    def recall(query: str | None = None, k: int = 10, kinds: list[str] | None = None,
+               user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        t, u, _ = bind.resolve(ctx, user_id)
+        items = _call(lambda: memory.recall_scored(t, u, k, kinds=kinds, query=query, mark_used=True))
+        return {"user_id": u, "memories": [_scored(s) for s in items]}
+
+    @server.tool(description="A ready-to-insert prompt block of the user's structured facts and preferences.")
+    def assemble(query: str | None = None, k: int = 20, user_id: str | None = None,
+                 ctx: Context | None = None) -> dict[str, Any]:
+        t, u, _ = bind.resolve(ctx, user_id)
+        engine_assemble = getattr(memory, "assemble", None)
+        if callable(engine_assemble):
+            out = _call(lambda: engine_assemble(t, u, query=query))
+            text = out if isinstance(out, str) else getattr(out, "text", None) or str(out)
+            return {"user_id": u, "text": text}
+        items = _call(lambda: memory.recall_scored(t, u, k, query=query))
+        return {"user_id": u, "text": render_block(items)}
+
+    @server.tool(description="Forget one key about the user (every version). Returns how many rows were deleted.")
+    def forget(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        return {"deleted": _call(lambda: memory.forget(t, u, key, actor=actor))}
+
+    @server.tool(description="Record that the user confirmed the current value of a key (resets its decay).")
+    def confirm(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        engine_confirm = getattr(memory, "confirm", None)
+        if not callable(engine_confirm):
+            raise ToolError("confirm is not available in this version of the engine")
+        out = _call(lambda: engine_confirm(t, u, key, actor=actor))
+        return {"confirmed": key, "result": _jsonable(out)}
+
+    @server.tool(description="Every version of a key, oldest first: how a value changed and who said so.")
+    def history(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        t, u, _ = bind.resolve(ctx, user_id)
+        versions = _call(lambda: memory.history(t, u, key))
+        return {"key": key, "versions": [dict(_compact(r), current=r.is_current, retracted=r.retracted)
+                                         for r in versions]}
+
+    return server
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, MemoryRecord):
+        return _compact(value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _version() -> str:
+    from usermem import __version__
+
+    return __version__
+
+
+class RequireKey:
+    """ASGI guard for the streamable HTTP transport: no valid API key, no MCP session (401 problem+json)."""
+
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+            if self.keys.verify(_presented_key(headers)) is None:
+                await problem_response(401, "unauthorized", "missing, invalid or revoked API key",
+                                       headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(memory: Memory, *, keys: KeyRing | None = None, tenant: str | None = None,
+             user_id: str | None = None, path: str = "/mcp") -> Any:
+    """The streamable-HTTP ASGI app, guarded by API keys."""
+    keys = keys or KeyRing(memory.store)
+    server = build_server(memory, tenant=tenant, user_id=user_id, keys=keys)
+    inner = server.streamable_http_app(streamable_http_path=path)
+    return RequireKey(inner, keys)
