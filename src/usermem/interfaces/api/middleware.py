@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -49,13 +50,15 @@ class BodyLimitAndMetrics:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status_holder = {"status": 500, "started": False}
+        state = {"status": 500, "started": False, "too_large": False}
         limit = self.max_body_bytes
 
         async def send_wrapper(message: Message) -> None:
+            if state["too_large"]:
+                return  # the app's answer to a truncated body is replaced by the 413 below
             if message["type"] == "http.response.start":
-                status_holder["status"] = message["status"]
-                status_holder["started"] = True
+                state["status"] = message["status"]
+                state["started"] = True
             await send(message)
 
         self.metrics.in_flight.inc()
@@ -72,22 +75,23 @@ class BodyLimitAndMetrics:
                 message = await receive()
                 if message["type"] == "http.request":
                     seen += len(message.get("body", b""))
-                    if seen > limit:
+                    if seen > limit and not state["started"]:
+                        state["too_large"] = True
                         raise _TooLarge()
                 return message
 
-            try:
+            with contextlib.suppress(_TooLarge):
                 await self.app(scope, receive_wrapper, send_wrapper)
-            except _TooLarge:
-                if not status_holder["started"]:
-                    await problem_response(413, "payload_too_large",
-                                           f"request body exceeds the limit of {limit} bytes")(scope, receive, send_wrapper)
+            if state["too_large"]:
+                state["too_large"] = False
+                await problem_response(413, "payload_too_large",
+                                       f"request body exceeds the limit of {limit} bytes")(scope, receive, send_wrapper)
         finally:
             self.metrics.in_flight.dec()
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
             self.metrics.latency.labels(scope.get("method", "?"), path,
-                                        str(status_holder["status"])).observe(time.perf_counter() - start)
+                                        str(state["status"])).observe(time.perf_counter() - start)
 
 
 def _content_length(scope: Scope) -> int | None:
