@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+import backends
 from usermem import Memory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -16,14 +17,17 @@ DAY = 86_400.0
 
 # Backends the conformance suite (tests/conformance/) runs on. Issue 3 adds "postgres" and "tiered";
 # each entry maps to a factory in BACKEND_FACTORIES.
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 def _sqlite_factory(tmp_path, **kw):
     return Memory(f"sqlite:///{tmp_path}/conformance.db", **kw)
 
 
-BACKEND_FACTORIES = {"sqlite": _sqlite_factory}
+BACKEND_FACTORIES = {"sqlite": _sqlite_factory, "postgres": backends.postgres_factory,
+                     "tiered": backends.tiered_factory}
+# Run after a test's Memory objects are closed: drop its schema / Redis key prefix.
+BACKEND_CLEANUPS = {"postgres": backends.postgres_cleanup, "tiered": backends.tiered_cleanup}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -44,6 +48,8 @@ def make_memory(backend, tmp_path):
     yield factory
     for m in made:
         m.close()
+    if made and backend in BACKEND_CLEANUPS:
+        BACKEND_CLEANUPS[backend](tmp_path)
 
 
 @pytest.fixture

@@ -1,0 +1,192 @@
+"""Real PostgreSQL and Redis for the test suite: throwaway databases, schemas and key prefixes.
+
+* One throwaway database per test session (``usermem_test_<pid>_<random>``), dropped at exit.
+* One schema per test (named from the test's tmp_path, so two Memory objects of one test share it),
+  dropped when the test ends.
+* One Redis key prefix per test, deleted with SCAN + UNLINK when the test ends.
+
+When a server does not answer, ``scripts/ensure_services.sh`` is run once to start it from the Debian
+packages; if it still does not answer, the tests that need it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PG_HOST = os.environ.get("USERMEM_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("USERMEM_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("USERMEM_TEST_PG_USER", "postgres")
+REDIS_URL = os.environ.get("USERMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+ROOT = Path(__file__).resolve().parent.parent
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"ensured": False, "db": None, "pg_error": None, "redis_error": None}
+
+
+def pg_url(database: str = "postgres") -> str:
+    return f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
+
+
+def _pg_ok() -> str | None:
+    import psycopg
+
+    try:
+        with psycopg.connect(pg_url(), connect_timeout=3) as c:
+            c.execute("SELECT 1")
+        return None
+    except psycopg.Error as exc:
+        return str(exc).strip() or type(exc).__name__
+
+
+def _redis_ok() -> str | None:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+        client.ping()
+        client.close()
+        return None
+    except redis.RedisError as exc:
+        return str(exc) or type(exc).__name__
+
+
+def _ensure_services() -> None:
+    """Run scripts/ensure_services.sh once per session if PostgreSQL or Redis does not answer."""
+    if _state["ensured"]:
+        return
+    _state["ensured"] = True
+    if _pg_ok() is None and _redis_ok() is None:
+        return
+    script = ROOT / "scripts" / "ensure_services.sh"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["bash", str(script)], timeout=300, check=False, capture_output=True)
+
+
+def require_postgres() -> str:
+    """The URL of this session's throwaway database (created on first use), or skip the test."""
+    with _lock:
+        if _state["db"] is not None:
+            return str(_state["db"])
+        if _state["pg_error"] is not None:
+            pytest.skip(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT}: {_state['pg_error']}")
+        _ensure_services()
+        err = _pg_ok()
+        if err is not None:
+            _state["pg_error"] = err
+            pytest.skip(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT} and could not be started: {err}")
+        import psycopg
+
+        name = f"usermem_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg_url(), autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+        _state["db"] = pg_url(name)
+        atexit.register(_drop_database, name)
+        return str(_state["db"])
+
+
+def _drop_database(name: str) -> None:
+    import psycopg
+
+    try:
+        with psycopg.connect(pg_url(), autocommit=True, connect_timeout=3) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except psycopg.Error:
+        pass
+
+
+def require_redis() -> str:
+    with _lock:
+        if _state["redis_error"] is None:
+            _ensure_services()
+            err = _redis_ok()
+            if err is None:
+                return REDIS_URL
+            _state["redis_error"] = err
+        pytest.skip(f"Redis is not reachable at {REDIS_URL} and could not be started: {_state['redis_error']}")
+
+
+def schema_for(tmp_path: Path) -> str:
+    return "t_" + hashlib.sha1(str(tmp_path).encode()).hexdigest()[:16]
+
+
+def prefix_for(tmp_path: Path) -> str:
+    return "umtest:" + hashlib.sha1(str(tmp_path).encode()).hexdigest()[:12]
+
+
+def postgres_url(tmp_path: Path) -> str:
+    """A store URL whose tables live in this test's own schema of the session database."""
+    return f"{require_postgres()}?schema={schema_for(tmp_path)}"
+
+
+def drop_schema(tmp_path: Path) -> None:
+    db = _state["db"]
+    if db is None:
+        return
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema_for(tmp_path)}" CASCADE')
+
+
+def delete_prefix(prefix: str, url: str = REDIS_URL) -> int:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    n = 0
+    try:
+        batch = []
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                n += client.unlink(*batch)
+                batch = []
+        if batch:
+            n += client.unlink(*batch)
+    finally:
+        client.close()
+    return n
+
+
+def tiered_settings(tmp_path: Path, settings: Any = None, **overrides: Any) -> Any:
+    from usermem.config import Settings
+
+    base = settings if settings is not None else Settings()
+    return base.with_overrides(store_url=postgres_url(tmp_path), redis_url=require_redis(), preset="tiered",
+                               key_prefix=prefix_for(tmp_path), **overrides)
+
+
+def postgres_factory(tmp_path: Path, **kw: Any) -> Any:
+    from usermem import Memory
+
+    url = postgres_url(tmp_path)
+    if "settings" in kw:
+        kw["settings"] = kw["settings"].with_overrides(store_url=url)
+        return Memory(**kw)
+    return Memory(url, **kw)
+
+
+def tiered_factory(tmp_path: Path, **kw: Any) -> Any:
+    from usermem import Memory
+
+    kw["settings"] = tiered_settings(tmp_path, kw.get("settings"))
+    return Memory(**kw)
+
+
+def postgres_cleanup(tmp_path: Path) -> None:
+    drop_schema(tmp_path)
+
+
+def tiered_cleanup(tmp_path: Path) -> None:
+    drop_schema(tmp_path)
+    if _state["redis_error"] is None:
+        delete_prefix(prefix_for(tmp_path))
