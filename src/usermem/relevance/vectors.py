@@ -1,0 +1,461 @@
+"""Where memory vectors live, beside the memories, in tables of this module's own.
+
+* SQLite: `relevance_vectors` holds one float32 BLOB per (tenant, user, key) — the current version's
+  vector — with the model id, the memory's kind, its event time and its index terms. Search is exact:
+  the user's rows are loaded once into a numpy matrix (cached per process, invalidated by a per-user
+  generation number in `relevance_generation`) and scored with one matrix-vector product.
+* PostgreSQL: the same table with a pgvector `vector` column when the `vector` extension is present;
+  dense search is `ORDER BY vec <=> q` over the user's rows (exact, no ANN index). Without pgvector
+  there is no vector table and recall falls back to lexical scoring (announced once, see hybrid.py).
+
+Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
+memory (`erase`, `drop_orphans`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from usermem.relevance.lexical import BM25Index
+
+log = logging.getLogger("usermem.relevance")
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    tenant: str
+    user_id: str
+    key: str
+    memory_id: str
+    kind: str
+    at: float  # event time when known, else creation time; used by the event-time filter
+    model: str
+    vec: np.ndarray
+    tokens: tuple[str, ...]
+
+
+@dataclass
+class UserIndex:
+    """One user's indexed rows, as arrays (a snapshot at generation `gen`)."""
+
+    gen: int
+    keys: list[str]
+    ids: list[str]
+    kinds: np.ndarray  # object array of kind names
+    at: np.ndarray  # float64
+    models: list[str]
+    matrix: np.ndarray | None  # (n, dim) float32 for rows of the current model, else None (dense in the DB)
+    has_vec: np.ndarray  # bool: row has a vector of the current model
+    tokens: list[tuple[str, ...]]
+    _bm25: BM25Index | None = field(default=None, repr=False)
+    position: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.position = {k: i for i, k in enumerate(self.keys)}
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index(self.tokens)
+        return self._bm25
+
+    def mask(self, kinds: Sequence[str] | None, at_from: float | None, at_until: float | None) -> np.ndarray:
+        m = np.ones(len(self.keys), dtype=bool)
+        if kinds is not None:
+            m &= np.isin(self.kinds, list(kinds))
+        if at_from is not None:
+            m &= self.at >= at_from
+        if at_until is not None:
+            m &= self.at < at_until
+        return m
+
+
+class VectorIndex(Protocol):
+    """Storage of memory vectors. `model_id` is the current embedder's; other models' rows count as missing."""
+
+    model_id: str | None
+    dense_in_db: bool
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None: ...
+
+    def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
+        """Remove vectors of the keys, or (keys None) every vector whose memory is no longer current."""
+
+    def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
+        """Remove vectors whose memory is gone, deleted or superseded, or expired before `expired_before`
+        (all tenants). Runs before the store purges, so the store's compaction erases these bytes too."""
+
+    def load(self, tenant: str, user_id: str) -> UserIndex: ...
+
+    def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
+              kinds: Sequence[str] | None = None, at_from: float | None = None,
+              at_until: float | None = None) -> dict[str, float]:
+        """Cosine similarity by key: the best `limit` rows, or exactly the rows of `keys`."""
+
+    def models(self) -> dict[str, int]:
+        """Vectors stored per model id."""
+
+    def indexed(self, tenant: str, user_id: str) -> dict[str, tuple[str, str]]:
+        """key -> (memory_id, model) of the user's rows."""
+
+    def user_pairs(self) -> list[tuple[str, str]]:
+        """(tenant, user) of every user with current memories (for reindex)."""
+
+    def close(self) -> None: ...
+
+
+def _blob(v: np.ndarray) -> bytes:
+    return np.ascontiguousarray(v, dtype=np.float32).tobytes()
+
+
+class _CacheMixin:
+    """Per-process LRU of UserIndex snapshots keyed by (tenant, user), checked against the generation."""
+
+    CACHE_USERS = 64
+
+    def _init_cache(self) -> None:
+        self._cache: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def _cached(self, tenant: str, user_id: str, gen: int, build: Callable[[], UserIndex]) -> UserIndex:
+        k = (tenant, user_id)
+        with self._cache_lock:
+            hit = self._cache.get(k)
+            if hit is not None and hit.gen == gen:
+                self._cache.move_to_end(k)
+                return hit
+        built = build()
+        with self._cache_lock:
+            self._cache[k] = built
+            self._cache.move_to_end(k)
+            while len(self._cache) > self.CACHE_USERS:
+                self._cache.popitem(last=False)
+        return built
+
+    def _forget_cache(self) -> None:
+        with self._cache_lock:
+            self._cache.clear()
+
+
+_SQLITE_DDL = (
+    """CREATE TABLE IF NOT EXISTS relevance_vectors (
+        tenant TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL, memory_id TEXT NOT NULL,
+        kind TEXT NOT NULL, at REAL NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL,
+        vec BLOB NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))""",
+    "CREATE INDEX IF NOT EXISTS relevance_vectors_memory ON relevance_vectors (memory_id)",
+    """CREATE TABLE IF NOT EXISTS relevance_generation (
+        tenant TEXT NOT NULL, user_id TEXT NOT NULL, gen INTEGER NOT NULL, PRIMARY KEY (tenant, user_id))""",
+)
+_BUMP = ("INSERT INTO relevance_generation (tenant, user_id, gen) VALUES (?, ?, 1)"
+         " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = gen + 1")
+
+
+class SQLiteVectorIndex(_CacheMixin):
+    """Vectors in the SQLite store's own database file, scored exactly with numpy."""
+
+    dense_in_db = False
+
+    def __init__(self, store: Any, model_id: str | None) -> None:
+        # The embedded store's connection and lock: the vector table shares its file, its transactions
+        # and its secure_delete setting, so erasing a memory's vector zeroes its bytes too.
+        self._conn: sqlite3.Connection = store._conn
+        self._lock: threading.RLock = store._lock
+        self.model_id = model_id
+        self._init_cache()
+        with self._tx() as c:
+            for ddl in _SQLITE_DDL:
+                c.execute(ddl)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            else:
+                c.execute("COMMIT")
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        if not rows:
+            return
+        with self._tx() as c:
+            # Only index a version that is still current: a late write of an old version must not win.
+            c.executemany(
+                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
+                " SELECT ?,?,?,?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM memories WHERE id=? AND"
+                " superseded_by IS NULL AND deleted_at IS NULL)"
+                " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
+                " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
+                " tokens=excluded.tokens",
+                [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]), _blob(r.vec),
+                  " ".join(r.tokens), r.memory_id) for r in rows])
+            c.executemany(_BUMP, sorted({(r.tenant, r.user_id) for r in rows}))
+
+    def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
+        with self._tx() as c:
+            if keys is not None:
+                n = 0
+                for key in keys:
+                    n += c.execute("DELETE FROM relevance_vectors WHERE tenant=? AND user_id=? AND key=?",
+                                   (tenant, user_id, key)).rowcount
+            else:
+                n = c.execute(
+                    "DELETE FROM relevance_vectors WHERE tenant=? AND user_id=? AND NOT EXISTS (SELECT 1 FROM"
+                    " memories m WHERE m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL"
+                    " AND m.deleted_at IS NULL)", (tenant, user_id)).rowcount
+            c.execute(_BUMP, (tenant, user_id))
+        return n
+
+    def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
+        orphan = ("NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = relevance_vectors.memory_id"
+                  " AND m.superseded_by IS NULL AND m.deleted_at IS NULL AND (m.expires_at IS NULL OR ? IS NULL"
+                  " OR m.expires_at > ?))")
+        args = (expired_before, expired_before)
+        with self._tx() as c:
+            users = c.execute(f"SELECT DISTINCT tenant, user_id FROM relevance_vectors WHERE {orphan}",
+                              args).fetchall()
+            n = c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount
+            c.executemany(_BUMP, users)
+        return n
+
+    def _gen(self, tenant: str, user_id: str) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT gen FROM relevance_generation WHERE tenant=? AND user_id=?",
+                                     (tenant, user_id)).fetchone()
+        return int(row[0]) if row else 0
+
+    def load(self, tenant: str, user_id: str) -> UserIndex:
+        gen = self._gen(tenant, user_id)
+        return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
+
+    def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key, memory_id, kind, at, model, vec, tokens FROM relevance_vectors"
+                " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
+        current = [r[4] == self.model_id for r in rows]
+        dim = next((len(r[5]) // 4 for r, ok in zip(rows, current, strict=True) if ok), 0)
+        matrix = np.zeros((len(rows), dim), dtype=np.float32)
+        for i, (r, ok) in enumerate(zip(rows, current, strict=True)):
+            if ok and len(r[5]) == dim * 4:
+                matrix[i] = np.frombuffer(r[5], dtype=np.float32)
+        return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                         kinds=np.array([r[2] for r in rows], dtype=object),
+                         at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                         matrix=matrix, has_vec=np.array(current, dtype=bool),
+                         tokens=[tuple(r[6].split()) for r in rows])
+
+    def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
+              kinds: Sequence[str] | None = None, at_from: float | None = None,
+              at_until: float | None = None) -> dict[str, float]:
+        ux = self.load(tenant, user_id)
+        if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
+            return {}
+        if keys is not None:
+            pos = [ux.position[k] for k in keys if k in ux.position and ux.has_vec[ux.position[k]]]
+            sims = ux.matrix[pos] @ q
+            return {ux.keys[p]: float(s) for p, s in zip(pos, sims, strict=True)}
+        m = ux.mask(kinds, at_from, at_until) & ux.has_vec
+        idx = np.flatnonzero(m)
+        if not len(idx):
+            return {}
+        sims = ux.matrix[idx] @ q
+        top = idx[np.argsort(-sims, kind="stable")[:limit]] if len(idx) > limit else idx
+        return {ux.keys[i]: float(ux.matrix[i] @ q) for i in top}
+
+    def models(self) -> dict[str, int]:
+        with self._lock:
+            return {r[0]: int(r[1]) for r in
+                    self._conn.execute("SELECT model, count(*) FROM relevance_vectors GROUP BY model")}
+
+    def indexed(self, tenant: str, user_id: str) -> dict[str, tuple[str, str]]:
+        with self._lock:
+            return {r[0]: (r[1], r[2]) for r in self._conn.execute(
+                "SELECT key, memory_id, model FROM relevance_vectors WHERE tenant=? AND user_id=?",
+                (tenant, user_id))}
+
+    def user_pairs(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(r[0], r[1]) for r in self._conn.execute(
+                "SELECT DISTINCT tenant, user_id FROM memories WHERE superseded_by IS NULL AND deleted_at IS NULL"
+                " ORDER BY tenant, user_id")]
+
+    def close(self) -> None:
+        self._forget_cache()
+
+
+# -- PostgreSQL + pgvector -------------------------------------------------------------------------------
+
+ConnFactory = Callable[[], AbstractContextManager[Any]]  # yields a psycopg connection (commits on exit)
+
+
+def pgvector_available(connect: ConnFactory) -> bool:
+    """True when the `vector` extension is installed in the database or can be created there."""
+    with connect() as conn:
+        row = conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone()
+        if row:
+            return True
+        avail = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone()
+        if not avail:
+            return False
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.commit()
+        except Exception as exc:  # no privilege, etc.
+            conn.rollback()
+            log.warning("pgvector is available but could not be enabled: %s", exc)
+            return False
+        return True
+
+
+def _pgvec(v: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
+
+
+_PG_DDL = (
+    """CREATE TABLE IF NOT EXISTS relevance_vectors (
+        tenant TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL, memory_id TEXT NOT NULL,
+        kind TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL,
+        vec vector NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))""",
+    "CREATE INDEX IF NOT EXISTS relevance_vectors_memory ON relevance_vectors (memory_id)",
+    """CREATE TABLE IF NOT EXISTS relevance_generation (
+        tenant TEXT NOT NULL, user_id TEXT NOT NULL, gen BIGINT NOT NULL, PRIMARY KEY (tenant, user_id))""",
+)
+_PG_BUMP = ("INSERT INTO relevance_generation AS g (tenant, user_id, gen) VALUES (%s, %s, 1)"
+            " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = g.gen + 1")
+_PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.id = relevance_vectors.memory_id"
+               " AND m.superseded_by IS NULL AND m.deleted_at IS NULL)")
+
+
+class PgVectorIndex(_CacheMixin):
+    """Vectors in PostgreSQL with pgvector; dense search runs in the database, exact, over one user's rows.
+
+    `connect()` must yield a psycopg connection to the database that holds the `memories` table.
+    """
+
+    dense_in_db = True
+
+    def __init__(self, connect: ConnFactory, model_id: str | None) -> None:
+        self._connect = connect
+        self.model_id = model_id
+        self._init_cache()
+        with connect() as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            for ddl in _PG_DDL:
+                conn.execute(ddl)
+            conn.commit()
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        if not rows:
+            return
+        with self._connect() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
+                " SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::vector,%s WHERE EXISTS (SELECT 1 FROM memories WHERE id=%s"
+                " AND superseded_by IS NULL AND deleted_at IS NULL)"
+                " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
+                " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
+                " tokens=excluded.tokens",
+                [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]), _pgvec(r.vec),
+                  " ".join(r.tokens), r.memory_id) for r in rows])
+            cur.executemany(_PG_BUMP, sorted({(r.tenant, r.user_id) for r in rows}))
+            conn.commit()
+
+    def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
+        with self._connect() as conn:
+            if keys is not None:
+                n = conn.execute("DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND key = ANY(%s)",
+                                 (tenant, user_id, list(keys))).rowcount
+            else:
+                n = conn.execute(f"DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND NOT {_PG_CURRENT}",
+                                 (tenant, user_id)).rowcount
+            conn.execute(_PG_BUMP, (tenant, user_id))
+            conn.commit()
+        return int(n)
+
+    def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
+        cutoff = expired_before if expired_before is not None else float("-inf")
+        with self._connect() as conn:
+            users = conn.execute(
+                "DELETE FROM relevance_vectors WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE"
+                " m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
+                " AND (m.expires_at IS NULL OR m.expires_at > %s)) RETURNING tenant, user_id", (cutoff,)).fetchall()
+            with conn.cursor() as cur:
+                cur.executemany(_PG_BUMP, sorted(set(users)))
+            conn.commit()
+        return len(users)
+
+    def load(self, tenant: str, user_id: str) -> UserIndex:
+        with self._connect() as conn:
+            row = conn.execute("SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s",
+                               (tenant, user_id)).fetchone()
+        gen = int(row[0]) if row else 0
+        return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
+
+    def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT key, memory_id, kind, at, model, tokens FROM relevance_vectors"
+                " WHERE tenant=%s AND user_id=%s ORDER BY key", (tenant, user_id)).fetchall()
+        return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                         kinds=np.array([r[2] for r in rows], dtype=object),
+                         at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                         matrix=None, has_vec=np.array([r[4] == self.model_id for r in rows], dtype=bool),
+                         tokens=[tuple(r[5].split()) for r in rows])
+
+    def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
+              kinds: Sequence[str] | None = None, at_from: float | None = None,
+              at_until: float | None = None) -> dict[str, float]:
+        where = ["tenant=%s", "user_id=%s", "model=%s"]
+        args: list[Any] = [tenant, user_id, self.model_id]
+        if keys is not None:
+            where.append("key = ANY(%s)")
+            args.append(list(keys))
+        if kinds is not None:
+            where.append("kind = ANY(%s)")
+            args.append(list(kinds))
+        if at_from is not None:
+            where.append("at >= %s")
+            args.append(at_from)
+        if at_until is not None:
+            where.append("at < %s")
+            args.append(at_until)
+        qv = _pgvec(q)
+        sql = (f"SELECT key, 1 - (vec <=> %s::vector) FROM relevance_vectors WHERE {' AND '.join(where)}"
+               " ORDER BY vec <=> %s::vector LIMIT %s")
+        with self._connect() as conn:
+            rows = conn.execute(sql, [qv, *args, qv, limit if keys is None else len(keys)]).fetchall()
+        return {r[0]: float(r[1]) for r in rows}
+
+    def models(self) -> dict[str, int]:
+        with self._connect() as conn:
+            return {r[0]: int(r[1]) for r in
+                    conn.execute("SELECT model, count(*) FROM relevance_vectors GROUP BY model").fetchall()}
+
+    def indexed(self, tenant: str, user_id: str) -> dict[str, tuple[str, str]]:
+        with self._connect() as conn:
+            return {r[0]: (r[1], r[2]) for r in conn.execute(
+                "SELECT key, memory_id, model FROM relevance_vectors WHERE tenant=%s AND user_id=%s",
+                (tenant, user_id)).fetchall()}
+
+    def user_pairs(self) -> list[tuple[str, str]]:
+        with self._connect() as conn:
+            return [(r[0], r[1]) for r in conn.execute(
+                "SELECT DISTINCT tenant, user_id FROM memories WHERE superseded_by IS NULL AND deleted_at IS NULL"
+                " ORDER BY tenant, user_id").fetchall()]
+
+    def close(self) -> None:
+        self._forget_cache()
