@@ -116,6 +116,8 @@ def forget_range(user_id: str, p: Principal, m: Mem, since: float | None = None,
         raise ApiProblem(422, "validation_error", "give since and/or until (use DELETE /v1/users/{id} to erase all)",
                          field="since")
     n = m.forget_range(p.tenant, user_id, since=since, until=until, now=now, actor=actor_of(p, None))
+    if n == 0 and not user_exists(m, p.tenant, user_id):
+        raise ApiProblem(404, "user_not_found", "no such user")
     return S.CountOut(deleted=n)
 
 
