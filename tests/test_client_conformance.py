@@ -1,0 +1,163 @@
+"""The same scenarios against the embedded `Memory` and the remote `Client`: identical decisions, values,
+orderings, result types and errors — agent code switches by changing one constructor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from apihelp import T0, make_api
+from fastapi.testclient import TestClient
+
+import usermem
+from usermem import Memory, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+from usermem.errors import InvalidArgument, PermissionDenied, ValidationError
+
+DAY = 86_400.0
+TENANT = "acme"
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def target(request):
+    """(memory-like object, admin-capable object for audit)."""
+    if request.param == "embedded":
+        m = Memory()
+        yield m
+        m.close()
+    else:
+        api = make_api()
+        client = usermem.Client("http://testserver", api.admin_a, http=TestClient(api.app))
+        yield client
+        client.close()
+        api.memory.close()
+
+
+def _norm(x: Any) -> Any:
+    """Drop what legitimately differs between runs (ids, actors, change set ids)."""
+    if isinstance(x, WriteResult):
+        return ("result", x.op, x.reason, _norm(x.memory), x.existing_id is not None)
+    if isinstance(x, ScoredMemory):
+        return ("scored", _norm(x.memory), round(x.score, 9), round(x.weight, 9), x.needs_confirmation, x.question)
+    if isinstance(x, MemoryRecord):
+        d = x.to_dict()
+        d.pop("actor")  # the server records the calling key as the actor
+        for k in ("id", "change_set_id", "prev_version_id", "superseded_by"):
+            d[k] = d[k] is not None
+        return ("record", tuple(sorted(d.items(), key=lambda kv: kv[0])))
+    if isinstance(x, list):
+        return [_norm(v) for v in x]
+    return x
+
+
+def scenario_c007(m) -> list[Any]:
+    out: list[Any] = []
+    out.append(m.write(TENANT, "C007", "fact", "plan", "basic", source="system", now=T0))
+    out.append(m.write(TENANT, "C007", "preference", "channel", "email", source="user_confirmed", now=T0 + 1))
+    out.append(m.write(TENANT, "C007", "situation", "issue", "invoice missing", now=T0 + 2))
+    out.append(m.write(TENANT, "C007", "fact", "card_number", "4111 1111 1111 1111", now=T0 + 3))
+    out.append(m.write(TENANT, "C007", "fact", "plan", "pro", source="system", now=T0 + DAY))
+    out.append(m.write(TENANT, "C007", "fact", "plan", "free", source="inferred", now=T0 + DAY + 1))
+    out.append(m.write(TENANT, "C007", "fact", "plan", "pro", source="system", now=T0 + DAY + 2))  # NOOP
+    out.append(m.history(TENANT, "C007", "plan"))
+    out.append(m.recall(TENANT, "C007", k=10, now=T0 + 3 * DAY))
+    out.append(m.recall_scored(TENANT, "C007", k=10, now=T0 + 40 * DAY))
+    out.append(m.recall(TENANT, "C007", k=10, now=T0 + 3 * DAY, kinds=["preference", "situation"]))
+    out.append(m.recall(TENANT, "C007", k=1, now=T0 + 3 * DAY, keys=["channel"]))
+    out.append(m.forget(TENANT, "C007", "issue", now=T0 + 41 * DAY))
+    out.append(m.forget(TENANT, "C007", "issue", now=T0 + 41 * DAY))
+    out.append(m.forget_user(TENANT, "C007", now=T0 + 42 * DAY))
+    out.append(m.recall(TENANT, "C007", now=T0 + 43 * DAY))
+    out.append(m.history(TENANT, "C007", "plan"))
+    out.append(m.forget_user(TENANT, "C007", now=T0 + 44 * DAY))
+    return out
+
+
+def scenario_batch_and_ranges(m) -> list[Any]:
+    out: list[Any] = []
+    out.append(m.write_many(TENANT, "u2", [
+        WriteRequest(kind="fact", key="city", value="上海", source="user_confirmed"),
+        {"kind": "preference", "key": "language", "value": "中文", "source": "user_confirmed"},
+        {"kind": "fact", "key": "password", "value": "hunter2"},
+        {"kind": "episode", "key": "ticket_1", "value": {"summary": "退款", "n": 1}, "event_at": T0 - DAY},
+    ], now=T0))
+    out.append(m.write(TENANT, "u2", "context", "draft", "x" * 10, session_id="s1", now=T0 + 10, ttl_seconds=60))
+    out.append(m.recall(TENANT, "u2", k=10, now=T0 + 20))
+    out.append(m.recall(TENANT, "u2", k=10, now=T0 + 2 * 3600))  # context decayed / expired
+    out.append(m.forget_range(TENANT, "u2", since=T0 + 5, until=T0 + 100, now=T0 + 200))
+    out.append(m.recall(TENANT, "u2", k=10, now=T0 + 300))
+    out.append(m.recall(TENANT, "nobody", now=T0))
+    out.append(m.history(TENANT, "u2", "never"))
+    return out
+
+
+def scenario_get_and_audit(m) -> list[Any]:
+    r = m.write(TENANT, "u3", "fact", "city", "Oslo", source="system", now=T0)
+    got = m.get(TENANT, r.memory.id)
+    missing = m.get(TENANT, "0" * 32)
+    m.write(TENANT, "u3", "fact", "password", "x", now=T0 + 1)
+    events = m.audit(TENANT, user_id="u3")
+    return [got == r.memory, missing, [(e.action, e.op, e.reason, e.key) for e in events],
+            all(isinstance(e, usermem.AuditEvent) for e in events)]
+
+
+SCENARIOS: dict[str, Callable[[Any], list[Any]]] = {
+    "c007": scenario_c007, "batch_and_ranges": scenario_batch_and_ranges, "get_and_audit": scenario_get_and_audit,
+}
+_expected: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_same_results_embedded_and_remote(name):
+    m = Memory()
+    api = make_api()
+    client = usermem.Client("http://testserver", api.admin_a, http=TestClient(api.app))
+    try:
+        embedded = SCENARIOS[name](m)
+        remote = SCENARIOS[name](client)
+        assert _norm(remote) == _norm(embedded)
+        assert [type(x) for x in remote] == [type(x) for x in embedded]
+    finally:
+        client.close()
+        api.memory.close()
+        m.close()
+
+
+ERRORS: list[tuple[str, Callable[[Any], Any], type[Exception]]] = [
+    ("k=0", lambda m: m.recall(TENANT, "u", k=0), ValidationError),
+    ("k not int", lambda m: m.recall(TENANT, "u", k="3"), InvalidArgument),
+    ("empty user", lambda m: m.recall(TENANT, "", k=3), ValidationError),
+    ("unknown kind filter", lambda m: m.recall(TENANT, "u", kinds=["nope"]), ValidationError),
+    ("batch unknown field", lambda m: m.write_many(TENANT, "u", [{"kind": "fact", "key": "a", "value": 1,
+                                                                   "bogus": 1}]), ValidationError),
+]
+
+
+@pytest.mark.parametrize(("label", "call", "exc"), ERRORS, ids=[e[0] for e in ERRORS])
+def test_same_errors(target, label, call, exc):
+    with pytest.raises(exc):
+        call(target)
+
+
+def test_client_refuses_another_tenant_and_purge():
+    api = make_api()
+    client = usermem.Client("http://testserver", api.key_a, http=TestClient(api.app))
+    with pytest.raises(PermissionDenied, match="tenant_mismatch"):
+        client.recall("globex", "u1")
+    with pytest.raises(PermissionDenied):
+        client.audit(TENANT)  # not an admin key
+    with pytest.raises(PermissionDenied):
+        client.purge()
+    assert client.whoami()["tenant"] == TENANT
+    bad = usermem.Client("http://testserver", "umk_nope", http=TestClient(api.app))
+    with pytest.raises(PermissionDenied, match="unauthorized"):
+        bad.recall(TENANT, "u1")
+    api.memory.close()
+
+
+def test_unreachable_server_is_a_store_error():
+    from apihelp import free_port
+
+    client = usermem.Client(f"http://127.0.0.1:{free_port()}", "umk_x", timeout=2)
+    with pytest.raises(usermem.StoreError, match="cannot reach"):
+        client.recall(TENANT, "u1")
