@@ -34,6 +34,12 @@ class EngineContext:
     contracts: ContractSet
     clock: Clock = time.time
     listeners: list[Listener] = field(default_factory=list)
+    # Per-tenant contract sets (engine/contracts.py); None: every tenant uses `contracts`.
+    contract_provider: Callable[[str], ContractSet] | None = None
+
+    def contracts_for(self, tenant: str) -> ContractSet:
+        """The contract set in force for `tenant` now (stored edits included)."""
+        return self.contracts if self.contract_provider is None else self.contract_provider(tenant)
 
     @property
     def limits(self) -> Limits:

@@ -1,0 +1,225 @@
+"""Tiered authorization (seed 004 §3.3): L1 fields are readable by default; L2 and L3 need an active grant.
+
+A grant names a user, either a list of fields or a level ("L2" covers every L2 field, "L3" every L2
+and L3 field), a purpose, and a lifetime (default 30 minutes). It may be restricted to one reader
+(`grantee`, an API key id or agent id); otherwise any reader of the tenant benefits. Grants end on
+their own at expiry, or by `revoke`.
+
+Audit, never values: every grant and revoke, and every read that returns L2/L3 data (`read_sensitive`:
+who, when, which fields, under which grants and purposes).
+
+Documents: grants/<grant_id> (tenant-scoped, user_id set, expires_at = grant expiry) and, so that
+`revoke(grant_id)` works without a tenant, *:grant_index/<grant_id> = {"tenant": ...} (no user data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from usermem.engine.context import EngineContext, new_id
+from usermem.engine.write import check_ids
+from usermem.errors import InvalidArgument, NotFound, PermissionDenied, ValidationError
+from usermem.model import AuditEvent, MemoryRecord
+from usermem.policy.contracts import SENSITIVITY_ORDER, ContractSet, FieldContract, Sensitivity
+from usermem.policy.pii import detect
+from usermem.policy.validate import InputProblem, check_identifier, check_key
+
+NS = "grants"
+INDEX_TENANT = "*"
+NS_INDEX = "grant_index"
+DEFAULT_TTL = 30 * 60.0
+MAX_TTL = 7 * 86_400.0
+MAX_FIELDS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    id: str
+    tenant: str
+    user_id: str
+    fields: tuple[str, ...]  # empty when the grant is by level
+    level: Sensitivity | None
+    purpose: str
+    created_at: float
+    expires_at: float
+    actor: str | None = None  # who granted
+    grantee: str | None = None  # only this reader may use it (None: any reader of the tenant)
+
+    def active(self, now: float) -> bool:
+        return self.created_at <= now < self.expires_at
+
+    def covers(self, contract: FieldContract, reader: str | None) -> bool:
+        if self.grantee is not None and self.grantee != reader:
+            return False
+        if contract.key in self.fields:
+            return True
+        return self.level is not None and SENSITIVITY_ORDER[contract.sensitivity] <= SENSITIVITY_ORDER[self.level]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "tenant": self.tenant, "user_id": self.user_id, "fields": list(self.fields),
+                "level": self.level.value if self.level else None, "purpose": self.purpose,
+                "created_at": self.created_at, "expires_at": self.expires_at, "actor": self.actor,
+                "grantee": self.grantee}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Grant:
+        return cls(d["id"], d["tenant"], d["user_id"], tuple(d.get("fields") or ()),
+                   Sensitivity(d["level"]) if d.get("level") else None, d["purpose"], float(d["created_at"]),
+                   float(d["expires_at"]), d.get("actor"), d.get("grantee"))
+
+
+def is_sensitive(contract: FieldContract | None) -> bool:
+    return contract is not None and contract.sensitivity is not Sensitivity.L1
+
+
+def _parse_scope(fields_or_level: str | Sensitivity | Iterable[str]) -> tuple[tuple[str, ...], Sensitivity | None]:
+    if isinstance(fields_or_level, Sensitivity):
+        return (), fields_or_level
+    if isinstance(fields_or_level, str):
+        if fields_or_level.upper() in ("L1", "L2", "L3"):
+            return (), Sensitivity(fields_or_level.upper())
+        fields_or_level = [fields_or_level]
+    try:
+        fields = tuple(dict.fromkeys(fields_or_level))
+    except TypeError:
+        raise InvalidArgument("fields_or_level must be 'L2'/'L3', a field key or a list of field keys") from None
+    if not fields:
+        raise ValidationError("a grant needs at least one field or a level", field="fields_or_level")
+    if len(fields) > MAX_FIELDS:
+        raise ValidationError(f"at most {MAX_FIELDS} fields per grant", field="fields_or_level")
+    for f in fields:
+        if not isinstance(f, str):
+            raise InvalidArgument(f"field keys are strings, got {type(f).__name__}")
+        try:
+            check_key(f)
+        except InputProblem as exc:
+            raise ValidationError(str(exc), field="fields_or_level") from None
+    return fields, None
+
+
+class GrantsPipeline:
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+
+    def grant(self, tenant: str, user_id: str, fields_or_level: str | Sensitivity | Iterable[str], purpose: str,
+              ttl: float = DEFAULT_TTL, *, actor: str | None = None, grantee: str | None = None,
+              now: float | None = None) -> str:
+        check_ids(tenant, user_id)
+        fields, level = _parse_scope(fields_or_level)
+        if not isinstance(purpose, str) or not purpose.strip():
+            raise ValidationError("a grant needs a purpose (why the data is read)", field="purpose")
+        if len(purpose) > 500:
+            raise ValidationError("purpose is limited to 500 characters", field="purpose")
+        if detect(purpose):
+            raise ValidationError("the purpose is written to the audit log and must not contain personal data",
+                                  field="purpose")
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL:
+            raise ValidationError(f"ttl must be seconds in (0, {MAX_TTL:.0f}]", field="ttl")
+        for name, v in (("actor", actor), ("grantee", grantee)):
+            if v is not None:
+                try:
+                    check_identifier(name, v)
+                except (TypeError, InputProblem) as exc:
+                    raise ValidationError(str(exc), field=name) from None
+        at = self.ctx.now(now)
+        g = Grant(new_id(), tenant, user_id, fields, level, purpose.strip(), at, at + float(ttl), actor, grantee)
+        store = self.ctx.store
+        store.put_doc(tenant, NS, g.id, g.to_dict(), now=at, user_id=user_id, expires_at=g.expires_at)
+        store.put_doc(INDEX_TENANT, NS_INDEX, g.id, {"tenant": tenant}, now=at, expires_at=g.expires_at)
+        store.append_audit(AuditEvent(
+            tenant=tenant, at=at, action="grant", user_id=user_id, actor=actor,
+            detail={"grant_id": g.id, "fields": list(fields), "level": level.value if level else None,
+                    "purpose": g.purpose, "ttl": float(ttl), "expires_at": g.expires_at, "grantee": grantee}))
+        return g.id
+
+    def revoke(self, grant_id: str, tenant: str | None = None, *, actor: str | None = None,
+               now: float | None = None) -> bool:
+        """End a grant now. True when it existed (active or expired), False otherwise."""
+        if not isinstance(grant_id, str) or not grant_id:
+            raise InvalidArgument("grant_id must be a non-empty string")
+        store = self.ctx.store
+        if tenant is None:
+            idx = store.get_doc(INDEX_TENANT, NS_INDEX, grant_id)
+            if idx is None:
+                return False
+            tenant = str(idx["tenant"])
+        doc = store.get_doc(tenant, NS, grant_id)
+        if doc is None:
+            return False
+        at = self.ctx.now(now)
+        store.delete_doc(tenant, NS, grant_id)
+        store.delete_doc(INDEX_TENANT, NS_INDEX, grant_id)
+        store.append_audit(AuditEvent(tenant=tenant, at=at, action="revoke", user_id=doc.get("user_id"),
+                                      actor=actor, detail={"grant_id": grant_id}))
+        return True
+
+    def active(self, tenant: str, user_id: str, now: float) -> list[Grant]:
+        docs = self.ctx.store.list_docs(tenant, NS, user_id=user_id, now=now)
+        return [g for g in (Grant.from_dict(d) for _, d in docs) if g.active(now)]
+
+    def list(self, tenant: str, user_id: str | None = None, *, now: float | None = None,
+             include_expired: bool = False) -> list[Grant]:
+        at = self.ctx.now(now)
+        if user_id is not None:
+            check_ids(tenant, user_id)
+        docs = self.ctx.store.list_docs(tenant, NS, user_id=user_id, now=None if include_expired else at)
+        grants = [Grant.from_dict(d) for _, d in docs]
+        return [g for g in grants if include_expired or g.active(at)]
+
+    def gate(self, tenant: str, user_id: str, now: float, reader: str | None) -> AccessGate:
+        return AccessGate(self, tenant, user_id, now, reader)
+
+
+class AccessGate:
+    """What one read may see. Grants are loaded only if a sensitive field turns up."""
+
+    def __init__(self, grants: GrantsPipeline, tenant: str, user_id: str, now: float, reader: str | None) -> None:
+        self._grants = grants
+        self.tenant, self.user_id, self.now, self.reader = tenant, user_id, now, reader
+        self._active: list[Grant] | None = None
+
+    def _load(self) -> list[Grant]:
+        if self._active is None:
+            self._active = self._grants.active(self.tenant, self.user_id, self.now)
+        return self._active
+
+    def allows(self, contract: FieldContract | None) -> bool:
+        if not is_sensitive(contract):
+            return True
+        assert contract is not None
+        return any(g.covers(contract, self.reader) for g in self._load())
+
+    def covering(self, contract: FieldContract) -> list[Grant]:
+        return [g for g in self._load() if g.covers(contract, self.reader)]
+
+    def audit_reads(self, records: Sequence[MemoryRecord], contracts: ContractSet, *, via: str = "recall") -> None:
+        """One audit entry for the L2/L3 fields a read returned: who, when, fields, grants — no values."""
+        sensitive = [(r.key, c) for r in records if is_sensitive(c := contracts.get(r.key))]
+        if not sensitive:
+            return
+        fields = sorted({k for k, _ in sensitive})
+        used: dict[str, Grant] = {}
+        for _, c in sensitive:
+            assert c is not None
+            for g in self.covering(c):
+                used[g.id] = g
+        self._grants.ctx.store.append_audit(AuditEvent(
+            tenant=self.tenant, at=self.now, action="read_sensitive", user_id=self.user_id, actor=self.reader,
+            detail={"via": via, "fields": fields,
+                    "levels": sorted({c.sensitivity.value for _, c in sensitive if c is not None}),
+                    "grant_ids": sorted(used), "purposes": sorted({g.purpose for g in used.values()})}))
+
+    def require(self, contract: FieldContract | None) -> None:
+        if not self.allows(contract):
+            assert contract is not None
+            raise PermissionDenied(f"field {contract.key!r} is {contract.sensitivity.value}: reading it needs an "
+                                   "active grant (Memory.grant)")
+
+
+def lookup(grants: GrantsPipeline, tenant: str, grant_id: str, now: float | None = None) -> Grant:
+    doc = grants.ctx.store.get_doc(tenant, NS, grant_id, now=None if now is None else now)
+    if doc is None:
+        raise NotFound(f"no grant {grant_id!r}")
+    return Grant.from_dict(doc)

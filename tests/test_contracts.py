@@ -1,0 +1,113 @@
+"""Stored, versioned, per-tenant field contracts: minimal collection, disabling at once, unknown-key policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from usermem import Memory, NotFound, Op, Reason, ValidationError
+from usermem.policy.contracts import DEFAULT_CONTRACTS, FieldContract, Sensitivity
+
+T0 = 1_790_000_000.0
+
+
+def test_default_set_covers_the_seed_fields(mem):
+    keys = {c.key for c in mem.contracts_list("acme")}
+    assert {"plan", "contact_channel", "email", "allergy", "occupation", "report_format", "reply_length",
+            "open_issue"} <= keys
+    assert mem.contract("acme", "allergy").sensitivity is Sensitivity.L3
+    assert mem.contract("acme", "phone").sensitivity is Sensitivity.L2
+
+
+def test_disable_stops_collection_and_recall_at_once(mem):
+    assert mem.write("acme", "u1", "preference", "reply_length", "concise", now=T0).op is Op.ADD
+    c = mem.disable_field("acme", "reply_length", actor="admin", now=T0 + 1)
+    assert not c.enabled and c.version == 2
+    r = mem.write("acme", "u1", "preference", "reply_length", "long", now=T0 + 2)
+    assert (r.op, r.reason) == (Op.REJECT, Reason.FIELD_DISABLED)
+    assert mem.recall("acme", "u1", now=T0 + 3) == []
+    mem.enable_field("acme", "reply_length", now=T0 + 4)
+    assert [x.value for x in mem.recall("acme", "u1", now=T0 + 5)] == ["concise"]
+    history = mem.contract_history("acme", "reply_length")
+    assert [(h["version"], h["change"]) for h in history] == [(2, "disable"), (3, "enable")]
+    changes = [e for e in mem.audit("acme", action="contract_change")]
+    assert [e.detail["change"] for e in changes] == ["disable", "enable"] and changes[0].actor == "admin"
+
+
+def test_contract_change_is_per_tenant(mem):
+    mem.disable_field("acme", "reply_length")
+    assert mem.write("other", "u1", "preference", "reply_length", "concise").op is Op.ADD
+    assert mem.contract("other", "reply_length").enabled
+
+
+def test_visible_to_a_second_instance_on_the_same_file(tmp_path):
+    url = f"sqlite:///{tmp_path}/c.db"
+    a, b = Memory(url), Memory(url)
+    try:
+        assert a.write("acme", "u", "fact", "city", "Paris", now=T0).op is Op.ADD
+        assert [r.key for r in b.recall("acme", "u", now=T0)] == ["city"]
+        b.disable_field("acme", "city")
+        assert a.recall("acme", "u", now=T0) == []
+        assert a.write("acme", "u", "fact", "city", "Rome", now=T0).reason is Reason.FIELD_DISABLED
+    finally:
+        a.close()
+        b.close()
+
+
+def test_unknown_keys_policy_is_configurable(mem):
+    assert mem.write("acme", "u", "preference", "favourite_tea", "oolong").op is Op.ADD
+    assert mem.set_unknown_fields("acme", "reject") == "reject"
+    r = mem.write("acme", "u", "preference", "favourite_coffee", "flat white")
+    assert (r.op, r.reason) == (Op.REJECT, Reason.UNKNOWN_FIELD)
+    mem.set_contract("acme", {"key": "favourite_coffee", "kind": "preference", "description": "coffee order"})
+    assert mem.write("acme", "u", "preference", "favourite_coffee", "flat white").op is Op.ADD
+    with pytest.raises(ValidationError):
+        mem.set_unknown_fields("acme", "maybe")
+    assert Memory(settings=mem.settings.with_overrides(unknown_fields="reject")).write(
+        "t", "u", "fact", "whatever", "x").reason is Reason.UNKNOWN_FIELD
+
+
+def test_set_contract_versions_and_overrides(mem):
+    c = mem.set_contract("acme", FieldContract(key="shoe_size", kind=mem.contract("acme", "city").kind,
+                                                description="shoe size", sensitivity=Sensitivity.L1,
+                                                default_importance=0.3, ttl_seconds=3600))
+    assert c.version == 1
+    r = mem.write("acme", "u", "fact", "shoe_size", "42", now=T0)
+    assert r.memory.importance == 0.3 and r.memory.expires_at == T0 + 3600
+    c2 = mem.set_contract("acme", {**c.to_dict(), "default_importance": 0.5})
+    assert c2.version == 2
+    mem.delete_contract("acme", "shoe_size")
+    with pytest.raises(NotFound):
+        mem.contract("acme", "shoe_size")
+
+
+@pytest.mark.parametrize("bad", [
+    {"key": "password", "kind": "fact"},  # forbidden key
+    {"key": "Bad Key", "kind": "fact"},
+    {"key": "x", "kind": "nonsense"},
+    {"key": "x", "kind": "fact", "allowed_pii": ["cn_id"]},  # may never be stored
+    {"key": "x", "kind": "fact", "resolver": "os.system"},  # no dotted imports from editable data
+    {"key": "x", "kind": "fact", "description": "call 13800138000"},
+    {"key": "x", "kind": "fact", "colour": "blue"},
+    {"key": "x"},
+])
+def test_invalid_contracts_are_rejected_and_nothing_is_stored(mem, bad):
+    with pytest.raises(ValidationError):
+        mem.set_contract("acme", bad)
+    assert mem.contract_history("acme", bad.get("key", "x") if isinstance(bad.get("key"), str) else "x") == []
+
+
+def test_allowed_pii_decides_email_storage(mem):
+    assert mem.write("acme", "u", "fact", "email", "a@b.io").op is Op.ADD
+    r = mem.write("acme", "u", "fact", "city", "a@b.io")
+    assert (r.op, r.reason) == (Op.REJECT, Reason.SENSITIVE_VALUE)
+    mem.set_contract("acme", {**mem.contract("acme", "email").to_dict(), "allowed_pii": []})
+    assert mem.write("acme", "u2", "fact", "email", "c@d.io").reason is Reason.SENSITIVE_VALUE
+
+
+def test_defaults_are_valid_contracts():
+    from usermem.engine.contracts import validate_contract
+    from usermem.policy.contracts import ContractSet
+
+    base = ContractSet()
+    for c in DEFAULT_CONTRACTS:
+        validate_contract(c, base)
