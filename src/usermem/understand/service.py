@@ -1,0 +1,317 @@
+"""`Understanding`: the conversation pipelines behind `Memory.plan/extract/ingest/assemble`, onboarding and
+reflexive verification. It uses only `Memory`'s public methods and the store's documents table, so
+the facade stays thin and this package stays optional.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from usermem.engine.context import new_id
+from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
+from usermem.model import AuditEvent, Candidate, Kind, ScoredMemory, WriteRequest, WriteResult
+from usermem.policy.contracts import ContractSet
+from usermem.understand import onboarding as ob
+from usermem.understand import verification as vf
+from usermem.understand.assemble import Assembly, assemble
+from usermem.understand.extract import Extractor
+from usermem.understand.llm import LLMClient
+from usermem.understand.plan import Planner, RecallPlan
+from usermem.understand.text import check_text, coerce_messages
+
+if TYPE_CHECKING:
+    from usermem.engine.memory import Memory
+
+log = logging.getLogger("usermem.understand")
+ACTOR = "usermem.understand"
+MAX_BUDGET_TOKENS = 32_000
+
+
+def _language_code(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    v = value.strip().lower()
+    if v.startswith("en") or "英" in v or "english" in v:
+        return "en"
+    if v.startswith("zh") or any(t in v for t in ("中", "汉", "chinese", "mandarin")):
+        return "zh"
+    return None
+
+
+class Understanding:
+    def __init__(self, memory: Memory, llm: LLMClient | None = None) -> None:
+        self.memory = memory
+        settings = memory.settings
+        self.llm = llm if llm is not None else LLMClient.from_settings(settings)
+        self.llm_tasks = frozenset(settings.llm_tasks)
+        self.plan_timeout = settings.llm_plan_timeout
+        self.extract_timeout = settings.llm_extract_timeout
+        self.pushback_threshold = vf.DEFAULT_THRESHOLD
+        self.pushback_window = vf.DEFAULT_WINDOW
+        self._planners: weakref.WeakKeyDictionary[ContractSet, Planner] = weakref.WeakKeyDictionary()
+        self._extractors: weakref.WeakKeyDictionary[ContractSet, Extractor] = weakref.WeakKeyDictionary()
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def contracts(self, tenant: str | None) -> ContractSet:
+        provider = getattr(self.memory, "contracts_for", None)
+        if tenant is not None and callable(provider):
+            result: ContractSet = provider(tenant)
+            return result
+        return self.memory.contracts
+
+    def planner(self, tenant: str | None = None) -> Planner:
+        contracts = self.contracts(tenant)
+        p = self._planners.get(contracts)
+        if p is None:
+            llm = self.llm if "plan" in self.llm_tasks else None
+            p = self._planners[contracts] = Planner(contracts, llm, self.plan_timeout)
+        return p
+
+    def extractor(self, tenant: str | None = None) -> Extractor:
+        contracts = self.contracts(tenant)
+        e = self._extractors.get(contracts)
+        if e is None:
+            llm = self.llm if "extract" in self.llm_tasks else None
+            e = self._extractors[contracts] = Extractor(contracts, llm, self.extract_timeout)
+        return e
+
+    def _now(self, now: float | None) -> float:
+        return self.memory._ctx.now(now)
+
+    # -- plan / extract / ingest / assemble ------------------------------------------------------------
+
+    def plan(self, tenant: str, user_id: str, message: str, *, use_llm: bool = True) -> RecallPlan:
+        from usermem.engine.write import check_ids
+
+        check_ids(tenant, user_id)
+        check_text("message", message)
+        return self.planner(tenant).plan(message, use_llm=use_llm)
+
+    def extract(self, messages: Any, *, tenant: str | None = None, use_llm: bool = True) -> list[Candidate]:
+        return self.extractor(tenant).extract(messages, use_llm=use_llm)
+
+    def ingest(self, tenant: str, user_id: str, messages: Any, *, now: float | None = None,
+               session_id: str | None = None, change_set_id: str | None = None, actor: str | None = None,
+               detect_pushback: bool = True, use_llm: bool = True) -> list[WriteResult]:
+        """Extract, then write every candidate (source `extracted`) in one batch with one change set."""
+        from usermem.engine.write import check_ids
+
+        check_ids(tenant, user_id)
+        msgs = coerce_messages(messages)
+        at = self._now(now)
+        candidates = self.extract(msgs, tenant=tenant, use_llm=use_llm)
+        results: list[WriteResult] = []
+        if candidates:
+            requests = [WriteRequest(kind=c.kind.value, key=c.key, value=c.value, source="extracted",
+                                     confidence=c.confidence) for c in candidates]
+            results = self.memory.write_many(tenant, user_id, requests, now=at,
+                                             change_set_id=change_set_id or new_id(), actor=actor or ACTOR)
+        if detect_pushback:
+            for m in msgs:
+                if m.role == "user":
+                    for p in vf.detect_pushback(m.content):
+                        self.record_pushback(tenant, user_id, p.key, m.content, value=p.value, now=at)
+        return results
+
+    def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
+                 now: float | None = None, session_id: str | None = None, actor: str | None = None,
+                 use_llm: bool = True, mark_used: bool = True) -> Assembly:
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+            raise InvalidArgument(f"budget_tokens must be an int, got {type(budget_tokens).__name__}")
+        if not 1 <= budget_tokens <= MAX_BUDGET_TOKENS:
+            raise ValidationError(f"budget_tokens must be between 1 and {MAX_BUDGET_TOKENS}", field="budget_tokens")
+        at = self._now(now)
+        plan = self.plan(tenant, user_id, message, use_llm=use_llm)
+        keys = list(plan.fact_recall) + list(plan.preference_recall)
+        scored: list[ScoredMemory] = []
+        if keys:
+            scored = self.memory.recall_scored(tenant, user_id, k=max(1, len(keys) * 4), now=at, keys=keys,
+                                               actor=actor)
+        context: list[ScoredMemory] = []
+        if plan.context_recall and session_id is not None:
+            # Session context is visible only while its session is open; the recall pipeline decides.
+            context = [s for s in self.memory._recall.recall(tenant, user_id, 20, now=at, kinds=[Kind.CONTEXT],
+                                                             session_id=session_id)
+                       if s.memory.session_id == session_id]
+        result = assemble(plan, scored, budget_tokens, context)
+        if mark_used and result.used_ids:
+            self.memory.store.touch(tenant, list(result.used_ids), used_at=at)
+        return result
+
+    # -- onboarding ----------------------------------------------------------------------------------------
+
+    def questions_config(self, tenant: str) -> list[ob.OnboardingQuestion]:
+        doc = self.memory.store.get_doc(tenant, ob.NAMESPACE, ob.CONFIG_KEY)
+        if not doc:
+            return list(ob.DEFAULT_QUESTIONS)
+        return [ob.OnboardingQuestion.from_dict(q) for q in doc.get("questions", [])]
+
+    def set_onboarding_questions(self, tenant: str, questions: Sequence[Mapping[str, Any] | ob.OnboardingQuestion],
+                                 *, now: float | None = None) -> list[dict[str, Any]]:
+        from usermem.engine.write import check_ids
+
+        check_ids(tenant, "-")
+        parsed = [q if isinstance(q, ob.OnboardingQuestion) else ob.OnboardingQuestion.from_dict(q)
+                  for q in questions]
+        ids = [q.id for q in parsed]
+        if len(set(ids)) != len(ids):
+            raise ValidationError("onboarding question ids must be unique", field="id")
+        contracts = self.contracts(tenant)
+        for q in parsed:
+            try:
+                Kind(q.kind)
+            except ValueError:
+                raise ValidationError(f"question {q.id!r}: unknown kind {q.kind!r}", field="kind") from None
+            if contracts.is_forbidden(q.key):
+                raise ValidationError(f"question {q.id!r} asks for forbidden field {q.key!r}", field="key")
+        self.memory.store.put_doc(tenant, ob.NAMESPACE, ob.CONFIG_KEY, {"questions": [q.to_dict() for q in parsed]},
+                                  now=self._now(now))
+        return [q.to_dict() for q in parsed]
+
+    def user_language(self, tenant: str, user_id: str, now: float) -> str | None:
+        from usermem.store.base import LiveQuery
+
+        found = self.memory.store.live(LiveQuery(tenant, user_id, now, keys=["language"]))
+        return _language_code(found[0].value) if found else None
+
+    def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
+                             now: float | None = None) -> list[dict[str, Any]]:
+        from usermem.engine.write import check_ids
+        from usermem.store.base import LiveQuery
+
+        check_ids(tenant, user_id)
+        at = self._now(now)
+        lang = language or self.user_language(tenant, user_id, at) or "en"
+        if lang not in ob.LANGUAGES:
+            raise ValidationError(f"language must be one of {ob.LANGUAGES}, got {lang!r}", field="language")
+        questions = self.questions_config(tenant)
+        answered = {r.key for r in self.memory.store.live(LiveQuery(tenant, user_id, at,
+                                                                    keys=[q.key for q in questions]))}
+        return [{**q.render(lang), "answered": q.key in answered} for q in questions]
+
+    def answer_onboarding(self, tenant: str, user_id: str, answers: Mapping[str, Any], *,
+                          now: float | None = None, actor: str | None = None) -> list[WriteResult]:
+        if not isinstance(answers, Mapping):
+            raise InvalidArgument(f"answers must be a mapping of question id to answer, got {type(answers).__name__}")
+        questions = {q.id: q for q in self.questions_config(tenant)}
+        by_key = {q.key: q for q in questions.values()}
+        requests = []
+        for qid, answer in answers.items():
+            q = questions.get(qid) or by_key.get(qid)
+            if q is None:
+                raise ValidationError(f"unknown onboarding question {qid!r} (known: {sorted(questions)})", field=qid)
+            requests.append(WriteRequest(kind=q.kind, key=q.key, value=ob.option_value(q, answer),
+                                         source="onboarding"))
+        if not requests:
+            return []
+        return self.memory.write_many(tenant, user_id, requests, now=now, actor=actor or ACTOR)
+
+    # -- reflexive verification ----------------------------------------------------------------------------
+
+    def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
+                        now: float | None = None) -> dict[str, Any]:
+        from usermem.engine.write import check_ids
+        from usermem.policy.validate import InputProblem, check_key
+
+        check_ids(tenant, user_id)
+        try:
+            check_key(key)
+        except InputProblem as exc:
+            raise ValidationError(str(exc), field="key") from None
+        check_text("message", message)
+        at = self._now(now)
+        store = self.memory.store
+        doc_key = vf.pushback_doc_key(user_id, key)
+        doc = store.get_doc(tenant, vf.PUSHBACK_NS, doc_key) or {"key": key, "events": []}
+        events = vf.window_events([*doc.get("events", []), at], at, self.pushback_window)
+        pending = self._pending_for(tenant, user_id, key)
+        store.put_doc(tenant, vf.PUSHBACK_NS, doc_key, {"key": key, "events": events,
+                                                        "value": value if value is not None else doc.get("value")},
+                      now=at, user_id=user_id, expires_at=at + self.pushback_window)
+        created = None
+        if pending is None and len(events) >= self.pushback_threshold:
+            created = self._hypothesis(tenant, user_id, key, value if value is not None else doc.get("value"),
+                                       len(events), at)
+        return {"key": key, "count": len(events), "threshold": self.pushback_threshold,
+                "window_seconds": self.pushback_window, "verification": created or pending}
+
+    def _hypothesis(self, tenant: str, user_id: str, key: str, value: Any, count: int, at: float) -> dict[str, Any]:
+        contract = self.contracts(tenant).get(key)
+        kind = contract.kind.value if contract is not None else Kind.PREFERENCE.value
+        vid = new_id()
+        doc = {"id": vid, "user_id": user_id, "key": key, "kind": kind, "value": value, "source": "inferred",
+               "confidence": vf.confidence_for(count), "evidence_count": count, "status": "pending",
+               "question": vf.questions(key, value), "created_at": at}
+        self.memory.store.put_doc(tenant, vf.VERIFY_NS, vid, doc, now=at, user_id=user_id)
+        self._audit(tenant, user_id, key, "create", at, {"verification_id": vid, "confidence": doc["confidence"]})
+        return doc
+
+    def _pending_for(self, tenant: str, user_id: str, key: str) -> dict[str, Any] | None:
+        return next((d for d in self.pending_verifications(tenant, user_id) if d["key"] == key), None)
+
+    def pending_verifications(self, tenant: str, user_id: str) -> list[dict[str, Any]]:
+        from usermem.engine.write import check_ids
+
+        check_ids(tenant, user_id)
+        docs = self.memory.store.list_docs(tenant, vf.VERIFY_NS, user_id=user_id)
+        return sorted((d for _, d in docs if d.get("status") == "pending"), key=lambda d: d["created_at"])
+
+    def _verification(self, tenant: str, user_id: str, verification_id: str) -> dict[str, Any]:
+        if not isinstance(verification_id, str):
+            raise InvalidArgument("verification_id must be a str")
+        doc = self.memory.store.get_doc(tenant, vf.VERIFY_NS, verification_id)
+        if doc is None or doc.get("user_id") != user_id:
+            raise NotFound(f"no verification {verification_id!r} for this user")
+        if doc.get("status") != "pending":
+            raise ConflictError(f"verification {verification_id!r} is already {doc.get('status')}")
+        return doc
+
+    def accept_verification(self, tenant: str, user_id: str, verification_id: str, *, value: Any = None,
+                            now: float | None = None, actor: str | None = None) -> WriteResult:
+        """Store the hypothesis (or the user's corrected `value`) as a `user_confirmed` memory."""
+        at = self._now(now)
+        doc = self._verification(tenant, user_id, verification_id)
+        final = value if value is not None else doc.get("value")
+        if final is None:
+            raise ValidationError("this hypothesis has no value; pass the value the user confirmed", field="value")
+        result = self.memory.write(tenant, user_id, doc["kind"], doc["key"], final, source="user_confirmed",
+                                   now=at, actor=actor or ACTOR)
+        if result.ok:
+            self._close(tenant, user_id, doc, "accepted", at)
+        return result
+
+    def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
+                            now: float | None = None) -> bool:
+        at = self._now(now)
+        doc = self._verification(tenant, user_id, verification_id)
+        self._close(tenant, user_id, doc, "rejected", at)
+        return True
+
+    def _close(self, tenant: str, user_id: str, doc: dict[str, Any], status: str, at: float) -> None:
+        store = self.memory.store
+        store.put_doc(tenant, vf.VERIFY_NS, doc["id"], {**doc, "status": status, "resolved_at": at}, now=at,
+                      user_id=user_id, expires_at=at + self.memory.settings.retention_days * 86_400)
+        store.delete_doc(tenant, vf.PUSHBACK_NS, vf.pushback_doc_key(user_id, doc["key"]))
+        self._audit(tenant, user_id, doc["key"], {"accepted": "accept", "rejected": "reject"}[status], at,
+                    {"verification_id": doc["id"]})
+
+    def _audit(self, tenant: str, user_id: str, key: str, op: str, at: float, detail: dict[str, Any]) -> None:
+        self.memory.store.append_audit(AuditEvent(tenant=tenant, at=at, action="verification", user_id=user_id,
+                                                  key=key, op=op, actor=ACTOR, detail=detail))
+
+    # -- hooks -----------------------------------------------------------------------------------------------
+
+    def on_session_closed(self, closed: Any) -> None:
+        """Session-close hook: background extraction over the session's transcript (seed 000)."""
+        transcript = getattr(closed, "transcript", None)
+        if not transcript or getattr(closed, "already_closed", False):
+            return
+        try:
+            self.ingest(closed.tenant, closed.user_id, transcript, now=getattr(closed.session, "closed_at", None),
+                        session_id=closed.session_id)
+        except Exception:  # a bad transcript must not break closing; it is logged
+            log.exception("background extraction failed for session %s", closed.session_id)

@@ -1,0 +1,109 @@
+"""Text helpers shared by the planner, the extractor and the assembler: normalisation, language,
+sentence splitting, conversation messages and a token estimate. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from usermem.errors import InvalidArgument, ValidationError
+from usermem.policy.validate import DEFAULT_LIMITS
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
+
+
+def normalise(text: str) -> str:
+    """NFKC (full-width letters and digits become ASCII), lower-case, collapsed whitespace."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().lower()
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK.search(text) is not None
+
+
+def detect_language(text: str) -> str:
+    """'zh' when the text has Chinese characters, else 'en'."""
+    return "zh" if has_cjk(text) else "en"
+
+
+def sentences(text: str) -> list[str]:
+    """Split on sentence punctuation (Chinese and Western); empty pieces dropped."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+_TOKEN_PIECE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z]+|\d{1,3}|[^\sA-Za-z\d]")
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token estimate close to BPE tokenizers (cl100k/o200k) on mixed Chinese/English text.
+
+    One token per Chinese character, per run of up to three digits and per punctuation mark; one
+    per four letters of a word (at least one per word). No tokenizer download is needed, and the
+    same estimate is applied to both sides of every comparison.
+    """
+    total = 0
+    for piece in _TOKEN_PIECE.findall(text):
+        if piece[0].isalpha() and piece.isascii():
+            total += max(1, (len(piece) + 3) // 4)
+        else:
+            total += 1
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: str
+    content: str
+    index: int
+
+
+_ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
+
+
+def coerce_messages(messages: Any) -> list[Message]:
+    """OpenAI-style {role, content} dicts or plain strings (taken as user turns) -> Message list.
+
+    Raises InvalidArgument for a wrong shape and ValidationError for limits, naming the message.
+    """
+    if isinstance(messages, str | Mapping):
+        messages = [messages]
+    if not isinstance(messages, Sequence):
+        raise InvalidArgument(f"messages must be a list of dicts or strings, got {type(messages).__name__}")
+    limits = DEFAULT_LIMITS
+    if len(messages) > limits.max_messages:
+        raise ValidationError(f"{len(messages)} messages exceed the limit of {limits.max_messages}",
+                              field="messages")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Message):
+            role, content = m.role, m.content
+        elif isinstance(m, str):
+            role, content = "user", m
+        elif isinstance(m, Mapping):
+            role = m.get("role", "user")
+            content = m.get("content", "")
+            if isinstance(content, list):  # OpenAI content parts: keep the text parts
+                content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+            if not isinstance(role, str) or role not in _ROLES:
+                raise ValidationError(f"message {i}: unknown role {role!r}", field="role")
+            if not isinstance(content, str):
+                raise InvalidArgument(f"message {i}: content must be a string, got {type(content).__name__}")
+        else:
+            raise InvalidArgument(f"message {i} must be a dict or a string, got {type(m).__name__}")
+        if len(content) > limits.max_message_chars:
+            raise ValidationError(f"message {i} has {len(content)} characters, over the limit of "
+                                  f"{limits.max_message_chars}", field="content")
+        out.append(Message(role, content, i))
+    return out
+
+
+def check_text(name: str, text: Any, max_chars: int = DEFAULT_LIMITS.max_message_chars) -> str:
+    if not isinstance(text, str):
+        raise InvalidArgument(f"{name} must be a str, got {type(text).__name__}")
+    if len(text) > max_chars:
+        raise ValidationError(f"{name} has {len(text)} characters, over the limit of {max_chars}", field=name)
+    return text
