@@ -8,8 +8,12 @@ from typing import Any
 
 from usermem.config import Settings, load_settings
 from usermem.engine.context import Clock, EngineContext, Listener, new_id
+from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
+from usermem.engine.export import export_user
+from usermem.engine.grants import Grant, GrantsPipeline
 from usermem.engine.recall import RecallPipeline
+from usermem.engine.resolvers import LiveResolvers, ResolverFn
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import AuditEvent, Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult, parse_kind
@@ -17,6 +21,8 @@ from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
     DEFAULT_FORBIDDEN_KEYS,
     ContractSet,
+    FieldContract,
+    Sensitivity,
     UnknownFieldPolicy,
 )
 from usermem.store.base import AuditQuery, Store, open_store
@@ -58,6 +64,13 @@ class Memory:
         self._write = WritePipeline(self._ctx)
         self._recall = RecallPipeline(self._ctx)
         self._erasure = ErasurePipeline(self._ctx)
+        # Privacy and governance (docs/privacy.md): per-tenant stored contracts, grants for L2/L3, live fields.
+        self._contracts = ContractRegistry(self._ctx)
+        self._ctx.contract_provider = self._contracts.for_tenant
+        self._grants = GrantsPipeline(self._ctx)
+        self._recall.gate_for = self._grants.gate
+        self._live = LiveResolvers(self._ctx)
+        self._recall.live = self._live
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -74,6 +87,7 @@ class Memory:
         self._ctx.listeners.append(listener)
 
     def close(self) -> None:
+        self._live.close()
         self._ctx.store.close()
 
     def __enter__(self) -> Memory:
@@ -107,30 +121,57 @@ class Memory:
 
     def recall(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                kinds: Iterable[str | Kind] | None = None, query: str | None = None,
-               keys: Sequence[str] | None = None, mark_used: bool = False) -> list[MemoryRecord]:
+               keys: Sequence[str] | None = None, mark_used: bool = False,
+               actor: str | None = None) -> list[MemoryRecord]:
         """The user's current memories, best first: not superseded, deleted, expired or decayed away."""
         return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
-                                                     keys=keys, mark_used=mark_used)]
+                                                     keys=keys, mark_used=mark_used, actor=actor)]
 
     def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                       kinds: Iterable[str | Kind] | None = None, query: str | None = None,
-                      keys: Sequence[str] | None = None, mark_used: bool = False) -> list[ScoredMemory]:
-        """Like recall, with scores, weights and confirmation flags."""
+                      keys: Sequence[str] | None = None, mark_used: bool = False,
+                      actor: str | None = None) -> list[ScoredMemory]:
+        """Like recall, with scores, weights and confirmation flags.
+
+        L2/L3 fields are returned only under an active grant (see `grant`); `actor` (API key or agent
+        id) is the reader the audit log names and the grantee a grant may be restricted to.
+        """
         check_ids(tenant, user_id)
         if isinstance(k, bool) or not isinstance(k, int):
             raise InvalidArgument(f"k must be an int, got {type(k).__name__}")
         if k < 1:
             raise ValidationError("k must be at least 1", field="k")
         return self._recall.recall(tenant, user_id, k, now=self._ctx.now(now), kinds=_kinds(kinds), keys=keys,
-                                   query=query, mark_used=mark_used)
+                                   query=query, mark_used=mark_used, actor=actor)
 
-    def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
-        return self._ctx.store.get(tenant, memory_id)
+    def get(self, tenant: str, memory_id: str, *, actor: str | None = None,
+            now: float | None = None) -> MemoryRecord | None:
+        """One record by id. An L2/L3 record needs an active grant (PermissionDenied otherwise)."""
+        record = self._ctx.store.get(tenant, memory_id)
+        if record is not None:
+            self._authorize_read(tenant, record.user_id, record.key, [record], actor, now, "get")
+        return record
 
-    def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
-        """Every version of a key, oldest first, superseded versions included (deleted ones are not)."""
+    def history(self, tenant: str, user_id: str, key: str, *, actor: str | None = None,
+                now: float | None = None) -> list[MemoryRecord]:
+        """Every version of a key, oldest first, superseded versions included (deleted ones are not).
+
+        An L2/L3 field needs an active grant (PermissionDenied otherwise); the read is audited.
+        """
         check_ids(tenant, user_id)
-        return self._ctx.store.history(tenant, user_id, key)
+        records = self._ctx.store.history(tenant, user_id, key)
+        self._authorize_read(tenant, user_id, key, records, actor, now, "history")
+        return records
+
+    def _authorize_read(self, tenant: str, user_id: str, key: str, records: Sequence[MemoryRecord],
+                        actor: str | None, now: float | None, via: str) -> None:
+        contracts = self._ctx.contracts_for(tenant)
+        contract = contracts.get(key)
+        if contract is None or contract.sensitivity is Sensitivity.L1 or not records:
+            return
+        gate = self._grants.gate(tenant, user_id, self._ctx.now(now), actor)
+        gate.require(contract)
+        gate.audit_reads(records[-1:], contracts, via=via)
 
     def audit(self, tenant: str, *, user_id: str | None = None, action: str | None = None,
               since: float | None = None, until: float | None = None, limit: int = 100,
@@ -156,6 +197,84 @@ class Memory:
     def purge(self, now: float | None = None, *, retention_days: float | None = None) -> int:
         """Physically delete soft-deleted and expired rows older than the retention period."""
         return self._erasure.purge(now=now, retention_days=retention_days)
+
+    # -- privacy and governance (engine/grants.py, engine/contracts.py, engine/export.py) --------------
+
+    def grant(self, tenant: str, user_id: str, fields_or_level: str | Sensitivity | Iterable[str], purpose: str,
+              ttl: float = 30 * 60.0, *, actor: str | None = None, grantee: str | None = None,
+              now: float | None = None) -> str:
+        """Allow reads of L2/L3 fields ("L2", "L3", a key or keys) for `ttl` seconds; returns the grant id."""
+        return self._grants.grant(tenant, user_id, fields_or_level, purpose, ttl, actor=actor, grantee=grantee,
+                                  now=now)
+
+    def revoke(self, tenant_or_grant_id: str, grant_id: str | None = None, *, actor: str | None = None,
+               now: float | None = None) -> bool:
+        """End a grant now: revoke(grant_id) or revoke(tenant, grant_id). True when it existed."""
+        if grant_id is None:
+            return self._grants.revoke(tenant_or_grant_id, actor=actor, now=now)
+        return self._grants.revoke(grant_id, tenant_or_grant_id, actor=actor, now=now)
+
+    def grants(self, tenant: str, user_id: str | None = None, *, now: float | None = None,
+               include_expired: bool = False) -> list[Grant]:
+        """Active grants of a tenant (or one user), optionally with expired ones not yet revoked."""
+        return self._grants.list(tenant, user_id, now=now, include_expired=include_expired)
+
+    def export(self, tenant: str, user_id: str, *, now: float | None = None,
+               actor: str | None = None) -> dict[str, Any]:
+        """Everything held about a user as JSON-ready data: every field's current value and history,
+        and the user's documents (sessions, grants...). Audited; includes L2/L3 (it goes to the user)."""
+        return export_user(self._ctx, tenant, user_id, now=now, actor=actor)
+
+    def contracts_for(self, tenant: str) -> ContractSet:
+        """The contract set in force for a tenant (defaults plus its stored edits)."""
+        check_ids(tenant, "-")
+        return self._contracts.for_tenant(tenant)
+
+    def contracts_list(self, tenant: str) -> list[FieldContract]:
+        return sorted(self.contracts_for(tenant), key=lambda c: c.key)
+
+    def contract(self, tenant: str, key: str) -> FieldContract:
+        check_ids(tenant, "-")
+        return self._contracts.get(tenant, key)
+
+    def contract_history(self, tenant: str, key: str) -> list[dict[str, Any]]:
+        check_ids(tenant, "-")
+        return self._contracts.history(tenant, key)
+
+    def set_contract(self, tenant: str, contract: FieldContract | dict[str, Any], *, actor: str | None = None,
+                     now: float | None = None) -> FieldContract:
+        """Add or replace a field's contract (a new version; audited). Takes effect at once."""
+        check_ids(tenant, "-")
+        return self._contracts.set(tenant, contract, actor=actor, now=now)
+
+    def enable_field(self, tenant: str, key: str, *, actor: str | None = None,
+                     now: float | None = None) -> FieldContract:
+        check_ids(tenant, "-")
+        return self._contracts.set_enabled(tenant, key, True, actor=actor, now=now)
+
+    def disable_field(self, tenant: str, key: str, *, actor: str | None = None,
+                      now: float | None = None) -> FieldContract:
+        """Stop collecting and recalling a field at once (stored values are kept, hidden; forget erases)."""
+        check_ids(tenant, "-")
+        return self._contracts.set_enabled(tenant, key, False, actor=actor, now=now)
+
+    def delete_contract(self, tenant: str, key: str, *, actor: str | None = None, now: float | None = None) -> None:
+        check_ids(tenant, "-")
+        self._contracts.delete(tenant, key, actor=actor, now=now)
+
+    def set_unknown_fields(self, tenant: str, policy: str, *, actor: str | None = None,
+                           now: float | None = None) -> str:
+        """Unknown keys: "reject", or "accept" as L1 with the kind's defaults."""
+        check_ids(tenant, "-")
+        return self._contracts.set_unknown_policy(tenant, policy, actor=actor, now=now).value
+
+    def register_resolver(self, name: str, resolver: ResolverFn | str) -> None:
+        """Register how a live field is read: `fn(tenant, user_id, key) -> value` or an http(s) URL.
+
+        Registered under a field key it serves that field; under another name, contracts refer to it
+        as resolver="registered:<name>".
+        """
+        self._live.register(name, resolver)
 
 
     # -- conversations (understand/: recall plans, extraction, assembly, onboarding, verification) -------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from usermem.engine.context import EngineContext
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
@@ -52,6 +53,12 @@ class RecallPipeline:
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
         self.relevance: RelevanceFn | None = None
+        # Tiered authorization (engine/grants.py): gate_for(tenant, user_id, now, reader) -> AccessGate.
+        # Without it, recall fails closed: L2/L3 fields are never returned.
+        self.gate_for: Callable[[str, str, float, str | None], Any] | None = None
+        # Live fields (engine/resolvers.py): values read from the system of record at recall time.
+        self.live: Any = None
+
 
     def weigh(self, record: MemoryRecord, now: float) -> float:
         contract = self.ctx.contracts.get(record.key)
@@ -61,7 +68,7 @@ class RecallPipeline:
 
     def scored(self, tenant: str, user_id: str, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None,
-               query: str | None = None, limit: int | None = None) -> list[ScoredMemory]:
+               query: str | None = None, limit: int | None = None, actor: str | None = None) -> list[ScoredMemory]:
         """Live memories of the user, scored and flagged, best first; the best `limit` (default all).
 
         Hot path: scoring reads only the ScoreRow columns (a covering index on SQLite); full
@@ -84,7 +91,8 @@ class RecallPipeline:
             return []
         settings = self.ctx.settings
         confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
-        contracts = self.ctx.contracts
+        contracts = self.ctx.contracts_for(tenant)
+        gate = self.gate_for(tenant, user_id, now, actor) if self.gate_for is not None else None
         # (score, weight, flagged, row). Per-key policy: unknown keys depend only on their kind.
         ranked: list[tuple[float, float, bool, ScoreRow]] = []
         by_kind = {k.value: _key_policy(None, k) for k in Kind}
@@ -97,8 +105,11 @@ class RecallPipeline:
             else:
                 pk = (row.kind, row.key)
                 if pk not in by_key:
-                    by_key[pk] = _key_policy(contract, Kind(row.kind))
-                pol = by_key[pk]
+                    # L2/L3 need an active grant; a live field's stored copy is never preferred to the live value.
+                    visible = not contract.live and (contract.sensitivity.value == "L1" or (
+                        gate is not None and gate.allows(contract)))
+                    by_key[pk] = _key_policy(contract, Kind(row.kind)) if visible else None
+                    pol = by_key[pk]
             if pol is None:
                 continue  # field disabled: stops recall at once
             _, half_life, judged_by_weight = pol
@@ -123,13 +134,22 @@ class RecallPipeline:
             question = confirmation_question(record, contracts.get(row.key)) if flag else None
             out.append(ScoredMemory(record, score, w, relevance[row.id] if relevance is not None else None,
                                     flag, question))
+        if self.live is not None:
+            allows = gate.allows if gate is not None else (lambda c: c.sensitivity.value == "L1")
+            extra = self.live.scored(tenant, user_id, now, contracts, allows, kinds, keys)
+            if extra:
+                out = sorted(out + extra, key=lambda s: (-s.score, -s.memory.created_at, s.memory.id))
+                out = out[:limit] if limit is not None else out
+        if gate is not None and out:
+            gate.audit_reads([s.memory for s in out], contracts)
         return out
 
     def recall(self, tenant: str, user_id: str, k: int, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
-               mark_used: bool = False) -> list[ScoredMemory]:
+               mark_used: bool = False, actor: str | None = None) -> list[ScoredMemory]:
         top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
-                          limit=k)
+                          limit=k, actor=actor)
         if mark_used and top:
-            self.ctx.store.touch(tenant, [s.memory.id for s in top], used_at=now)
+            self.ctx.store.touch(tenant, [s.memory.id for s in top if not s.memory.id.startswith("live:")],
+                                 used_at=now)
         return top

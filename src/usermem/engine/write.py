@@ -23,7 +23,7 @@ from usermem.model import (
     WriteRequest,
     WriteResult,
 )
-from usermem.policy.contracts import FieldContract
+from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.guards import check_guards, loggable_key
 from usermem.policy.injection import instruction_like
 from usermem.policy.pii import redact
@@ -75,7 +75,8 @@ class WritePipeline:
         if len(requests) > self.ctx.limits.max_batch:
             raise ValidationError(f"batch of {len(requests)} writes exceeds the limit of {self.ctx.limits.max_batch}",
                                   field="writes")
-        prepared = [(r, self._prepare(r)) for r in requests]
+        contracts = self.ctx.contracts_for(tenant)
+        prepared = [(r, self._prepare(r, contracts)) for r in requests]
         written: list[MemoryRecord] = []
         for attempt in range(3):
             try:
@@ -95,11 +96,11 @@ class WritePipeline:
 
     # -- steps ---------------------------------------------------------------------------------------
 
-    def _prepare(self, req: WriteRequest) -> _Prepared | WriteResult:
+    def _prepare(self, req: WriteRequest, contracts: ContractSet | None = None) -> _Prepared | WriteResult:
         """Validation and guards, no I/O. Returns a REJECT result for anything that may not be stored."""
         if not isinstance(req, WriteRequest):
             raise InvalidArgument(f"expected WriteRequest, got {type(req).__name__}")
-        contracts = self.ctx.contracts
+        contracts = self.ctx.contracts if contracts is None else contracts
         if isinstance(req.key, str) and contracts.is_forbidden(req.key):
             return WriteResult(Op.REJECT, Reason.FORBIDDEN_KEY, detail=f"key {req.key!r} may never be stored")
         try:
