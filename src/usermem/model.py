@@ -109,7 +109,8 @@ KIND_REGISTRY: dict[Kind, KindSpec] = {
     Kind.PREFERENCE: KindSpec(Kind.PREFERENCE, MemoryClass.SEMANTIC, None, 0.8, 30 * DAY * math.log(2), True),
     Kind.SITUATION: KindSpec(Kind.SITUATION, MemoryClass.EPISODIC, 30 * DAY, 0.7, 30 * DAY, False),
     Kind.EPISODE: KindSpec(Kind.EPISODE, MemoryClass.EPISODIC, 180 * DAY, 0.6, 30 * DAY, False),
-    Kind.CONTEXT: KindSpec(Kind.CONTEXT, MemoryClass.WORKING, None, 0.5, 0.1 * HOUR, True, session_bound=True),
+    # Context is retracted when its session closes; the one-day TTL lets purge remove it for good.
+    Kind.CONTEXT: KindSpec(Kind.CONTEXT, MemoryClass.WORKING, DAY, 0.5, 0.1 * HOUR, True, session_bound=True),
 }
 
 

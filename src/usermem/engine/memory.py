@@ -10,6 +10,8 @@ from usermem.config import Settings, load_settings
 from usermem.engine.context import Clock, EngineContext, Listener, new_id
 from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
+from usermem.engine.lifecycle import ChangeSetRevert, LifecyclePipeline
+from usermem.engine.sessions import CloseHook, Session, SessionClosed, SessionManager, Transcript, episodes
 from usermem.engine.export import export_user
 from usermem.engine.grants import Grant, GrantsPipeline
 from usermem.engine.recall import RecallPipeline
@@ -64,6 +66,10 @@ class Memory:
         self._write = WritePipeline(self._ctx)
         self._recall = RecallPipeline(self._ctx)
         self._erasure = ErasurePipeline(self._ctx)
+        # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
+        self._lifecycle = LifecyclePipeline(self._ctx, self._write)
+        self._sessions = SessionManager(self._ctx, self._write, self._recall)
+        self._ctx.listeners.append(self._sessions.on_change)
         # Privacy and governance (docs/privacy.md): per-tenant stored contracts, grants for L2/L3, live fields.
         self._contracts = ContractRegistry(self._ctx)
         self._ctx.contract_provider = self._contracts.for_tenant
@@ -353,6 +359,87 @@ class Memory:
     def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
                             now: float | None = None) -> bool:
         return bool(self.understanding.reject_verification(tenant, user_id, verification_id, now=now))
+    # -- lifecycle: confirmation, denial, revert (engine/lifecycle.py) ---------------------------------
+
+    def confirm(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
+                actor: str | None = None, source: str = "user_confirmed") -> MemoryRecord:
+        """Record that the user (or an agent: source="agent_confirmed") confirmed a memory.
+
+        last_confirmed_at becomes `now`, so the weight is back to its base. When the confirming
+        source outranks the memory's (or its confidence is below 1), a new version carries the
+        upgraded provenance; the returned record is the current version either way.
+        """
+        return self._lifecycle.confirm(tenant, user_id, memory_id, now=now, actor=actor, source=source)
+
+    def deny(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
+             actor: str | None = None, source: str = "user_confirmed") -> MemoryRecord:
+        """Record that the user said a memory is wrong: a retraction version supersedes it; history is kept."""
+        return self._lifecycle.deny(tenant, user_id, memory_id, now=now, actor=actor, source=source)
+
+    def revert(self, tenant: str, user_id: str, key: str, to_version: str | int | None = None, *,
+               now: float | None = None, actor: str | None = None, source: str = "user_confirmed") -> WriteResult:
+        """Restore the previous value of `key` (or `to_version`: a version id or a 1-based position in
+        history()) as a new version. History is never rewritten; the revert is audited."""
+        return self._lifecycle.revert(tenant, user_id, key, to_version, now=now, actor=actor, source=source)
+
+    def revert_change_set(self, tenant: str, change_set_id: str, *, now: float | None = None,
+                          actor: str | None = None, source: str = "user_confirmed",
+                          partial: bool = False) -> ChangeSetRevert:
+        """Undo every write of a change set at once (all or nothing unless partial=True).
+
+        The tenant is required: change-set ids are only unique within a tenant's data.
+        """
+        return self._lifecycle.revert_change_set(tenant, change_set_id, now=now, actor=actor, source=source,
+                                                 partial=partial)
+
+    # -- sessions (engine/sessions.py) ---------------------------------------------------------------
+
+    def open_session(self, tenant: str, user_id: str, client_id: str | None = None, *, now: float | None = None,
+                     idle_seconds: float | None = None) -> str:
+        """Start a session; `context` memories written with its id live until it closes or idles out."""
+        return self._sessions.open(tenant, user_id, client_id, now=now, idle_seconds=idle_seconds)
+
+    def close_session(self, session_id: str, transcript: Transcript | None = None, *, tenant: str | None = None,
+                      now: float | None = None, actor: str | None = None) -> SessionClosed:
+        """Archive the session as an episode, retire its context, run the close hooks. Idempotent.
+
+        Pass `tenant` when you have it (the HTTP API always does): the session must then belong to
+        it. Without it the id is resolved through the session→tenant index.
+        """
+        return self._sessions.close(session_id, transcript, tenant=tenant, now=now, actor=actor)
+
+    def expire_idle_sessions(self, now: float | None = None, *, tenant: str | None = None) -> list[SessionClosed]:
+        """Close (reason "idle") every session idle past its timeout; run this periodically."""
+        return self._sessions.expire_idle(now=now, tenant=tenant)
+
+    def touch_session(self, session_id: str, *, tenant: str | None = None, now: float | None = None) -> Session:
+        """Count activity in a session (postpones its idle expiry)."""
+        return self._sessions.touch(session_id, tenant=tenant, now=now)
+
+    def get_session(self, session_id: str, *, tenant: str | None = None) -> Session:
+        return self._sessions.resolve(session_id, tenant)
+
+    def sessions(self, tenant: str, user_id: str, *, status: str | None = None,
+                 now: float | None = None) -> list[Session]:
+        """A user's sessions (closed ones until their retention ends); status "open" or "closed" filters."""
+        return self._sessions.list(tenant, user_id, status=status, now=now)
+
+    def session_context(self, session_id: str, *, tenant: str | None = None, k: int = 20,
+                        now: float | None = None, mark_used: bool = True) -> list[ScoredMemory]:
+        """The session's live context memories, best first; empty once it is closed. Counts as activity."""
+        return self._sessions.context(session_id, tenant=tenant, now=now, k=k, mark_used=mark_used)
+
+    def on_session_closed(self, callback: CloseHook) -> CloseHook:
+        """Register `callback(SessionClosed)`, called after each close (explicit or idle). Usable as a decorator."""
+        self._sessions.hooks.append(callback)
+        return callback
+
+    def episodes(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
+                 limit: int = 10, now: float | None = None) -> list[MemoryRecord]:
+        """What happened, most recent event first: episodes whose event time lies in [since, until)."""
+        return episodes(self._recall, tenant, user_id, now=self._ctx.now(now), since=since, until=until,
+                        limit=limit)
+
 
 _REQUEST_FIELDS = set(WriteRequest.__dataclass_fields__)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from usermem.engine.context import EngineContext
+from usermem.engine.sessions import visible_context
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
 from usermem.policy.contracts import FieldContract
 from usermem.policy.decay import DecayInput, weight, weight_of
@@ -41,6 +42,18 @@ def detect_language(text: str) -> str:
     return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else "en"
 
 
+def language_code(value: object) -> str | None:
+    """'zh' / 'en' from a stored `language` preference ("中文", "English", "zh-CN", "英文"...), else None."""
+    if not isinstance(value, str):
+        return None
+    v = value.strip().lower()
+    if "英" in v or "english" in v or v == "en" or v.startswith("en-") or v.startswith("en_"):
+        return "en"
+    if any(t in v for t in ("中", "汉", "chinese", "mandarin", "普通话")) or v.startswith("zh"):
+        return "zh"
+    return None
+
+
 def confirmation_question(record: MemoryRecord, contract: FieldContract | None, language: str | None = None) -> str:
     value = record.value if isinstance(record.value, str) else str(record.value)
     lang = language or detect_language(value)
@@ -59,6 +72,21 @@ class RecallPipeline:
         # Live fields (engine/resolvers.py): values read from the system of record at recall time.
         self.live: Any = None
 
+
+    def _scope_context(self, tenant: str, user_id: str, rows: list[ScoreRow], full: dict[str, MemoryRecord] | None,
+                       now: float, session_id: str | None) -> list[ScoreRow]:
+        """Session context is recalled only while its session is open (engine/sessions.py); never after."""
+        ids = [r.id for r in rows if r.kind == "context"]
+        records = [full[i] for i in ids if i in full] if full is not None else self.ctx.store.get_many(tenant, ids)
+        keep = visible_context(self.ctx.store, tenant, user_id, records, now, session_id)
+        return [r for r in rows if r.kind != "context" or r.id in keep]
+
+    def _user_language(self, tenant: str, user_id: str, now: float, cache: dict[str, str | None]) -> str | None:
+        """The language confirmation questions are asked in: the user's `language` memory, if any."""
+        if "lang" not in cache:
+            found = self.ctx.store.live(LiveQuery(tenant, user_id, now, keys=["language"]))
+            cache["lang"] = language_code(found[0].value) if found else None
+        return cache["lang"]
 
     def weigh(self, record: MemoryRecord, now: float) -> float:
         contract = self.ctx.contracts.get(record.key)
@@ -89,6 +117,9 @@ class RecallPipeline:
             rows = store.live_scores(q)
         if not rows:
             return []
+        if any(r.kind == "context" for r in rows):
+            rows = self._scope_context(tenant, user_id, rows, full, now, session_id)
+        asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
         settings = self.ctx.settings
         confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
         contracts = self.ctx.contracts_for(tenant)
@@ -131,7 +162,8 @@ class RecallPipeline:
             record = full.get(row.id)
             if record is None:  # deleted between the two reads
                 continue
-            question = confirmation_question(record, contracts.get(row.key)) if flag else None
+            question = confirmation_question(record, contracts.get(row.key),
+                                             self._user_language(tenant, user_id, now, asked)) if flag else None
             out.append(ScoredMemory(record, score, w, relevance[row.id] if relevance is not None else None,
                                     flag, question))
         if self.live is not None:

@@ -61,3 +61,37 @@ def crossing_time(base: float, threshold: float, half_life_seconds: float) -> fl
     if threshold <= 0 or base <= threshold:
         return 0.0 if base <= threshold else math.inf
     return math.log(base / threshold) / rate(half_life_seconds)
+
+
+def time_constant(half_life_seconds: float) -> float:
+    """1/λ: the age at which decay alone leaves e^−1 ≈ 37 % of the base weight."""
+    return half_life_seconds / _LN2
+
+
+def half_life_for(time_constant_seconds: float) -> float:
+    """The half-life whose decay reaches e^−1 after `time_constant_seconds` (the seed states λ that way)."""
+    return time_constant_seconds * _LN2
+
+
+def crossing_at(d: DecayInput, threshold: float) -> float:
+    """Absolute time at which weight(d, t) first falls below `threshold` with no further use or confirmation.
+
+    weight is the max of the confirmation term and the (optional) use term, each a decaying
+    exponential, so it falls below the threshold when the later of the two does. Returns -inf
+    when the weight is already below the threshold at the anchor, inf when it never falls below
+    (threshold ≤ 0).
+    """
+    if threshold <= 0:
+        return math.inf
+    anchor = d.created_at
+    if d.last_confirmed_at is not None and d.last_confirmed_at > anchor:
+        anchor = d.last_confirmed_at
+    starts = [(anchor, d.base)]
+    if d.last_used_at is not None and d.last_used_at > anchor:
+        starts.append((d.last_used_at, USE_BOOST * d.base))
+    lam = rate(d.half_life_seconds)
+    best = -math.inf
+    for start, level in starts:
+        if level > threshold:
+            best = max(best, start + math.log(level / threshold) / lam)
+    return best
