@@ -17,7 +17,7 @@ DAY = 86_400.0
 
 # Backends the conformance suite (tests/conformance/) runs on. Issue 3 adds "postgres" and "tiered";
 # each entry maps to a factory in BACKEND_FACTORIES.
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", "postgres", "tiered"]
 
 
 def _sqlite_factory(tmp_path, **kw):

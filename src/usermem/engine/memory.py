@@ -27,7 +27,8 @@ from usermem.policy.contracts import (
     Sensitivity,
     UnknownFieldPolicy,
 )
-from usermem.store.base import AuditQuery, Store, open_store
+from usermem.store.base import AuditQuery, Store
+from usermem.store.tiered import build_store
 
 
 def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
@@ -58,7 +59,8 @@ class Memory:
             settings = settings.with_overrides(store_url=url)
         self.settings = settings
         if store is None:
-            store = open_store(settings.store_url if (url or settings.store_url != "sqlite://") else None)
+            # The store of record, plus Redis / session tiers when the preset or routes ask for them.
+            store = build_store(settings)
         if contracts is None:
             contracts = ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
                                     DEFAULT_FORBIDDEN_KEYS | frozenset(settings.forbidden_keys))
@@ -77,6 +79,12 @@ class Memory:
         self._recall.gate_for = self._grants.gate
         self._live = LiveResolvers(self._ctx)
         self._recall.live = self._live
+        # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).
+        self._relevance: Any = None
+        if settings.embedder != "none" or settings.hybrid_lexical_weight > 0:
+            from usermem.relevance.hybrid import install
+
+            install(self)
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -92,8 +100,17 @@ class Memory:
         """Call `listener(ChangeEvent)` after every committed change."""
         self._ctx.listeners.append(listener)
 
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until memories written so far are indexed for recall(query=...) (tests, imports, evals)."""
+        indexer = getattr(self._relevance, "indexer", None)
+        if indexer is not None:
+            indexer.flush(timeout)
+
     def close(self) -> None:
         self._live.close()
+        indexer = getattr(self._relevance, "indexer", None)
+        if indexer is not None:
+            indexer.close()
         self._ctx.store.close()
 
     def __enter__(self) -> Memory:
@@ -127,28 +144,38 @@ class Memory:
 
     def recall(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                kinds: Iterable[str | Kind] | None = None, query: str | None = None,
-               keys: Sequence[str] | None = None, mark_used: bool = False,
-               actor: str | None = None) -> list[MemoryRecord]:
-        """The user's current memories, best first: not superseded, deleted, expired or decayed away."""
+               keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
+               event_until: float | None = None, actor: str | None = None) -> list[MemoryRecord]:
+        """The user's current memories, best first: not superseded, deleted, expired or decayed away.
+
+        `query` ranks by meaning and words (hybrid relevance); `event_from`/`event_until` keep memories
+        whose event time (else write time) lies in [event_from, event_until).
+        """
         return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
-                                                     keys=keys, mark_used=mark_used, actor=actor)]
+                                                     keys=keys, mark_used=mark_used, event_from=event_from,
+                                                     event_until=event_until, actor=actor)]
 
     def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                       kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                       keys: Sequence[str] | None = None, mark_used: bool = False,
+                      event_from: float | None = None, event_until: float | None = None,
                       actor: str | None = None) -> list[ScoredMemory]:
         """Like recall, with scores, weights and confirmation flags.
 
         L2/L3 fields are returned only under an active grant (see `grant`); `actor` (API key or agent
         id) is the reader the audit log names and the grantee a grant may be restricted to.
         """
+        for name, v in (("event_from", event_from), ("event_until", event_until)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
+                raise InvalidArgument(f"{name} must be Unix seconds (float), got {v!r}")
         check_ids(tenant, user_id)
         if isinstance(k, bool) or not isinstance(k, int):
             raise InvalidArgument(f"k must be an int, got {type(k).__name__}")
         if k < 1:
             raise ValidationError("k must be at least 1", field="k")
         return self._recall.recall(tenant, user_id, k, now=self._ctx.now(now), kinds=_kinds(kinds), keys=keys,
-                                   query=query, mark_used=mark_used, actor=actor)
+                                   query=query, mark_used=mark_used, event_from=event_from,
+                                   event_until=event_until, actor=actor)
 
     def get(self, tenant: str, memory_id: str, *, actor: str | None = None,
             now: float | None = None) -> MemoryRecord | None:
@@ -282,83 +309,6 @@ class Memory:
         """
         self._live.register(name, resolver)
 
-
-    # -- conversations (understand/: recall plans, extraction, assembly, onboarding, verification) -------
-
-    @property
-    def understanding(self) -> Any:
-        """The conversation pipelines (usermem.understand.service.Understanding), built on first use."""
-        und = self.__dict__.get("_understanding")
-        if und is None:
-            from usermem.understand.service import Understanding
-
-            und = self.__dict__["_understanding"] = Understanding(self)
-        return und
-
-    def plan(self, tenant: str, user_id: str, message: str) -> dict[str, Any]:
-        """Recall plan for the current message: {fact_recall, preference_recall, context_recall, memory_priority}.
-
-        Reads only the message and the enabled field contracts (never stored memories); every field named
-        is enabled. Uses the configured LLM when there is one, else (or on any LLM failure) deterministic rules.
-        """
-        return dict(self.understanding.plan(tenant, user_id, message).to_dict())
-
-    def extract(self, messages: Any, *, tenant: str | None = None) -> list[Any]:
-        """Propose memories (list[Candidate]) from OpenAI-style {role, content} messages or strings. Writes nothing."""
-        return list(self.understanding.extract(messages, tenant=tenant))
-
-    def ingest(self, tenant: str, user_id: str, messages: Any, *, now: float | None = None,
-               session_id: str | None = None, change_set_id: str | None = None,
-               actor: str | None = None) -> list[WriteResult]:
-        """Extract and write (source `extracted`) through the write pipeline, one change set; audited.
-
-        Pushback in the user's turns ("太长了", "too long again") is counted for reflexive verification.
-        """
-        return list(self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
-                                              change_set_id=change_set_id, actor=actor))
-
-    def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
-                 now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Any:
-        """Plan, select and render memories as <USER_FACTS>{json}</USER_FACTS> <USER_PREFERENCES>{json}</USER_PREFERENCES>.
-
-        Returns an Assembly (plan, facts, preferences, context, prompt, tokens...; `.to_dict()`). Marks
-        what it injected as used.
-        """
-        return self.understanding.assemble(tenant, user_id, message, budget_tokens, now=now, session_id=session_id,
-                                           actor=actor)
-
-    def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
-                             now: float | None = None) -> list[dict[str, Any]]:
-        """The tenant's onboarding questions in the user's language ("zh"/"en"), each with `answered`."""
-        return list(self.understanding.onboarding_questions(tenant, user_id, language, now=now))
-
-    def set_onboarding_questions(self, tenant: str, questions: Sequence[Any], *,
-                                 now: float | None = None) -> list[dict[str, Any]]:
-        return list(self.understanding.set_onboarding_questions(tenant, questions, now=now))
-
-    def answer_onboarding(self, tenant: str, user_id: str, answers: dict[str, Any], *, now: float | None = None,
-                          actor: str | None = None) -> list[WriteResult]:
-        """Store onboarding answers ({question id or field: answer}) with source `onboarding`."""
-        return list(self.understanding.answer_onboarding(tenant, user_id, answers, now=now, actor=actor))
-
-    def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
-                        now: float | None = None) -> dict[str, Any]:
-        """Count one pushback on a field; at the threshold a hypothesis awaits verification."""
-        return dict(self.understanding.record_pushback(tenant, user_id, key, message, value=value, now=now))
-
-    def pending_verifications(self, tenant: str, user_id: str) -> list[dict[str, Any]]:
-        return list(self.understanding.pending_verifications(tenant, user_id))
-
-    def accept_verification(self, tenant: str, user_id: str, verification_id: str, *, value: Any = None,
-                            now: float | None = None, actor: str | None = None) -> WriteResult:
-        """The user confirmed: store the hypothesis (or their corrected value) as `user_confirmed`."""
-        result: WriteResult = self.understanding.accept_verification(tenant, user_id, verification_id, value=value,
-                                                                     now=now, actor=actor)
-        return result
-
-    def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
-                            now: float | None = None) -> bool:
-        return bool(self.understanding.reject_verification(tenant, user_id, verification_id, now=now))
     # -- lifecycle: confirmation, denial, revert (engine/lifecycle.py) ---------------------------------
 
     def confirm(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
@@ -440,6 +390,83 @@ class Memory:
         return episodes(self._recall, tenant, user_id, now=self._ctx.now(now), since=since, until=until,
                         limit=limit)
 
+
+    # -- conversations (understand/: recall plans, extraction, assembly, onboarding, verification) -------
+
+    @property
+    def understanding(self) -> Any:
+        """The conversation pipelines (usermem.understand.service.Understanding), built on first use."""
+        und = self.__dict__.get("_understanding")
+        if und is None:
+            from usermem.understand.service import Understanding
+
+            und = self.__dict__["_understanding"] = Understanding(self)
+        return und
+
+    def plan(self, tenant: str, user_id: str, message: str) -> dict[str, Any]:
+        """Recall plan for the current message: {fact_recall, preference_recall, context_recall, memory_priority}.
+
+        Reads only the message and the enabled field contracts (never stored memories); every field named
+        is enabled. Uses the configured LLM when there is one, else (or on any LLM failure) deterministic rules.
+        """
+        return dict(self.understanding.plan(tenant, user_id, message).to_dict())
+
+    def extract(self, messages: Any, *, tenant: str | None = None) -> list[Any]:
+        """Propose memories (list[Candidate]) from OpenAI-style {role, content} messages or strings. Writes nothing."""
+        return list(self.understanding.extract(messages, tenant=tenant))
+
+    def ingest(self, tenant: str, user_id: str, messages: Any, *, now: float | None = None,
+               session_id: str | None = None, change_set_id: str | None = None,
+               actor: str | None = None) -> list[WriteResult]:
+        """Extract and write (source `extracted`) through the write pipeline, one change set; audited.
+
+        Pushback in the user's turns ("太长了", "too long again") is counted for reflexive verification.
+        """
+        return list(self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
+                                              change_set_id=change_set_id, actor=actor))
+
+    def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
+                 now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Any:
+        """Plan, select and render memories as <USER_FACTS>{json}</USER_FACTS> <USER_PREFERENCES>{json}</USER_PREFERENCES>.
+
+        Returns an Assembly (plan, facts, preferences, context, prompt, tokens...; `.to_dict()`). Marks
+        what it injected as used.
+        """
+        return self.understanding.assemble(tenant, user_id, message, budget_tokens, now=now, session_id=session_id,
+                                           actor=actor)
+
+    def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
+                             now: float | None = None) -> list[dict[str, Any]]:
+        """The tenant's onboarding questions in the user's language ("zh"/"en"), each with `answered`."""
+        return list(self.understanding.onboarding_questions(tenant, user_id, language, now=now))
+
+    def set_onboarding_questions(self, tenant: str, questions: Sequence[Any], *,
+                                 now: float | None = None) -> list[dict[str, Any]]:
+        return list(self.understanding.set_onboarding_questions(tenant, questions, now=now))
+
+    def answer_onboarding(self, tenant: str, user_id: str, answers: dict[str, Any], *, now: float | None = None,
+                          actor: str | None = None) -> list[WriteResult]:
+        """Store onboarding answers ({question id or field: answer}) with source `onboarding`."""
+        return list(self.understanding.answer_onboarding(tenant, user_id, answers, now=now, actor=actor))
+
+    def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
+                        now: float | None = None) -> dict[str, Any]:
+        """Count one pushback on a field; at the threshold a hypothesis awaits verification."""
+        return dict(self.understanding.record_pushback(tenant, user_id, key, message, value=value, now=now))
+
+    def pending_verifications(self, tenant: str, user_id: str) -> list[dict[str, Any]]:
+        return list(self.understanding.pending_verifications(tenant, user_id))
+
+    def accept_verification(self, tenant: str, user_id: str, verification_id: str, *, value: Any = None,
+                            now: float | None = None, actor: str | None = None) -> WriteResult:
+        """The user confirmed: store the hypothesis (or their corrected value) as `user_confirmed`."""
+        result: WriteResult = self.understanding.accept_verification(tenant, user_id, verification_id, value=value,
+                                                                     now=now, actor=actor)
+        return result
+
+    def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
+                            now: float | None = None) -> bool:
+        return bool(self.understanding.reject_verification(tenant, user_id, verification_id, now=now))
 
 _REQUEST_FIELDS = set(WriteRequest.__dataclass_fields__)
 

@@ -239,7 +239,8 @@ class PostgresStore:
         finally:
             first.close()
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            conninfo, min_size=lo, max_size=max(lo, hi), kwargs=kwargs, open=False, timeout=30.0,
+            conninfo, min_size=lo, max_size=max(lo, hi), kwargs={**kwargs, "autocommit": True}, open=False,
+            timeout=30.0,
             name=f"usermem-{self._schema_name}")
         try:
             self._pool.open(wait=True, timeout=connect_timeout + 5)
@@ -293,12 +294,35 @@ class PostgresStore:
     # -- connections -----------------------------------------------------------------------------------
 
     @contextmanager
-    def _conn(self, what: str, tenant: str | None = None) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection in one transaction, committed at the end (rolled back on error)."""
+    def _conn(self, what: str, tenant: str | None = None, *, write: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled autocommit connection; `write=True` wraps the block in one transaction."""
         with _errors(what), self._pool.connection() as conn:
-            if self.rls:
-                conn.execute("SELECT set_config('usermem.tenant', %s, true)", (tenant or "*",))
-            yield conn
+            if write:
+                with conn.transaction():
+                    if self.rls:
+                        conn.execute("SELECT set_config('usermem.tenant', %s, true)", (tenant or "*",))
+                    yield conn
+            else:
+                if self.rls:  # session-level: every use of a pooled connection sets it again
+                    conn.execute("SELECT set_config('usermem.tenant', %s, false)", (tenant or "*",))
+                yield conn
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in transaction mode (commit on success, rollback on error), for plug-ins
+        that keep their own tables in this database (e.g. the pgvector index)."""
+        with _errors("plug-in"), self._pool.connection() as conn:
+            conn.autocommit = False
+            try:
+                if self.rls:
+                    conn.execute("SELECT set_config('usermem.tenant', '*', true)")
+                yield conn
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                conn.autocommit = True
 
     def _user_lock(self, conn: psycopg.Connection[Any], tenant: str, user_id: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -308,7 +332,7 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self, tenant: str, user_id: str) -> Iterator[_PgTx]:
-        with self._conn("write transaction", tenant) as conn:
+        with self._conn("write transaction", tenant, write=True) as conn:
             with _errors("write transaction"):
                 self._user_lock(conn, tenant, user_id)
             yield _PgTx(conn, tenant, user_id)
@@ -327,7 +351,7 @@ class PostgresStore:
                 (tenant, list(ids)))]
         n = 0
         for user in users:  # one transaction per user, under the user's lock (see the module docstring)
-            with self._conn("touch", tenant) as c:
+            with self._conn("touch", tenant, write=True) as c:
                 self._user_lock(c, tenant, user)
                 if used_at is not None:
                     n += c.execute(
@@ -356,7 +380,7 @@ class PostgresStore:
         if created_until is not None:
             where.append("created_at < %s")
             args.append(created_until)
-        with self._conn("soft delete", tenant) as c:
+        with self._conn("soft delete", tenant, write=True) as c:
             self._user_lock(c, tenant, user_id)
             rows = c.execute(f"UPDATE memories SET deleted_at=%s WHERE {' AND '.join(where)} RETURNING id, seq",
                              [at, *args]).fetchall()
@@ -369,7 +393,7 @@ class PostgresStore:
                               (deleted_before, expired_before)).fetchall()
         n = 0
         for tenant, user in users:
-            with self._conn("purge", tenant) as c:
+            with self._conn("purge", tenant, write=True) as c:
                 self._user_lock(c, tenant, user)
                 n += c.execute(f"DELETE FROM memories WHERE tenant=%s AND user_id=%s AND {cond}",
                                (tenant, user, deleted_before, expired_before)).rowcount
@@ -520,7 +544,7 @@ class PostgresStore:
     def bulk_insert(self, records: Sequence[MemoryRecord]) -> None:
         """Load pre-validated records with COPY in one transaction (benchmark fixtures, imports)."""
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
-        with self._conn("bulk insert") as c, c.cursor() as cur, \
+        with self._conn("bulk insert", write=True) as c, c.cursor() as cur, \
                 cur.copy(sql.SQL("COPY memories ({}) FROM STDIN").format(cols)) as copy:
             for r in records:
                 copy.write_row(_params(r))

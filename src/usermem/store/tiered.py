@@ -1,0 +1,463 @@
+"""Routing by kind: the store of record behind one Store interface, with serving tiers in front.
+
+`build_store(settings)` is what `Memory` calls. Presets:
+
+* ``embedded`` (default): everything in the store of record (SQLite unless ``store_url`` says otherwise);
+* ``tiered`` (seed 004's layout): fact, situation, episode → store of record (PostgreSQL);
+  preference and context → served from Redis.
+
+``routes`` overrides per kind (``record`` | ``redis`` | ``session``). Every record is written to the
+store of record, which keeps versions, audit and history; a tier is a write-through cache in front
+of it (store/redis.py explains the protocol, docs/storage.md the durability argument).
+
+When a tier fails: reads of its kinds fall back to the store of record, writes still commit there
+(the acknowledgement point) and the user is marked *dirty* in the store of record; the tier is not
+read again until those marks are reconciled (the users' cached data erased), which every instance
+checks at most every `dirty_check_interval` seconds. Erasure that cannot reach a tier raises
+TierUnavailable after the store of record is erased; a retry finishes the job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from usermem.errors import ConfigError, TierUnavailable
+from usermem.model import AuditEvent, Kind, MemoryRecord, parse_kind
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
+from usermem.store.redis import Change, RedisTier, SessionTier, Tier
+
+log = logging.getLogger("usermem.store")
+
+ROUTES = ("record", "redis", "session")
+PRESETS: Mapping[str, Mapping[Kind, str]] = {
+    "embedded": {},
+    "tiered": {Kind.PREFERENCE: "redis", Kind.CONTEXT: "redis"},
+}
+# Tier bookkeeping lives in the store of record's documents under this reserved tenant.
+DIRTY_TENANT = "_usermem"
+_EVERYTHING = -1e300  # a `now` before every expiry: loads every current record, expired or not
+
+
+def resolve_routes(preset: str, routes: Mapping[str, str]) -> dict[Kind, str]:
+    """Kind -> route for a preset with per-kind overrides. Raises ConfigError naming the setting."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; use 'embedded' or 'tiered'", setting="preset")
+    out = {k: PRESETS[preset].get(k, "record") for k in Kind}
+    for name, route in routes.items():
+        try:
+            kind = parse_kind(name)
+        except ValueError:
+            raise ConfigError(f"unknown kind {name!r}; kinds are {[k.value for k in Kind]}", setting="routes") from None
+        if route not in ROUTES:
+            raise ConfigError(f"route for {name!r} must be record, redis or session, got {route!r}",
+                              setting="routes")
+        out[kind] = route
+    return out
+
+
+def build_store(settings: Any) -> Store:
+    """The configured store: the store of record, wrapped in a TieredStore when a kind is routed to a tier."""
+    routes = resolve_routes(settings.preset, settings.routes)
+    url = settings.store_url
+    record = open_store(None if url in (None, "", "sqlite://") else url)
+    wanted = {route for route in routes.values() if route != "record"}
+    if not wanted:
+        return record
+    tiers: list[Tier] = []
+    try:
+        if "redis" in wanted:
+            if not settings.redis_url:
+                raise ConfigError(f"preset {settings.preset!r} routes "
+                                  f"{sorted(k.value for k, r in routes.items() if r == 'redis')} to Redis, "
+                                  "but no redis_url is set (USERMEM_REDIS_URL)", setting="redis_url")
+            if not str(settings.redis_url).startswith(("redis://", "rediss://", "unix://")):
+                raise ConfigError(f"unknown Redis URL scheme in {settings.redis_url!r}; use redis://host:6379/0",
+                                  setting="redis_url")
+            tier = RedisTier(settings.redis_url, [k for k, r in routes.items() if r == "redis"],
+                             prefix=settings.key_prefix)
+            try:
+                tier.ping()
+            except TierUnavailable as exc:
+                tier.close()
+                raise ConfigError(f"cannot reach Redis at {settings.redis_url}: {exc}", setting="redis_url") from None
+            tiers.append(tier)
+        if "session" in wanted:
+            tiers.append(SessionTier([k for k, r in routes.items() if r == "session"]))
+    except BaseException:
+        record.close()
+        raise
+    return TieredStore(record, tiers)
+
+
+@dataclass
+class _Health:
+    healthy: bool = False
+    checked: float = -1e18
+    attempted: float = -1e18
+    last_error: str | None = None
+
+
+class _TrackingTx:
+    """The store of record's transaction, noting what changed for the tiers."""
+
+    def __init__(self, tx: WriteTx) -> None:
+        self._tx = tx
+        self.change = Change()
+        self.heads: dict[str, Kind] = {}
+
+    def head(self, key: str) -> MemoryRecord | None:
+        r = self._tx.head(key)
+        if r is not None:
+            self.heads[r.id] = r.kind
+        return r
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        r = self._tx.get(memory_id)
+        if r is not None:
+            self.heads[r.id] = r.kind
+        return r
+
+    def insert(self, record: MemoryRecord) -> None:
+        self._tx.insert(record)
+        self.change.inserted.append(record)
+
+    def supersede(self, old_id: str, new_id: str, at: float) -> None:
+        self._tx.supersede(old_id, new_id, at)
+        self.change.superseded.append((old_id, new_id))
+
+    def audit(self, event: AuditEvent) -> None:
+        self._tx.audit(event)
+
+    def __getattr__(self, name: str) -> Any:  # backend extras (e.g. savepoints) pass through
+        return getattr(self._tx, name)
+
+
+class TieredStore:
+    """One Store: the store of record plus serving tiers for the kinds routed to them."""
+
+    def __init__(self, record: Store, tiers: Sequence[Tier], *, retry_interval: float = 1.0,
+                 dirty_check_interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.record = record
+        self.url = record.url
+        self.tiers = list(tiers)
+        self.route: dict[Kind, Tier] = {k: t for t in self.tiers for k in t.kinds}
+        self.retry_interval = retry_interval
+        self.dirty_check_interval = dirty_check_interval
+        self._clock = clock
+        self._health = {t.name: _Health() for t in self.tiers}
+        self._lock = threading.Lock()
+        self._seen: OrderedDict[str, tuple[str, str, Kind]] = OrderedDict()  # id -> (user, key, kind)
+        self._stash = threading.local()
+        self.stats = {"hits": 0, "misses": 0, "fills": 0, "fallbacks": 0, "tier_errors": 0, "dirty_marked": 0,
+                      "reconciled": 0}
+
+    # -- tier health -------------------------------------------------------------------------------
+
+    def _ns(self, tier: Tier) -> str:
+        return f"tier_dirty:{tier.name}"
+
+    def _usable(self, tier: Tier) -> bool:
+        """Whether to use the tier now; reconciles dirty users first when due."""
+        h = self._health[tier.name]
+        now = self._clock()
+        if h.healthy and now - h.checked < self.dirty_check_interval:
+            return True
+        if not h.healthy and now - h.attempted < self.retry_interval:
+            return False
+        h.attempted = now
+        try:
+            self.reconcile(tier)
+        except TierUnavailable as exc:
+            self._down(tier, exc)
+            return False
+        h.healthy, h.checked, h.last_error = True, now, None
+        return True
+
+    def _down(self, tier: Tier, exc: BaseException) -> None:
+        h = self._health[tier.name]
+        if h.healthy:
+            log.warning("tier %s unavailable, serving from the store of record: %s", tier.name, exc)
+        h.healthy, h.attempted, h.last_error = False, self._clock(), str(exc)
+        self.stats["tier_errors"] += 1
+
+    def reconcile(self, tier: Tier) -> int:
+        """Erase the cached data of every user marked dirty for this tier, then clear the marks."""
+        tier.ping()
+        n = 0
+        while True:
+            docs = self.record.list_docs(DIRTY_TENANT, self._ns(tier), limit=1000)
+            if not docs:
+                return n
+            for key, value in docs:
+                tier.erase(str(value["tenant"]), str(value["user_id"]), None)
+                self.record.delete_doc(DIRTY_TENANT, self._ns(tier), key)
+                n += 1
+                self.stats["reconciled"] += 1
+
+    def _mark_dirty(self, tier: Tier, tenant: str, user_id: str) -> None:
+        self.record.put_doc(DIRTY_TENANT, self._ns(tier), json.dumps([tenant, user_id], ensure_ascii=False),
+                            {"tenant": tenant, "user_id": user_id}, now=time.time())
+        self.stats["dirty_marked"] += 1
+
+    def tier_status(self) -> dict[str, dict[str, Any]]:
+        """Per tier: healthy, last error, kinds; plus counters. For health endpoints and operators."""
+        return {t.name: {"healthy": self._health[t.name].healthy, "last_error": self._health[t.name].last_error,
+                         "kinds": sorted(k.value for k in t.kinds)} for t in self.tiers}
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def _relevant(self, tier: Tier, tx: _TrackingTx) -> bool:
+        if any(r.kind in tier.kinds for r in tx.change.inserted):
+            return True
+        return any(tx.heads.get(old) in tier.kinds or old not in tx.heads for old, _ in tx.change.superseded)
+
+    @contextmanager
+    def transaction(self, tenant: str, user_id: str) -> Iterator[_TrackingTx]:
+        applied: list[tuple[Tier, Any]] = []
+        body_done = False
+        try:
+            with self.record.transaction(tenant, user_id) as tx:
+                tracking = _TrackingTx(tx)
+                yield tracking
+                body_done = True
+                # Still inside the store of record's transaction and its per-user lock: tiers see the
+                # changes of one user in commit order.
+                for tier in self.tiers:
+                    if not tracking.change.inserted or not self._relevant(tier, tracking):
+                        continue
+                    if not self._usable(tier):
+                        self._mark_dirty(tier, tenant, user_id)
+                        continue
+                    try:
+                        applied.append((tier, tier.apply(tenant, user_id, tracking.change)))
+                    except TierUnavailable as exc:
+                        self._down(tier, exc)
+                        self._mark_dirty(tier, tenant, user_id)
+                for r in tracking.change.inserted:
+                    self._remember(r)
+        except BaseException:
+            if body_done:  # the commit itself failed after the tiers saw the change: drop their copy
+                for tier, _ in applied:
+                    try:
+                        tier.invalidate(tenant, user_id)
+                    except TierUnavailable as exc:
+                        self._down(tier, exc)
+            raise
+        for tier, token in applied:
+            try:
+                tier.committed(tenant, user_id, token)
+            except TierUnavailable as exc:
+                self._down(tier, exc)
+                self._mark_dirty(tier, tenant, user_id)
+
+    def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
+                    created_from: float | None = None, created_until: float | None = None) -> list[str]:
+        ids = self.record.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
+                                      created_until=created_until)
+        by_key = keys if keys is not None and created_from is None and created_until is None else None
+        failed: list[str] = []
+        for tier in self.tiers:
+            try:
+                tier.erase(tenant, user_id, by_key)
+            except TierUnavailable as exc:
+                self._down(tier, exc)
+                self._mark_dirty(tier, tenant, user_id)
+                failed.append(f"{tier.name} ({exc})")
+        with self._lock:
+            for i in ids:
+                self._seen.pop(i, None)
+        if failed:
+            raise TierUnavailable(
+                f"erasure incomplete: the store of record deleted {len(ids)} rows of {user_id!r}, but tier "
+                f"{', '.join(failed)} could not be erased. Reads no longer use that tier for this user; "
+                "retry the call to finish the erasure.")
+        return ids
+
+    def touch(self, tenant: str, ids: Sequence[str], *, used_at: float | None = None,
+              confirmed_at: float | None = None) -> int:
+        n = self.record.touch(tenant, ids, used_at=used_at, confirmed_at=confirmed_at)
+        if not ids or (used_at is None and confirmed_at is None):
+            return n
+        with self._lock:
+            known = {i: self._seen[i] for i in ids if i in self._seen}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            for r in self.record.get_many(tenant, missing):
+                known[r.id] = (r.user_id, r.key, r.kind)
+        for memory_id, (user, key, kind) in known.items():
+            tier = self.route.get(kind)
+            if tier is None or not self._usable(tier):
+                if tier is not None:
+                    self._mark_dirty(tier, tenant, user)
+                continue
+            stub = _stub(tenant, user, key, kind, memory_id)
+            try:
+                tier.touch(stub, used_at, confirmed_at)
+            except TierUnavailable as exc:
+                self._down(tier, exc)
+                self._mark_dirty(tier, tenant, user)
+        return n
+
+    def purge(self, *, deleted_before: float, expired_before: float) -> int:
+        # Tiers never serve deleted or expired rows (reads filter on `now`), and erasure already
+        # removed deleted ones; purge is the store of record's business.
+        return self.record.purge(deleted_before=deleted_before, expired_before=expired_before)
+
+    def bulk_insert(self, records: Sequence[MemoryRecord]) -> None:
+        self.record.bulk_insert(records)  # type: ignore[attr-defined]
+        for tenant, user in sorted({(r.tenant, r.user_id) for r in records}):
+            for tier in self.tiers:
+                try:
+                    tier.invalidate(tenant, user)
+                except TierUnavailable as exc:
+                    self._down(tier, exc)
+                    self._mark_dirty(tier, tenant, user)
+
+    def append_audit(self, event: AuditEvent) -> None:
+        self.record.append_audit(event)
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def _remember(self, r: MemoryRecord) -> None:
+        with self._lock:
+            self._seen[r.id] = (r.user_id, r.key, r.kind)
+            self._seen.move_to_end(r.id)
+            while len(self._seen) > 100_000:
+                self._seen.popitem(last=False)
+
+    def _tier_records(self, tier: Tier, q: LiveQuery) -> list[MemoryRecord]:
+        """Live records of the tier's kinds matching q: from the tier, else from the store of record."""
+        kinds = [k for k in (q.kinds if q.kinds is not None else list(Kind)) if k in tier.kinds]
+        if self._usable(tier):
+            try:
+                cached, token = tier.read(q.tenant, q.user_id)
+                if cached is None:
+                    self.stats["misses"] += 1
+                    cached = self.record.live(LiveQuery(q.tenant, q.user_id, _EVERYTHING, kinds=sorted(tier.kinds),
+                                                        include_retracted=True))
+                    if tier.fill(q.tenant, q.user_id, cached, token):
+                        self.stats["fills"] += 1
+                else:
+                    self.stats["hits"] += 1
+                return [r for r in cached if _matches(r, q, kinds)]
+            except TierUnavailable as exc:
+                self._down(tier, exc)
+        self.stats["fallbacks"] += 1
+        return self.record.live(replace(q, kinds=kinds))
+
+    def _split(self, q: LiveQuery) -> tuple[list[Kind] | None, list[Tier]]:
+        kinds = list(q.kinds) if q.kinds is not None else list(Kind)
+        rest = [k for k in kinds if k not in self.route]
+        tiers = [t for t in self.tiers if any(k in t.kinds for k in kinds)]
+        return rest, tiers
+
+    def live(self, q: LiveQuery) -> list[MemoryRecord]:
+        rest, tiers = self._split(q)
+        out = self.record.live(replace(q, kinds=rest)) if rest else []
+        for tier in tiers:
+            out.extend(self._tier_records(tier, q))
+        for r in out:
+            self._remember(r)
+        return out
+
+    def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
+        rest, tiers = self._split(q)
+        out = self.record.live_scores(replace(q, kinds=rest)) if rest else []
+        stash: dict[str, MemoryRecord] = {}
+        for tier in tiers:
+            for r in self._tier_records(tier, q):
+                stash[r.id] = r
+                self._remember(r)
+                out.append(ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
+                                    r.last_used_at, r.last_confirmed_at))
+        self._stash.records = stash  # the recall path asks get_many for the winners right after
+        return out
+
+    def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        stash: dict[str, MemoryRecord] = getattr(self._stash, "records", None) or {}
+        self._stash.records = None
+        found = {i: stash[i] for i in ids if i in stash and stash[i].tenant == tenant}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            for r in self.record.get_many(tenant, missing):
+                found[r.id] = r
+        return [found[i] for i in ids if i in found]
+
+    def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
+        return self.record.get(tenant, memory_id)
+
+    def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
+        return self.record.history(tenant, user_id, key)
+
+    def by_change_set(self, tenant: str, change_set_id: str) -> list[MemoryRecord]:
+        return self.record.by_change_set(tenant, change_set_id)
+
+    def audit_log(self, q: AuditQuery) -> list[AuditEvent]:
+        return self.record.audit_log(q)
+
+    # -- documents and the rest: the store of record's ----------------------------------------------
+
+    def put_doc(self, tenant: str, namespace: str, key: str, value: dict[str, Any], *, now: float,
+                user_id: str | None = None, expires_at: float | None = None) -> None:
+        self.record.put_doc(tenant, namespace, key, value, now=now, user_id=user_id, expires_at=expires_at)
+
+    def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
+        return self.record.get_doc(tenant, namespace, key, now=now)
+
+    def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
+                  limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
+        return self.record.list_docs(tenant, namespace, user_id=user_id, now=now, limit=limit)
+
+    def delete_doc(self, tenant: str, namespace: str, key: str) -> bool:
+        return self.record.delete_doc(tenant, namespace, key)
+
+    def delete_user_docs(self, tenant: str, user_id: str) -> int:
+        return self.record.delete_user_docs(tenant, user_id)
+
+    def users(self, tenant: str, limit: int = 1000) -> list[str]:
+        return self.record.users(tenant, limit)
+
+    def count(self, tenant: str | None = None) -> int:
+        return self.record.count(tenant)
+
+    def ping(self) -> None:
+        """The store of record must answer; a tier that does not only degrades (see tier_status)."""
+        self.record.ping()
+        for tier in self.tiers:
+            self._usable(tier)
+
+    def close(self) -> None:
+        for tier in self.tiers:
+            tier.close()
+        self.record.close()
+
+    def __getattr__(self, name: str) -> Any:  # backend extras (schema_version, vacuum, path...)
+        if name == "record":
+            raise AttributeError(name)
+        return getattr(self.record, name)
+
+
+def _matches(r: MemoryRecord, q: LiveQuery, kinds: Sequence[Kind]) -> bool:
+    if r.kind not in kinds or not r.is_current:
+        return False
+    if r.expires_at is not None and r.expires_at <= q.now:
+        return False
+    if r.retracted and not q.include_retracted:
+        return False
+    if q.keys is not None and r.key not in q.keys:
+        return False
+    return q.session_id is None or r.session_id == q.session_id
+
+
+def _stub(tenant: str, user_id: str, key: str, kind: Kind, memory_id: str) -> MemoryRecord:
+    from usermem.model import Source
+
+    return MemoryRecord(memory_id, tenant, user_id, kind, key, None, Source.SYSTEM, 1.0, 1.0, 0.0)
