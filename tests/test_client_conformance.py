@@ -7,10 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from apihelp import T0, make_api
 from fastapi.testclient import TestClient
 
 import usermem
+from apihelp import T0, make_api
 from usermem import Memory, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
 from usermem.errors import InvalidArgument, PermissionDenied, ValidationError
 
