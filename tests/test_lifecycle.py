@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from usermem import ConflictError, Memory, NotFound, Op, Reason, Source
 from usermem.model import DAY, MemoryRecord
+from usermem.store.base import LiveQuery
 
 T0 = 1_790_000_000.0
 T, U = "edu", "stu1"
@@ -19,7 +21,7 @@ def chain_ok(history: list[MemoryRecord]) -> None:
     """Linear: each version points back to the one before and forward to the one after; one current."""
     assert history, "empty history"
     assert history[0].prev_version_id is None
-    for older, newer in zip(history, history[1:], strict=False):
+    for older, newer in itertools.pairwise(history):
         assert newer.prev_version_id == older.id
         assert older.superseded_by == newer.id and older.superseded_at is not None
     assert [r.is_current for r in history] == [False] * (len(history) - 1) + [True]
@@ -40,7 +42,7 @@ def test_confirm_updates_last_confirmed_at_in_place(mem: Memory):
     # Confirming again earlier never moves the timestamp back.
     mem.confirm(T, U, w.memory.id, now=T0 + 5 * DAY)
     assert mem.get(T, w.memory.id).last_confirmed_at == T0 + 10 * DAY
-    entry = [e for e in mem.audit(T, user_id=U, action="confirm")][0]
+    entry = mem.audit(T, user_id=U, action="confirm")[0]
     assert entry.memory_id == w.memory.id and entry.actor == "agent-7" and "concise" not in entry.detail_json()
 
 
@@ -184,8 +186,8 @@ def test_revert_respects_source_authority_and_guards(mem: Memory):
     ok = mem.revert(T, U, "plan", now=T0 + 3, source="system", actor="billing-sync")
     assert ok.op is Op.UPDATE and ok.memory.value == "monthly basic"
     # A field disabled since: the old value may not come back.
-    from usermem.policy.contracts import FieldContract
     from usermem.model import Kind
+    from usermem.policy.contracts import FieldContract
 
     m = Memory(contracts=mem.contracts.with_contract(FieldContract("hobby", Kind.PREFERENCE)))
     m.write(T, U, "preference", "hobby", "chess", source="user_confirmed", now=T0)
@@ -261,15 +263,14 @@ def test_two_versions_effective_at_once_is_impossible(mem: Memory):
     mem.revert(T, U, "report_format", now=T0 + 10)
     history = mem.history(T, U, "report_format")
     assert sum(h.is_current for h in history) == 1
-    live = mem.store.live(__import__("usermem.store.base", fromlist=["LiveQuery"]).LiveQuery(T, U, T0 + 11))
+    live = mem.store.live(LiveQuery(T, U, T0 + 11))
     assert [r.key for r in live].count("report_format") == 1
     # The database refuses a second current version even if code tried.
     from usermem.errors import IntegrityError
 
     stale = history[0].with_changes(id=uuid.uuid4().hex, superseded_by=None, superseded_at=None)
-    with pytest.raises(IntegrityError):
-        with mem.store.transaction(T, U) as tx:
-            tx.insert(stale)
+    with pytest.raises(IntegrityError), mem.store.transaction(T, U) as tx:
+        tx.insert(stale)
 
 
 def test_after_a_change_the_old_value_is_never_recalled(mem: Memory):
