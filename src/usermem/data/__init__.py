@@ -1,0 +1,1 @@
+"""Labelled data sets shipped with usermem (evaluation and tests)."""

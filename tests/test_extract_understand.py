@@ -1,0 +1,115 @@
+"""Extraction: deterministic patterns (zh/en), jokes, changes of mind, LLM mode, ingest through the write pipeline."""
+
+from __future__ import annotations
+
+import pytest
+from fake_openai import FakeOpenAI, malformed, reply_json
+
+from usermem import Memory, Op, Reason
+from usermem.config import load_settings
+from usermem.model import Candidate
+from usermem.understand import evals
+
+T0 = 1_790_000_000.0
+
+
+def _kv(cands: list[Candidate]) -> dict[str, object]:
+    return {c.key: c.value for c in cands}
+
+
+@pytest.mark.parametrize(("messages", "expected"), [
+    (["我对青霉素过敏，另外我是一名儿科医生"], {"allergy": "青霉素", "occupation": "儿科医生"}),
+    (["I'm allergic to peanuts. Also I'm a nurse"], {"allergy": "peanuts", "occupation": "nurse"}),
+    (["我只接受邮件联系，不要打电话", "我的邮箱是 zw@example.com"],
+     {"contact_channel": "email", "contact": "不要打电话", "email": "zw@example.com"}),
+    (["以后报告都用Markdown格式", "算了，还是换成Word吧"], {"report_format": "word"}),
+    (["From now on send reports as PDF", "Actually, switch to Markdown instead"], {"report_format": "markdown"}),
+    (["请用英文回复我"], {"language": "en"}),
+    (["Reply in Chinese please"], {"language": "zh"}),
+    (["回复尽量精简，用要点列出来，以后都这样"], {"reply_length": "concise", "reply_format": "bullets"}),
+    (["I live in Toronto"], {"city": "Toronto"}),
+    (["我最近刚搬到深圳"], {"city": "深圳"}),
+    (["以后别再给我推荐恐怖片了"], {"dislikes": "恐怖片"}),
+    (["I really enjoy science fiction"], {"likes": "science fiction"}),
+])
+def test_patterns(mem: Memory, messages, expected) -> None:
+    assert _kv(mem.extract(messages)) == expected
+
+
+@pytest.mark.parametrize("messages", [
+    ["我最喜欢加班了，哈哈哈"], ["I love Mondays lol"], ["你喜欢什么颜色？"], ["Do you like pizza?"],
+    ["如果我是CEO，我就天天放假"], ["我老婆喜欢百合花"], ["My wife loves tulips"], ["这次的方案用表格给我看一下就行"],
+    ["我是年付专业版用户，订单号是 202409150001"], ["不要忘了明天开会"], ["Don't worry about it"],
+    [{"role": "assistant", "content": "I'm a doctor and I love jazz"}],
+])
+def test_not_memories(mem: Memory, messages) -> None:
+    assert mem.extract(messages) == []
+
+
+def test_joke_retraction_and_message_shapes(mem: Memory) -> None:
+    msgs = [{"role": "user", "content": "我是程序员，开玩笑的，其实我是设计师"}]
+    assert _kv(mem.extract(msgs)) == {"occupation": "设计师"}
+    assert mem.extract([{"role": "user", "content": "I'm a professional chef"}, "just kidding"]) == []
+    c = mem.extract("我花生过敏")[0]
+    assert c.kind.value == "fact" and c.message_index == 0 and c.evidence == "我花生过敏" and 0 < c.confidence <= 1
+
+
+def test_ingest_writes_extracted_with_one_change_set_and_audit(mem: Memory) -> None:
+    results = mem.ingest("acme", "u1", ["我对青霉素过敏，我是一名儿科医生", "以后报告都用Markdown"], now=T0)
+    assert [r.op for r in results] == [Op.ADD] * 3
+    assert {r.memory.source.value for r in results} == {"extracted"}
+    assert len({r.memory.change_set_id for r in results}) == 1
+    writes = [e for e in mem.audit("acme", user_id="u1", action="write")]
+    assert len(writes) == 3 and all(e.op == "ADD" for e in writes)
+    # a later change of mind updates; nothing overrides a user-confirmed value
+    mem.write("acme", "u1", "fact", "occupation", "外科医生", source="user_confirmed", now=T0 + 1)
+    again = mem.ingest("acme", "u1", ["以后报告都用Word", "我是一名儿科医生"], now=T0 + 2)
+    ops = {r.memory.key if r.memory else "?": r.op for r in again}
+    assert ops["report_format"] is Op.UPDATE
+    assert any(r.op is Op.REJECT and r.reason is Reason.LOWER_PRIORITY_SOURCE for r in again)
+
+
+def test_sensitive_values_are_rejected_by_the_write_pipeline(mem: Memory) -> None:
+    # The likes pattern captures the whole object, card number included: the guard, not the model, rejects it.
+    assert mem.extract(["I love paying with card 6222022914177764"])  # proposed...
+    results = mem.ingest("acme", "u1", ["I love paying with card 6222022914177764"], now=T0)
+    assert results and all(r.op is Op.REJECT and r.reason is Reason.SENSITIVE_VALUE for r in results)
+    assert mem.recall("acme", "u1", now=T0) == []
+
+
+def test_extract_eval_small_variant() -> None:
+    rows = evals.load_dialogues()
+    assert len(rows) >= 30 and {r["lang"] for r in rows} == {"zh", "en"}
+    tags = {t for r in rows for t in r["tags"]}
+    assert {"change_of_mind", "joke", "business", "sensitive"} <= tags
+    result = evals.eval_extract(Memory, rows[::3])
+    assert result["sensitive"]["rejection_rate"] == 1.0 and result["sensitive"]["stored_leaks"] == 0
+    assert result["sensitive"]["candidates"] > 0
+    assert result["business_leaks"] == 0
+    assert result["all"]["precision"] >= 0.9
+
+
+def test_llm_extraction_is_validated() -> None:
+    reply = {"memories": [
+        {"key": "allergy", "kind": "fact", "value": "花生", "confidence": 0.9, "message_index": 0, "evidence": "花生"},
+        {"key": "bank_password", "kind": "fact", "value": "x", "confidence": 1, "message_index": 0, "evidence": ""},
+        {"key": "city", "kind": "fact", "value": "上海", "confidence": 0.8, "message_index": 1, "evidence": "上海"},
+        {"key": "plan", "kind": "fact", "value": "年付专业版", "confidence": 0.9, "message_index": 0, "evidence": ""},
+        {"key": "report_format", "kind": "preference", "value": "Markdown", "confidence": 3, "message_index": 0,
+         "evidence": ""},
+    ]}
+    with FakeOpenAI() as server:
+        server.script(reply_json(reply), malformed("{"), malformed("{"))
+        m = Memory(settings=load_settings(env={}, llm_base_url=server.base_url, llm_model="fake"))
+        msgs = [{"role": "user", "content": "我花生过敏，报告用Markdown"}, {"role": "assistant", "content": "我在上海"}]
+        cands = m.extract(msgs)
+        # invented key, business field and evidence in an assistant turn are dropped; values canonicalised
+        assert _kv(cands) == {"allergy": "花生", "report_format": "markdown"}
+        assert all(c.method == "llm" for c in cands) and max(c.confidence for c in cands) == 1.0
+        prompt = server.chat_requests()[0]["messages"][0]["content"]
+        assert "allergy" in prompt and "plan (" not in prompt
+        # malformed twice -> the deterministic patterns answer
+        fallback = m.extract(msgs)
+        assert _kv(fallback) == {"allergy": "花生", "report_format": "markdown"}
+        assert {c.method for c in fallback} == {"pattern"}
+        m.close()
