@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fake_openai import FakeOpenAI, malformed, reply_json
 
+from fake_openai import FakeOpenAI, malformed, reply_json
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
 from usermem.model import Candidate

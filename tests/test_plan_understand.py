@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fake_openai import FakeOpenAI, http_error, malformed, reply_json, slow
 
+from fake_openai import FakeOpenAI, http_error, malformed, reply_json, slow
 from usermem import Memory, ValidationError
 from usermem.config import load_settings
 from usermem.understand import evals

@@ -71,6 +71,8 @@ class Memory:
         # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
         self._lifecycle = LifecyclePipeline(self._ctx, self._write)
         self._sessions = SessionManager(self._ctx, self._write, self._recall)
+        # Background extraction at session close (seed 000): understand/service.py, built on first use.
+        self._sessions.hooks.append(lambda closed: self.understanding.on_session_closed(closed))
         self._ctx.listeners.append(self._sessions.on_change)
         # Privacy and governance (docs/privacy.md): per-tenant stored contracts, grants for L2/L3, live fields.
         self._contracts = ContractRegistry(self._ctx)
