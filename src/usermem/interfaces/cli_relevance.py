@@ -1,0 +1,132 @@
+"""Relevance commands: `usermem reindex`, `usermem eval locomo`, `usermem eval memorybank`."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from usermem.interfaces.cli import app, console, eval_app
+from usermem.interfaces.cli_core import StoreOpt, open_memory
+
+OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the JSON, markdown and PNG reports")]
+CacheOpt = Annotated[Path | None, typer.Option(
+    "--cache", help="Embedding cache directory (one file per model id); default <out>/cache")]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)
+
+
+@app.command()
+def reindex(
+    store: StoreOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-embed every memory, not only missing/stale ones")] = False,
+    batch: Annotated[int, typer.Option(help="Texts per embedding call")] = 64,
+) -> None:
+    """Embed memories the vector index lacks: new ones, or ones embedded by another model.
+
+    Example: usermem reindex --store sqlite:///data/usermem.db
+    """
+    from usermem.relevance.reindex import plan_reindex, run_reindex
+
+    m = open_memory(store)
+    try:
+        with console.status("checking the vector index…"):
+            plan = plan_reindex(m, force=force)
+        model = m._relevance.embedder.model_id
+        if not plan.todo:
+            console.print(f"vector index is current: {plan.current} memories of {plan.users} users, model {model}")
+            return
+        with _progress() as progress:
+            task = progress.add_task(f"embedding with {model}", total=len(plan.todo))
+            n = run_reindex(m, plan, batch=batch, progress=lambda k: progress.advance(task, k))
+        console.print(f"re-embedded [bold]{n}[/bold] memories of {plan.users} users "
+                      f"({plan.current} were current) with {model}")
+    finally:
+        m.close()
+
+
+def _show(result: object) -> None:
+    from usermem.relevance.evaluate import SYSTEMS, EvalResult, ordered_categories
+
+    assert isinstance(result, EvalResult)
+    table = Table(title=f"{result.name}: evidence recall@k and MRR@10")
+    for col in ("category", "n", "system", "R@1", "R@5", "R@10", "MRR"):
+        table.add_column(col)
+    for cat in ordered_categories(result.table):
+        for system in SYSTEMS:
+            c = result.table[cat].get(system)
+            if c:
+                best = max(result.table[cat][s]["recall@10"] for s in result.table[cat])
+                r10 = f"{c['recall@10']:.3f}"
+                table.add_row(cat, str(c["n"]), system, f"{c['recall@1']:.3f}", f"{c['recall@5']:.3f}",
+                              f"[bold]{r10}[/bold]" if c["recall@10"] == best else r10, f"{c['mrr@10']:.3f}")
+    console.print(table)
+    m = result.meta
+    console.print(f"{m['turns']} turns ({m['rejected_turns']} rejected), {m['questions']} questions, "
+                  f"{m['seconds']} s; hybrid recall p50 {m['hybrid_recall_ms']['p50']} ms, "
+                  f"p95 {m['hybrid_recall_ms']['p95']} ms")
+
+
+def _run(name: str, convs: list, out: Path, cache: Path | None, sweep: bool) -> None:  # type: ignore[type-arg]
+    from usermem.relevance.evaluate import run_retrieval, write_reports
+
+    total = sum(len(c.questions) for c in convs)
+    with _progress() as progress:
+        task = progress.add_task(f"{name}: ingest + ask", total=total)
+        result = run_retrieval(name, convs, cache_dir=cache or out / "cache", sweep=sweep,
+                               progress=lambda done, _t: progress.update(task, completed=done))
+    _show(result)
+    paths = write_reports(result, out)
+    console.print("reports: " + ", ".join(str(p) for p in paths.values()))
+
+
+@eval_app.command("locomo")
+def eval_locomo(
+    data: Annotated[Path, typer.Option("--data", help="Path to locomo10.json (LoCoMo, CC BY-NC 4.0)")],
+    out: OutOpt = Path("reports"),
+    cache: CacheOpt = None,
+    conversations: Annotated[int | None, typer.Option(help="Only the first N conversations")] = None,
+    questions: Annotated[int | None, typer.Option(help="Only the first N questions per conversation")] = None,
+    sweep: Annotated[bool, typer.Option("--sweep", help="Also replay fusion variants on the same signals")] = False,
+) -> None:
+    """LoCoMo retrieval: hybrid vs dense vs BM25, evidence recall@1/5/10 and MRR per category.
+
+    Example: usermem eval locomo --data ../shared/data/locomo/locomo10.json
+    """
+    from usermem.relevance.evaluate import load_locomo
+
+    if not data.exists():
+        raise typer.BadParameter(f"{data} does not exist", param_hint="--data")
+    convs, skipped = load_locomo(data, conversations=conversations, questions=questions)
+    if any(skipped.values()):
+        console.print(f"skipped: {skipped['no_evidence']} questions without usable evidence, "
+                      f"{skipped['dangling_evidence_ids']} evidence ids that name no turn")
+    _run("locomo", convs, out, cache, sweep)
+
+
+@eval_app.command("memorybank")
+def eval_memorybank(
+    data: Annotated[Path, typer.Option("--data", help="Directory with memory_bank_cn.json (MemoryBank, MIT)")] = Path(
+        "../shared/data/memorybank"),
+    labels: Annotated[Path | None, typer.Option(help="Labels JSONL; default: the ones shipped with usermem")] = None,
+    out: OutOpt = Path("reports"),
+    cache: CacheOpt = None,
+    sweep: Annotated[bool, typer.Option("--sweep", help="Also replay fusion variants on the same signals")] = False,
+) -> None:
+    """MemoryBank (Chinese) retrieval on the shipped labels: recall@k per question type.
+
+    Example: usermem eval memorybank --data ../shared/data/memorybank
+    """
+    from usermem.relevance.evaluate import load_memorybank
+
+    if not (data / "memory_bank_cn.json").exists():
+        raise typer.BadParameter(f"{data}/memory_bank_cn.json does not exist", param_hint="--data")
+    label_path = labels or Path(str(resources.files("usermem") / "data" / "memorybank_labels.jsonl"))
+    _run("memorybank", load_memorybank(data, label_path), out, cache, sweep)

