@@ -23,9 +23,11 @@ URL options (stripped before connecting, everything else goes to libpq):
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -54,6 +56,8 @@ _KINDS = {k.value: k for k in Kind}
 _SOURCES = {s.value: s for s in Source}
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TABLES = ("memories", "audit", "documents")
+log = logging.getLogger("usermem.store")
+_NOT_YET = re.compile(r"(\d+) are dead but not yet removable|(\d+) dead row versions cannot be removed yet")
 _URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum")
 
 
@@ -256,11 +260,15 @@ class PostgresStore:
             with conn.transaction():
                 name = self.schema or "public"
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"usermem.migrate:{name}",))
+                # Existence is checked first so a role without CREATE privileges can start on a
+                # schema its owner already migrated.
                 if self.schema is not None:
-                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+                    if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname=%s", (self.schema,)).fetchone() is None:
+                        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
                     conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
-                conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations"
-                             " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)")
+                if conn.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,):
+                    conn.execute("CREATE TABLE schema_migrations"
+                                 " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)")
                 done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
                 for version, fname, text in migrations.load("postgres"):
                     if version in done:
@@ -401,15 +409,34 @@ class PostgresStore:
             self.vacuum()
         return n
 
-    def vacuum(self, full: bool | None = None) -> None:
-        """Make deleted rows' bytes leave the table files. FULL rewrites the tables (brief exclusive lock)."""
+    def vacuum(self, full: bool | None = None, *, attempts: int = 20) -> int:
+        """Make deleted rows' bytes leave the table files; returns dead rows that could not be removed.
+
+        FULL rewrites the tables into new files (a brief exclusive lock). A dead row that some open
+        snapshot might still see (a long transaction, a concurrent ANALYZE) is copied, not removed, so
+        the rewrite is retried until none is left or `attempts` run out (then it is logged).
+        """
         mode = ("full" if full else "plain") if full is not None else self.purge_vacuum
         if mode == "none":
-            return
+            return 0
+        kept = 0
         with _errors("vacuum"), psycopg.connect(self._conninfo, autocommit=True, **self._kwargs) as c:
+            notices: list[str] = []
+            c.add_notice_handler(lambda d: notices.append(f"{d.message_primary or ''} {d.message_detail or ''}"))
             for table in ("memories", "documents"):
-                stmt = "VACUUM (FULL, ANALYZE) {}" if mode == "full" else "VACUUM (ANALYZE) {}"
-                c.execute(sql.SQL(stmt).format(sql.Identifier(table)))
+                stmt = "VACUUM (FULL, VERBOSE) {}" if mode == "full" else "VACUUM (VERBOSE) {}"
+                for attempt in range(attempts):
+                    notices.clear()
+                    c.execute(sql.SQL(stmt).format(sql.Identifier(table)))
+                    kept = sum(int(m.group(1) or m.group(2)) for n in notices for m in [_NOT_YET.search(n)] if m)
+                    if not kept or mode != "full":
+                        break
+                    time.sleep(min(0.05 * (attempt + 1), 0.5))
+                if kept:
+                    log.warning("vacuum of %s left %d dead row versions that an open snapshot may still see",
+                                table, kept)
+                c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+        return kept
 
     # -- reads -----------------------------------------------------------------------------------------
 
