@@ -9,7 +9,9 @@ episodes live until their TTL and are merely ranked.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from usermem.engine.context import EngineContext
@@ -19,7 +21,9 @@ from usermem.policy.contracts import FieldContract
 from usermem.policy.decay import DecayInput, weight, weight_of
 from usermem.store.base import LiveQuery, ScoreRow
 
-# (query, records) -> relevance in [0, 1] per record, same order. Plugged in by the relevance package.
+# (query, records) -> relevance in [0, 1] per record, same order. Plugged in by the relevance package
+# (relevance/hybrid.py), which may also offer candidates(...) (load only these keys) and
+# combine(relevance, importance, weight) (the query score); without them the score is a product.
 RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
 # Questions asked when a volatile memory's weight falls below the confirm threshold.
 _GENERIC_QUESTION = {
@@ -96,8 +100,13 @@ class RecallPipeline:
 
     def scored(self, tenant: str, user_id: str, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None,
-               query: str | None = None, limit: int | None = None, actor: str | None = None) -> list[ScoredMemory]:
+               query: str | None = None, limit: int | None = None, event_from: float | None = None,
+               event_until: float | None = None, actor: str | None = None) -> list[ScoredMemory]:
         """Live memories of the user, scored and flagged, best first; the best `limit` (default all).
+
+        With a query and a relevance plug-in, only its candidates are loaded and the score is the
+        plug-in's `combine(relevance, importance, weight)` (relevance/hybrid.py). `event_from` /
+        `event_until` keep memories whose event time (else write time) lies in [from, until).
 
         Hot path: scoring reads only the ScoreRow columns (a covering index on SQLite); full
         records, with their values, are fetched for the winners only. A query needs the values of
@@ -107,12 +116,14 @@ class RecallPipeline:
         store = self.ctx.store
         full: dict[str, MemoryRecord] | None = None
         relevance: dict[str, float] | None = None
-        if query and self.relevance is not None:
-            records = store.live(q)
+        timed = event_from is not None or event_until is not None
+        if (query and self.relevance is not None) or timed:
+            records = self._query_records(q, query, event_from, event_until)
             full = {r.id: r for r in records}
             rows = [ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at, r.last_used_at,
                              r.last_confirmed_at) for r in records]
-            relevance = dict(zip(full, self.relevance(query, records), strict=True))
+            if query and self.relevance is not None:
+                relevance = dict(zip(full, self.relevance(query, records), strict=True))
         else:
             rows = store.live_scores(q)
         if not rows:
@@ -129,6 +140,7 @@ class RecallPipeline:
         by_kind = {k.value: _key_policy(None, k) for k in Kind}
         by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
         get_contract = contracts.get
+        combine = getattr(self.relevance, "combine", None) if relevance is not None else None
         for row in rows:
             contract = get_contract(row.key)
             if contract is None:
@@ -148,7 +160,8 @@ class RecallPipeline:
             if judged_by_weight and w < drop_at:
                 continue
             rel = relevance[row.id] if relevance is not None else 1.0
-            ranked.append((row.importance * w * rel, w, judged_by_weight and w < confirm_at, row))
+            score = combine(rel, row.importance, w) if combine is not None else row.importance * w * rel
+            ranked.append((score, w, judged_by_weight and w < confirm_at, row))
         # Ties break on recency then id, so the order is deterministic for equal scores.
         order = lambda t: (-t[0], -t[3].created_at, t[3].id)  # noqa: E731
         if limit is not None and limit < len(ranked):
@@ -176,11 +189,37 @@ class RecallPipeline:
             gate.audit_reads([s.memory for s in out], contracts)
         return out
 
+    def _query_records(self, q: LiveQuery, query: str | None, event_from: float | None,
+                       event_until: float | None) -> list[MemoryRecord]:
+        """Full records for a query or an event-time window: the relevance plug-in's candidates when it
+        offers them (plus live memories of kinds it does not index), else every live memory."""
+        store = self.ctx.store
+        find = getattr(self.relevance, "candidates", None) if query else None
+        keys = find(q.tenant, q.user_id, query, kinds=q.kinds, at_from=event_from, at_until=event_until) \
+            if find is not None else None
+        if keys is None:
+            records = store.live(q)
+        else:
+            if q.keys is not None:
+                wanted = set(q.keys)
+                keys = [k for k in keys if k in wanted]
+            records = store.live(replace(q, keys=keys)) if keys else []
+            indexed = getattr(self.relevance, "indexed_kinds", frozenset())
+            others = [k for k in (q.kinds or list(Kind)) if k not in indexed]
+            if others:
+                records += store.live(replace(q, kinds=others))
+        if event_from is not None or event_until is not None:
+            lo = -math.inf if event_from is None else event_from
+            hi = math.inf if event_until is None else event_until
+            records = [r for r in records if lo <= (r.event_at if r.event_at is not None else r.created_at) < hi]
+        return records
+
     def recall(self, tenant: str, user_id: str, k: int, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
-               mark_used: bool = False, actor: str | None = None) -> list[ScoredMemory]:
+               mark_used: bool = False, event_from: float | None = None, event_until: float | None = None,
+               actor: str | None = None) -> list[ScoredMemory]:
         top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
-                          limit=k, actor=actor)
+                          limit=k, event_from=event_from, event_until=event_until, actor=actor)
         if mark_used and top:
             self.ctx.store.touch(tenant, [s.memory.id for s in top if not s.memory.id.startswith("live:")],
                                  used_at=now)
