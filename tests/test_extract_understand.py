@@ -41,6 +41,9 @@ def test_patterns(mem: Memory, messages, expected) -> None:
     ["如果我是CEO，我就天天放假"], ["我老婆喜欢百合花"], ["My wife loves tulips"], ["这次的方案用表格给我看一下就行"],
     ["我是年付专业版用户，订单号是 202409150001"], ["不要忘了明天开会"], ["Don't worry about it"],
     [{"role": "assistant", "content": "I'm a doctor and I love jazz"}],
+    # real-conversation traps (MemoryBank): conjunctions and idioms that look like patterns
+    ["I don't know what to do and feel helpless"], ["最近我在考虑要不要换工作"], ["特别是站在山顶上，心情很舒畅"],
+    ["和别人交流也是一种很好的方式"], ["I read A Brief History of Time"], ["我的一个朋友最近要搬到另一个城市去"],
 ])
 def test_not_memories(mem: Memory, messages) -> None:
     assert mem.extract(messages) == []
@@ -113,3 +116,11 @@ def test_llm_extraction_is_validated() -> None:
         assert _kv(fallback) == {"allergy": "花生", "report_format": "markdown"}
         assert {c.method for c in fallback} == {"pattern"}
         m.close()
+
+
+def test_collections_accumulate_across_turns_and_ingests(mem: Memory) -> None:
+    cands = mem.extract(["我喜欢川菜", "我也喜欢爬山", "我对花生过敏"])
+    assert _kv(cands) == {"likes": ["川菜", "爬山"], "allergy": "花生"}
+    mem.ingest("acme", "u1", ["I like jazz"], now=T0)
+    mem.ingest("acme", "u1", ["I also enjoy hiking"], now=T0 + 1)
+    assert mem.recall("acme", "u1", now=T0 + 2, keys=["likes"])[0].value == ["jazz", "hiking"]

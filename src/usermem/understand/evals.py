@@ -222,6 +222,23 @@ def eval_assemble(make_memory: Callable[[], Any], rows: Sequence[dict[str, Any]]
     }
 
 
+def memorybank_dialogues(path: str | Path) -> list[dict[str, Any]]:
+    """MemoryBank (Zhong et al., 2024) users as long dialogues: every day's exchanges, in order."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    out = []
+    for name, user in data.items():
+        messages: list[dict[str, str]] = []
+        for day in sorted(user.get("history", {})):
+            for turn in user["history"][day]:
+                messages += [{"role": "user", "content": str(turn.get("query", ""))},
+                             {"role": "assistant", "content": str(turn.get("response", ""))}]
+        lang = "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in name + str(messages[:2])) else "en"
+        follow = "根据我的喜好推荐点周末活动" if lang == "zh" else "Suggest some weekend activities I'd enjoy"
+        out.append({"id": f"memorybank:{name}", "lang": lang, "messages": messages[:500], "expected": [],
+                    "follow_up": follow})
+    return out
+
+
 # --- reports ---------------------------------------------------------------------------------------------------
 
 def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:

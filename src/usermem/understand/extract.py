@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -76,7 +76,9 @@ _JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|
 HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b)", re.IGNORECASE)
 QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
 # Another person as the subject: their preferences are not the user's.
-OTHERS = ("我老婆", "我老公", "我妻子", "我丈夫", "我儿子", "我女儿", "我孩子", "我妈", "我爸", "我朋友", "我同事",
+OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", "女儿", "孩子", "父母", "爸爸", "妈妈", "男朋友",
+          "女朋友", "friend", "colleague", "wife", "husband", "my son", "daughter", "my kids", "parents",
+          "mother", "father", "brother", "sister", "我老婆", "我老公", "我妻子", "我丈夫", "我儿子", "我女儿", "我孩子", "我妈", "我爸", "我朋友", "我同事",
           "我老板", "我男朋友", "我女朋友", "我家人", "my wife", "my husband", "my son", "my daughter", "my kid",
           "my mom", "my mum", "my dad", "my friend", "my colleague", "my boss", "my partner", "my boyfriend",
           "my girlfriend")
@@ -90,13 +92,16 @@ NOT_PLACES = ("公司", "家里", "家", "这里", "那里", "外地", "国外",
               "上班", "出差")
 LIKE_OBJECT_STOP = re.compile(r"^(你|您|它|他|她|这|那|this|that|it|you|your|the idea|them|him|her|to know)\b",
                               re.IGNORECASE)
-NEGATION_STOP = ("忘", "担心", "客气", "着急", "急", "管", "怕", "介意", "生气", "难过", "打扰", "动", "走",
-                 "forget", "worry", "mind", "hesitate", "bother", "panic", "be sorry", "be late", "miss")
+NEGATION_STOP = ("忘", "担心", "客气", "着急", "急", "管", "怕", "介意", "生气", "难过", "打扰", "动", "走", "知道",
+                 "forget", "worry", "mind", "hesitate", "bother", "panic", "be sorry", "be late", "miss", "know",
+                 "have", "want", "think", "understand", "care", "feel", "get me wrong", "let ")
 
 _SELF_EMAIL_CUES = ("邮箱", "邮件", "发到", "发给我", "发我", "email", "e-mail", "mail", "send", "reach me",
                     "contact me", "inbox")
 _OTHER_EMAIL_CUES = ("抄送", "同事", "老板", "他的", "她的", "cc ", "colleague", "boss", "his ", "her ")
 
+ACCUMULATE = frozenset({"likes", "dislikes", "allergy"})
+MAX_ITEMS = 20
 _SPECIFIC = frozenset({"reply_length", "reply_format", "report_format", "language", "contact_channel", "contact"})
 _CONF_EXPLICIT = 0.85  # "以后都用X", "my email is X", "I'm allergic to X"
 _CONF_STATED = 0.75  # "我喜欢X", "I'm a nurse"
@@ -168,15 +173,18 @@ _LIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真�
 _DISLIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真的|一直|比较)?(?:讨厌|不喜欢|不爱吃|不爱喝|不爱|受不了|"
                           r"不吃|烦)([^，,。.!！？?；;]{1,20})")
 _LIKES_EN = re.compile(r"\bi (?:really |also |just |absolutely |do )?(?:like|love|enjoy|adore|prefer)\s+"
-                       r"([^,.;!?]{1,40})", re.IGNORECASE)
+                       r"([^,.;!?]{1,60})", re.IGNORECASE)
 _FAN_EN = re.compile(r"\bi'?m (?:a )?(?:big |huge )?fan of\s+([^,.;!?]{1,40})", re.IGNORECASE)
 _FAV_EN = re.compile(r"\bmy favou?rite [a-z ]{1,20}? is\s+([^,.;!?]{1,30})", re.IGNORECASE)
 _DISLIKES_EN = re.compile(r"\bi (?:really |also |just )?(?:hate|dislike|can'?t stand|don'?t like|do not like|"
                           r"don'?t eat|never eat)\s+([^,.;!?]{1,40})", re.IGNORECASE)
-_NEG_ZH = re.compile(r"(?:以后|今后|往后)?(?:都|也|千万|请)?(?:别|不要|不用|甭)(?:再|给我|跟我|帮我|再给我)?"
-                     r"([^，,。.!！？?；;]{1,20})")
-_NEG_EN = re.compile(r"\b(?:please )?(?:don'?t|do not|never|stop)\s+(?:ever )?(?:again )?([^,.;!?]{2,40})",
-                     re.IGNORECASE)
+# Imperatives only: at the start of a clause ("以后别再推荐X", "不要香菜"), never "要不要", "特别", "别人".
+_NEG_ZH = re.compile(r"(?:^|[，,、；;。!！\s])[^，,、；;。!！？?\s]{0,5}?(?:以后|今后|往后|你|请你)?(?:都|也|千万|请)?"
+                     r"(?<!要)(?:别|不要|不用|甭)"
+                     r"(?:再|给我|跟我|帮我|再给我)?([^，,。.!！？?；;]{1,20})")
+_NEG_ZH_COMPOUNDS = re.compile(r"特别|区别|别人|分别|别的|级别|类别|识别|告别|个别|差别|性别|辨别|别处|别说|别提|别看")
+_NEG_EN = re.compile(r"(?:^|[,;:.!?]\s*)(?:and |also |so )?(?:please )?(?:don'?t|do not|never|stop)\s+(?:ever )?"
+                     r"(?:again )?([^,.;!?]{2,40})", re.IGNORECASE)
 _NEG_VERB_STRIP = re.compile(r"^(?:再|给我|跟我|帮我|推荐|推|发|用|放|加|说|提|安排|买|点|订|"
                              r"recommend|suggest|send me|send|use|add|put|give me|show me|include|book|order)\s*",
                              re.IGNORECASE)
@@ -235,7 +243,7 @@ def _city(s: str, original: str) -> list[_Hit]:
             if x.startswith(city):
                 return [_Hit("city", city, _CONF_STATED)]
         cm = re.match(r"([\u4e00-\u9fff]{2,4})市", x)
-        if cm:
+        if cm and not re.search(r"[一个另这那哪某些大小]", cm.group(1)):
             return [_Hit("city", cm.group(1), _CONF_STATED)]
     for m in _CITY_EN.finditer(original):
         return [_Hit("city", m.group(1), _CONF_STATED)]
@@ -281,8 +289,14 @@ def _channels(s: str) -> list[_Hit]:
     return out
 
 
+_REPLY_CONTEXT = ("回复", "回答", "说", "讲", "写", "解释", "总结", "以后", "reply", "replies", "answer", "response",
+                  "keep it", "explain", "write", "by default", "from now on", "talk")
+
+
 def _reply_length(s: str) -> list[_Hit]:
     low = s.lower()
+    if not _any(low, _REPLY_CONTEXT):
+        return []  # "A Brief History of Time" is a book, not a length preference
     if _any(low, ("太长了", "too long", "又长", "太短了", "too short")) and not _any(low, STANDING):
         return []  # a complaint is pushback (reflexive verification), not yet a stated preference
     if re.search(r"\b(?:replies|answers|responses|reply|answer|response|it)\s+(?:short|brief)\b", low):
@@ -353,17 +367,28 @@ def _likes(s: str, original: str) -> list[_Hit]:
         for pat in (_LIKES_EN, _FAN_EN, _FAV_EN):
             for m in pat.finditer(low):
                 out.append(_Hit("likes", _clean(m.group(1)), _CONF_STATED))
-    return [h for h in out if h.value and not LIKE_OBJECT_STOP.match(h.value)
-            and not re.match(r"^(to |用|你们|your )", h.value)]
+    cleaned = []
+    for h in out:
+        v = h.value
+        if v.startswith("的"):  # "我最喜欢的音乐类型是摇滚" -> "摇滚"; "我很喜欢的活动" says nothing
+            if "是" not in v:
+                continue
+            v = _clean(v.split("是", 1)[1])
+        v = re.split(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,", v)[0].strip()
+        v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
+        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v):
+            cleaned.append(_Hit(h.key, v, h.confidence))
+    return cleaned
 
 
 def _negations(s: str) -> list[_Hit]:
     """"别/不要/don't X" as a standing dislike, when X is not a request about now."""
     out = []
     low = s.lower()
+    masked = _NEG_ZH_COMPOUNDS.sub(lambda m: "＿" * len(m.group(0)), low)
     for pat in (_NEG_ZH, _NEG_EN):
-        for m in pat.finditer(low):
-            x = _clean(m.group(1))
+        for m in pat.finditer(masked):
+            x = _clean(low[m.start(1):m.end(1)])
             x = _NEG_VERB_STRIP.sub("", x)
             x = _NEG_VERB_STRIP.sub("", x)  # "别再给我推荐X": two verbs
             x = _clean(x)
@@ -405,10 +430,17 @@ class PatternExtractor:
             if JOKE_RETRACT.match(normalise(msg.content)) and per_message:
                 per_message[-1] = (per_message[-1][0], [])  # "开玩笑的": the previous turn was not meant
             per_message.append((msg.index, self._message(msg)))
-        # Changes of mind: the last statement per field wins (order of first appearance is kept).
+        # Changes of mind: the last statement per field wins. Collections (likes, dislikes, allergies)
+        # accumulate instead: every distinct item, in order, as a list when there are several.
         latest: dict[str, Candidate] = {}
+        items: dict[str, list[Any]] = {}
         for _, cands in per_message:
             for c in cands:
+                if c.key in ACCUMULATE:
+                    bag = items.setdefault(c.key, [])
+                    if c.value not in bag:
+                        bag.append(c.value)
+                    c = replace(c, value=bag[0] if len(bag) == 1 else list(bag[:MAX_ITEMS]))
                 latest.pop(c.key, None)
                 latest[c.key] = c
         return list(latest.values())

@@ -106,6 +106,7 @@ class Understanding:
         candidates = self.extract(msgs, tenant=tenant, use_llm=use_llm)
         results: list[WriteResult] = []
         if candidates:
+            candidates = self._merge_collections(tenant, user_id, candidates, at)
             requests = [WriteRequest(kind=c.kind.value, key=c.key, value=c.value, source="extracted",
                                      confidence=c.confidence) for c in candidates]
             results = self.memory.write_many(tenant, user_id, requests, now=at,
@@ -116,6 +117,31 @@ class Understanding:
                     for p in vf.detect_pushback(m.content):
                         self.record_pushback(tenant, user_id, p.key, m.content, value=p.value, now=at)
         return results
+
+    def _merge_collections(self, tenant: str, user_id: str, candidates: list[Candidate],
+                           at: float) -> list[Candidate]:
+        """Likes, dislikes and allergies add to what is stored instead of replacing it."""
+        from dataclasses import replace
+
+        from usermem.store.base import LiveQuery
+        from usermem.understand.extract import ACCUMULATE, MAX_ITEMS
+
+        keys = [c.key for c in candidates if c.key in ACCUMULATE]
+        if not keys:
+            return candidates
+        current = {r.key: r.value for r in self.memory.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
+        out = []
+        for c in candidates:
+            old = current.get(c.key)
+            if old is not None:
+                merged = [*(old if isinstance(old, list) else [old])]
+                for v in c.value if isinstance(c.value, list) else [c.value]:
+                    if v not in merged:
+                        merged.append(v)
+                merged = merged[-MAX_ITEMS:]
+                c = replace(c, value=merged[0] if len(merged) == 1 else merged)
+            out.append(c)
+        return out
 
     def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
                  now: float | None = None, session_id: str | None = None, actor: str | None = None,

@@ -1,0 +1,78 @@
+"""Understanding benchmarks: recall-plan latency (deterministic recogniser, target p95 ≤ 5 ms),
+extraction per conversation, and assembly (plan + recall + render) per message.
+
+Inputs are the shipped labelled utterances and dialogues, cycled; everything runs in-process on
+the embedded store, no LLM (the LLM path's latency is the provider's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from usermem.bench import BenchContext, benchmark, percentiles, timed
+from usermem.config import load_settings
+from usermem.engine.memory import Memory
+from usermem.understand import evals
+
+PLAN_TARGET_P95_MS = 5.0
+T0 = 1_790_000_000.0
+
+
+def _memory() -> Memory:
+    return Memory(settings=load_settings(env={}).with_overrides(embedder="none"))
+
+
+@benchmark("understand_plan")
+def bench_plan(ctx: BenchContext) -> dict[str, Any]:
+    texts = [r["text"] for r in evals.load_plan_set()]
+    m = _memory()
+    try:
+        und = m.understanding
+        und.plan("bench", "u", texts[0], use_llm=False)  # build the per-contract index once
+        n = ctx.size(20_000, 1_000)
+        it = iter(range(n))
+        samples = timed(lambda: und.plan("bench", "u", texts[next(it) % len(texts)], use_llm=False), n)
+        stats = percentiles(samples)
+        from usermem.understand.plan import DeterministicPlanner
+
+        cold = timed(lambda: DeterministicPlanner(m.contracts), 5)
+    finally:
+        m.close()
+    return {"plan": stats, "index_build": percentiles(cold), "target_p95_ms": PLAN_TARGET_P95_MS,
+            "meets_target": stats["p95_ms"] <= PLAN_TARGET_P95_MS}
+
+
+@benchmark("understand_extract")
+def bench_extract(ctx: BenchContext) -> dict[str, Any]:
+    dialogues = evals.load_dialogues()
+    m = _memory()
+    try:
+        n = ctx.size(2_000, 100)
+        it = iter(range(n))
+        samples = timed(lambda: m.extract(dialogues[next(it) % len(dialogues)]["messages"]), n)
+        turns = sum(len(d["messages"]) for d in dialogues) / len(dialogues)
+    finally:
+        m.close()
+    return {"extract_per_dialogue": percentiles(samples), "mean_turns": round(turns, 2)}
+
+
+@benchmark("understand_assemble")
+def bench_assemble(ctx: BenchContext) -> dict[str, Any]:
+    dialogues = evals.load_dialogues()
+    m = _memory()
+    try:
+        users = []
+        for i, d in enumerate(dialogues):
+            m.ingest("bench", f"u{i}", d["messages"], now=T0)
+            users.append((f"u{i}", d.get("follow_up") or "继续"))
+        n = ctx.size(5_000, 200)
+        it = iter(range(n))
+
+        def one() -> None:
+            user, msg = users[next(it) % len(users)]
+            m.assemble("bench", user, msg, now=T0 + 60)
+
+        samples = timed(one, n)
+    finally:
+        m.close()
+    return {"assemble": percentiles(samples)}
