@@ -27,6 +27,7 @@ import contextlib
 import json
 import math
 import threading
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +36,8 @@ from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import Kind, MemoryRecord, Source
 
 _KINDS = {k.value: k for k in Kind}
+# How long the counter of an erased user outlives the erasure (fences fills that were in flight).
+FENCE_SECONDS = 60
 _SOURCES = {s.value: s for s in Source}
 _FLOATS = ("confidence", "importance", "created_at", "expires_at", "last_used_at", "last_confirmed_at",
            "event_at")
@@ -347,9 +350,9 @@ class RedisTier:
                     batch = []
             if batch:
                 n += int(self.client.unlink(*batch))
-            # the counter goes last, incremented, so an in-flight fill can never succeed afterwards
-            self.client.incr(k.ver)
-            self.client.expire(k.ver, self.cache_ttl)
+            # The counter goes last, set to a value no fill token can equal, so a fill in flight can
+            # never succeed afterwards. It holds no data and expires after FENCE_SECONDS.
+            self.client.set(k.ver, str(uuid.uuid4().int >> 68), ex=FENCE_SECONDS)
             return n
         except self._errors as exc:
             raise self._fail("erase", exc) from exc

@@ -1,0 +1,234 @@
+"""Routing by kind and the Redis serving tier, against real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import backends
+from usermem import Memory, Op
+from usermem.config import load_settings
+from usermem.errors import ConfigError
+from usermem.model import Kind
+from usermem.store.postgres import PostgresStore
+from usermem.store.redis import RedisTier, SessionTier
+from usermem.store.sqlite import SQLiteStore
+from usermem.store.tiered import DIRTY_TENANT, TieredStore, build_store, resolve_routes
+
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture
+def tiered(tmp_path):
+    m = Memory(settings=backends.tiered_settings(tmp_path))
+    yield m
+    m.close()
+    backends.tiered_cleanup(tmp_path)
+
+
+def _redis(m: Memory) -> RedisTier:
+    store = m.store
+    assert isinstance(store, TieredStore)
+    tier = store.route[Kind.PREFERENCE]
+    assert isinstance(tier, RedisTier)
+    return tier
+
+
+# -- configuration ---------------------------------------------------------------------------------------
+
+def test_presets_route_kinds(tmp_path):
+    assert resolve_routes("embedded", {}) == {k: "record" for k in Kind}
+    tiered = resolve_routes("tiered", {})
+    assert tiered[Kind.FACT] == tiered[Kind.SITUATION] == tiered[Kind.EPISODE] == "record"
+    assert tiered[Kind.PREFERENCE] == tiered[Kind.CONTEXT] == "redis"
+    assert resolve_routes("tiered", {"context": "session", "profile": "redis"})[Kind.FACT] == "redis"
+    m = Memory()
+    assert isinstance(m.store, SQLiteStore)
+    m.close()
+    store = build_store(backends.tiered_settings(tmp_path))
+    try:
+        assert isinstance(store, TieredStore) and isinstance(store.record, PostgresStore)
+        assert {k for k in Kind if k in store.route} == {Kind.PREFERENCE, Kind.CONTEXT}
+    finally:
+        store.close()
+        backends.tiered_cleanup(tmp_path)
+
+
+def test_file_and_environment_configure_the_store_env_wins(tmp_path):
+    cfg = tmp_path / "usermem.toml"
+    cfg.write_text('store_url = "sqlite:///x.db"\npreset = "embedded"\nredis_url = "redis://127.0.0.1:6379/0"\n'
+                   '[routes]\ncontext = "session"\n', encoding="utf-8")
+    s = load_settings(cfg, env={"USERMEM_PRESET": "tiered", "USERMEM_ROUTES": "preference=redis,context=record"})
+    assert s.preset == "tiered" and s.store_url == "sqlite:///x.db"
+    assert dict(s.routes) == {"preference": "redis", "context": "record"}
+
+
+@pytest.mark.parametrize(("overrides", "setting", "words"), [
+    ({"preset": "tiered", "redis_url": None}, "redis_url", "no redis_url is set"),
+    ({"preset": "tiered", "redis_url": "redis://127.0.0.1:1/0"}, "redis_url", "cannot reach Redis"),
+    ({"preset": "tiered", "redis_url": "http://127.0.0.1:6379"}, "redis_url", "unknown Redis URL scheme"),
+    ({"routes": {"nonsense": "redis"}}, "routes", "unknown kind"),
+    ({"store_url": "mongodb://x/y"}, "store_url", "unknown store scheme"),
+    ({"store_url": "postgresql://postgres@127.0.0.1:1/x"}, "store_url", "cannot connect"),
+])
+def test_bad_configuration_fails_at_start_naming_the_setting(tmp_path, overrides, setting, words):
+    settings = load_settings(env={}, store_url=f"sqlite:///{tmp_path}/a.db").with_overrides(**overrides)
+    with pytest.raises(ConfigError) as e:
+        Memory(settings=settings)
+    assert e.value.setting == setting and words in str(e.value)
+    assert str(e.value).startswith(f"{setting}: ")
+
+
+def test_bad_key_prefix_and_route_value_are_config_errors():
+    with pytest.raises(ConfigError, match="routes"):
+        load_settings(env={}, routes={"fact": "memcached"})
+    with pytest.raises(ConfigError, match="key_prefix"):
+        RedisTier(backends.require_redis(), [Kind.PREFERENCE], prefix="a{b}")
+
+
+# -- serving from Redis ------------------------------------------------------------------------------------
+
+def test_preferences_are_served_from_redis_and_written_through(tiered):
+    tier = _redis(tiered)
+    store = tiered.store
+    assert tiered.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed",
+                        now=T0).op is Op.ADD
+    tiered.write("acme", "u1", "fact", "occupation", "teacher", source="user_confirmed", now=T0)
+    assert {r.key for r in tiered.recall("acme", "u1", k=10, now=T0 + 1)} == {"reply_length", "occupation"}
+    assert store.stats["fills"] == 1
+    # The Redis hash is what answers: change it behind usermem's back and recall shows the change.
+    field = tier.user_prefix("acme", "u1") + ":f:reply_length"
+    assert tier.client.hget(field, "kind") == "preference"
+    tier.client.hset(field, "value", '"tampered"')
+    assert [r.value for r in tiered.recall("acme", "u1", kinds=["preference"], now=T0 + 2)] == ["tampered"]
+    # A write goes to the store of record and through to Redis.
+    assert tiered.write("acme", "u1", "preference", "reply_length", "详细", source="user_confirmed",
+                        now=T0 + 3).op is Op.UPDATE
+    assert [r.value for r in tiered.recall("acme", "u1", kinds=["preference"], now=T0 + 4)] == ["详细"]
+    assert store.stats["fills"] == 1 and store.stats["hits"] >= 2
+    assert [v.value for v in tiered.history("acme", "u1", "reply_length")] == ["concise", "详细"]
+    # Facts never touch Redis.
+    assert not any(":f:occupation" in k for k in tier.keys_of("acme", "u1"))
+
+
+def test_every_key_of_a_user_is_under_one_hash_tagged_prefix_with_ttls(tiered):
+    tier = _redis(tiered)
+    tiered.write("acme", "u|{1}", "preference", "likes", "咖啡", source="user_confirmed", now=T0)
+    tiered.write("acme", "u|{1}", "context", "topic", "refund", session_id="s1", ttl_seconds=600, now=T0)
+    tiered.write("acme", "u2", "preference", "likes", "tea", source="user_confirmed", now=T0)
+    tiered.recall("acme", "u|{1}", k=10, now=T0 + 1, kinds=["preference"])
+    keys = tier.keys_of("acme", "u|{1}")
+    prefix = tier.user_prefix("acme", "u|{1}")
+    assert prefix.count("{") == 1 and prefix.count("}") == 1  # exactly one hash tag despite the braces in the id
+    assert keys and all(k.startswith(prefix + ":") for k in keys)
+    assert {prefix + ":f:likes", prefix + ":f:topic", prefix + ":loaded", prefix + ":fields"} <= set(keys)
+    assert not any("u2" in k for k in keys)
+    assert 0 < tier.client.ttl(prefix + ":f:topic") <= 600 + tier.grace
+    assert 0 < tier.client.ttl(prefix + ":f:likes") <= tier.cache_ttl
+    assert tier.client.smembers(prefix + ":s:s1") == {"topic"}
+
+
+def test_cache_is_rebuilt_from_the_store_of_record_when_redis_loses_it(tiered, tmp_path):
+    for i, key in enumerate(["likes", "reply_length", "tone"]):
+        tiered.write("acme", "u1", "preference", key, f"v{i}", source="user_confirmed", now=T0 + i)
+    before = [(r.key, r.value) for r in tiered.recall("acme", "u1", k=10, now=T0 + 10)]
+    assert backends.delete_prefix(backends.prefix_for(tmp_path)) > 0  # what a restart without persistence does
+    assert [(r.key, r.value) for r in tiered.recall("acme", "u1", k=10, now=T0 + 10)] == before
+    assert tiered.store.stats["fills"] == 2
+
+
+def test_expiry_and_retraction_follow_the_callers_clock_not_redis(tiered):
+    tiered.write("acme", "u1", "context", "topic", "refund", session_id="s1", ttl_seconds=60, now=T0)
+    assert [r.key for r in tiered.recall("acme", "u1", now=T0 + 59, kinds=["context"])] == ["topic"]
+    assert tiered.recall("acme", "u1", now=T0 + 61, kinds=["context"]) == []
+    assert [r.key for r in tiered.recall("acme", "u1", now=T0 + 30, kinds=["context"])] == ["topic"]
+
+
+def test_forget_user_erases_every_tier(tiered):
+    tier = _redis(tiered)
+    tiered.write("acme", "u1", "preference", "likes", "咖啡", source="user_confirmed", now=T0)
+    tiered.write("acme", "u1", "context", "topic", "refund", session_id="s1", now=T0)
+    tiered.write("acme", "u1", "fact", "occupation", "teacher", source="user_confirmed", now=T0)
+    tiered.recall("acme", "u1", k=10, now=T0 + 1)
+    assert len(tier.keys_of("acme", "u1")) >= 4
+    tiered.forget("acme", "u1", "likes", now=T0 + 2)
+    assert not any(k.endswith(":f:likes") for k in tier.keys_of("acme", "u1"))
+    assert {r.key for r in tiered.recall("acme", "u1", k=10, now=T0 + 3)} == {"topic", "occupation"}
+    assert tiered.forget_user("acme", "u1", now=T0 + 4) == 2
+    prefix = tier.user_prefix("acme", "u1")
+    assert tier.keys_of("acme", "u1") == [prefix + ":ver"]  # only the fence counter, no data, expiring
+    assert 0 < tier.client.ttl(prefix + ":ver") <= 60
+    assert tiered.recall("acme", "u1", k=10, now=T0 + 5) == []
+
+
+def test_touch_updates_the_cached_copy(tiered):
+    tiered.write("acme", "u1", "preference", "likes", "tea", source="user_confirmed", now=T0)
+    tiered.recall("acme", "u1", now=T0 + 1, mark_used=True)
+    cached = tiered.recall("acme", "u1", now=T0 + 2)[0]
+    assert cached.last_used_at == T0 + 1
+    assert tiered.store.record.get("acme", cached.id).last_used_at == T0 + 1
+
+
+def test_a_fill_that_raced_with_a_write_is_dropped(tiered):
+    tier = _redis(tiered)
+    store = tiered.store
+    tiered.write("acme", "u1", "preference", "likes", "tea", source="user_confirmed", now=T0)
+    cached, token = tier.read("acme", "u1")
+    assert cached is None
+    from usermem.store.base import LiveQuery
+
+    snapshot = store.record.live(LiveQuery("acme", "u1", T0))
+    tiered.write("acme", "u1", "preference", "likes", "coffee", source="user_confirmed", now=T0 + 1)
+    assert tier.fill("acme", "u1", snapshot, token) is False  # stale snapshot refused
+    assert [r.value for r in tiered.recall("acme", "u1", now=T0 + 2)] == ["coffee"]
+
+
+def test_concurrent_writers_and_readers_leave_the_cache_equal_to_the_store_of_record(tiered, tmp_path):
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(40):
+                tiered.write("acme", "u1", "preference", ["likes", "tone", "reply_length"][i % 3], f"w{w}-{i}",
+                             source="user_confirmed", now=T0 + i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for i in range(60):
+                tiered.recall("acme", "u1", k=10, now=T0 + i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)] + [threading.Thread(target=reader)
+                                                                               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    plain = Memory(backends.postgres_url(tmp_path))
+    want = sorted((r.key, r.value, r.id) for r in plain.recall("acme", "u1", k=10, now=T0 + 100))
+    got = sorted((r.key, r.value, r.id) for r in tiered.recall("acme", "u1", k=10, now=T0 + 100))
+    plain.close()
+    assert got == want and len(got) == 3
+    assert tiered.store.list_docs(DIRTY_TENANT, "tier_dirty:redis") == []
+
+
+def test_in_process_session_tier_on_sqlite(tmp_path):
+    settings = load_settings(env={}, store_url=f"sqlite:///{tmp_path}/s.db",
+                             routes={"context": "session", "preference": "session"})
+    m = Memory(settings=settings)
+    assert isinstance(m.store, TieredStore) and isinstance(m.store.route[Kind.CONTEXT], SessionTier)
+    m.write("acme", "u1", "context", "topic", "refund", session_id="s1", now=T0)
+    m.write("acme", "u1", "preference", "likes", "tea", source="user_confirmed", now=T0)
+    m.write("acme", "u1", "fact", "occupation", "teacher", source="user_confirmed", now=T0)
+    assert {r.key for r in m.recall("acme", "u1", k=10, now=T0 + 1)} == {"topic", "likes", "occupation"}
+    m.write("acme", "u1", "preference", "likes", "coffee", source="user_confirmed", now=T0 + 2)
+    assert [r.value for r in m.recall("acme", "u1", kinds=["preference"], now=T0 + 3)] == ["coffee"]
+    assert m.store.stats["hits"] >= 1
+    assert m.forget_user("acme", "u1", now=T0 + 4) == 4
+    assert m.recall("acme", "u1", k=10, now=T0 + 5) == []
+    m.close()
