@@ -78,12 +78,11 @@ class RecallPipeline:
 
 
     def _scope_context(self, tenant: str, user_id: str, rows: list[ScoreRow], full: dict[str, MemoryRecord] | None,
-                       now: float, session_id: str | None) -> list[ScoreRow]:
-        """Session context is recalled only while its session is open (engine/sessions.py); never after."""
+                       now: float, session_id: str | None) -> set[str]:
+        """Ids of the context rows recall may return: only while their session is open (engine/sessions.py)."""
         ids = [r.id for r in rows if r.kind == "context"]
         records = [full[i] for i in ids if i in full] if full is not None else self.ctx.store.get_many(tenant, ids)
-        keep = visible_context(self.ctx.store, tenant, user_id, records, now, session_id)
-        return [r for r in rows if r.kind != "context" or r.id in keep]
+        return visible_context(self.ctx.store, tenant, user_id, records, now, session_id)
 
     def _user_language(self, tenant: str, user_id: str, now: float, cache: dict[str, str | None]) -> str | None:
         """The language confirmation questions are asked in: the user's `language` memory, if any."""
@@ -128,8 +127,6 @@ class RecallPipeline:
             rows = store.live_scores(q)
         if not rows:
             return []
-        if any(r.kind == "context" for r in rows):
-            rows = self._scope_context(tenant, user_id, rows, full, now, session_id)
         asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
         settings = self.ctx.settings
         confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
@@ -162,6 +159,9 @@ class RecallPipeline:
             rel = relevance[row.id] if relevance is not None else 1.0
             score = combine(rel, row.importance, w) if combine is not None else row.importance * w * rel
             ranked.append((score, w, judged_by_weight and w < confirm_at, row))
+        if any(t[3].kind == "context" for t in ranked):  # after the weight cut: only context still alive
+            keep = self._scope_context(tenant, user_id, [t[3] for t in ranked], full, now, session_id)
+            ranked = [t for t in ranked if t[3].kind != "context" or t[3].id in keep]
         # Ties break on recency then id, so the order is deterministic for equal scores.
         order = lambda t: (-t[0], -t[3].created_at, t[3].id)  # noqa: E731
         if limit is not None and limit < len(ranked):

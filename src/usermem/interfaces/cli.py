@@ -27,6 +27,7 @@ err_console = Console(stderr=True)
 def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
     from usermem.interfaces import cli_core, cli_service  # noqa: F401
+    from usermem.interfaces import cli_lifecycle  # noqa: F401
     from usermem.interfaces import cli_relevance  # noqa: F401
     from usermem.interfaces import cli_understand  # noqa: F401
 
