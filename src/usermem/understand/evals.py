@@ -212,12 +212,12 @@ def eval_assemble(make_memory: Callable[[], Any], rows: Sequence[dict[str, Any]]
     raw_sum = sum(p["raw_tokens"] for p in per)
     block_sum = sum(p["block_tokens"] for p in per)
     profile_sum = sum(p["profile_tokens"] for p in per)
-    reductions = [1 - p["block_tokens"] / p["raw_tokens"] for p in per if p["raw_tokens"]]
+    changes = [p["block_tokens"] / p["raw_tokens"] - 1 for p in per if p["raw_tokens"]]
     return {
         "n": len(per), "raw_tokens": raw_sum, "block_tokens": block_sum, "profile_tokens": profile_sum,
         "block_vs_raw": round(block_sum / raw_sum - 1, 4) if raw_sum else None,
         "profile_vs_raw": round(profile_sum / raw_sum - 1, 4) if raw_sum else None,
-        "median_reduction": round(statistics.median(reductions), 4) if reductions else None,
+        "median_block_vs_raw": round(statistics.median(changes), 4) if changes else None,
         "seed_claim": -0.62, "per_dialogue": per,
     }
 
