@@ -273,3 +273,28 @@ def test_a_closed_sessions_context_never_leaks(mem: Memory, actions):
         for r in live:
             s = mem.get_session(r.session_id)
             assert s.status == "open", "a closed session left live context behind"
+
+
+def test_an_episode_refused_by_policy_is_recorded_not_fatal():
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, unknown_fields="reject", embedder="none"))
+    try:
+        sid = m.open_session(T, U, now=T0)
+        m.write(T, U, "context", "current_task", "x", session_id=sid, now=T0)  # a known field
+        result = m.close_session(sid, now=T0 + 1)
+        assert result.episode is None
+        session = m.get_session(sid)
+        assert session.status == "closed" and (session.episode_error or "").startswith("unknown_field")
+        assert context_keys(m, now=T0 + 2) == []
+    finally:
+        m.close()
+
+
+def test_a_session_id_of_another_tenant_cannot_be_borrowed(mem: Memory):
+    sid = mem.open_session("other", U, now=T0)
+    mem.write(T, U, "context", "current_task", "x", session_id=sid, now=T0 + 1)
+    assert context_keys(mem, now=T0 + 2) == []
+    assert mem.audit(T, user_id=U, action="session_late_write")[0].detail["reason"] == \
+        "session is unknown to this tenant"
+    assert mem.get_session(sid).tenant == "other"

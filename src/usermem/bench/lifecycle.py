@@ -146,7 +146,7 @@ def bench_lifecycle_ops(ctx: BenchContext) -> dict[str, Any]:
         for i in range(n):
             res = m.write_many(TENANT, f"f{i}", [{"kind": "preference", "key": f"setting_{j}", "value": f"v{j}",
                                                   "source": "user_confirmed"} for j in range(10)], now=T0)
-            forms.append(res[0].memory.change_set_id if res[0].memory else "")
+            forms.append((res[0].memory.change_set_id if res[0].memory else None) or "")
         it = iter(range(n))
         undo = timed(lambda: m.revert_change_set(TENANT, forms[next(it)], now=T0 + 5), n)
         # Sessions: 20 context memories each, then close (episode + retraction of the context).

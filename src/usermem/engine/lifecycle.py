@@ -133,7 +133,7 @@ class LifecyclePipeline:
     def _prepare(self, tenant: str, request: WriteRequest) -> Any:
         """The write pipeline's validation, guards and contract checks, for a restored value."""
         if hasattr(self.ctx, "contracts_for"):
-            return self.write._prepare(request, self._contracts(tenant))  # type: ignore[call-arg]
+            return self.write._prepare(request, self._contracts(tenant))
         return self.write._prepare(request)
 
     def _owned(self, tenant: str, user_id: str, memory_id: str) -> MemoryRecord:

@@ -374,7 +374,7 @@ class Memory:
     def sessions(self, tenant: str, user_id: str, *, status: str | None = None,
                  now: float | None = None) -> list[Session]:
         """A user's sessions (closed ones until their retention ends); status "open" or "closed" filters."""
-        return self._sessions.list(tenant, user_id, status=status, now=now)
+        return self._sessions.list_sessions(tenant, user_id, status=status, now=now)
 
     def session_context(self, session_id: str, *, tenant: str | None = None, k: int = 20,
                         now: float | None = None, mark_used: bool = True) -> list[ScoredMemory]:

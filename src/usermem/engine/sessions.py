@@ -275,7 +275,7 @@ class SessionManager:
             s = self._save(Session.from_dict({**s.to_dict(), "last_activity_at": at}), at)
         return s
 
-    def list(self, tenant: str, user_id: str, *, status: str | None = None, now: float | None = None,
+    def list_sessions(self, tenant: str, user_id: str, *, status: str | None = None, now: float | None = None,
              limit: int = 1000) -> list[Session]:
         check_ids(tenant, user_id)
         at = self.ctx.now(now)
@@ -424,7 +424,8 @@ class SessionManager:
                     self.open(event.tenant, event.user_id, records[0].client_id, now=event.at, session_id=sid,
                               implicit=True)
                     continue
-                self._retract_late(event, records, "session id belongs to another tenant")
+                # Known to the index but not here: another tenant's session, or one erased with its user.
+                self._retract_late(event, records, "session is unknown to this tenant")
                 continue
             if s.user_id != event.user_id:
                 self._retract_late(event, records, "session belongs to another user")
