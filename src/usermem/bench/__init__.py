@@ -19,7 +19,7 @@ from typing import Any
 BenchFn = Callable[["BenchContext"], dict[str, Any]]
 REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
-MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand")
+MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage")
 
 
 def benchmark(name: str) -> Callable[[BenchFn], BenchFn]:

@@ -171,9 +171,8 @@ class _PgTx:
     def insert(self, record: MemoryRecord) -> None:
         if record.tenant != self._tenant or record.user_id != self._user_id:
             raise StoreError("a transaction may only write the user it was opened for")
-        try:
-            with self._conn.transaction():  # savepoint: a refused insert leaves the transaction usable
-                self._conn.execute(_INSERT, _params(record))
+        try:  # a refused insert aborts the transaction; the caller's retry opens a new one
+            self._conn.execute(_INSERT, _params(record))
         except (psycopg.errors.UniqueViolation, psycopg.errors.CheckViolation) as exc:
             raise IntegrityError(f"refused by the database: {exc}") from exc
         self.inserted.append(record)

@@ -28,6 +28,7 @@ import json
 import math
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -154,7 +155,7 @@ class RedisTier:
     name = "redis"
 
     def __init__(self, url: str, kinds: Iterable[Kind], *, prefix: str = "usermem", cache_ttl: int = 86_400,
-                 grace: int = 60, timeout: float = 0.5) -> None:
+                 grace: int = 60, timeout: float = 0.5, near_users: int = 10_000) -> None:
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
@@ -173,6 +174,11 @@ class RedisTier:
                                                retry=Retry(NoBackoff(), 0), decode_responses=True)
         except (ValueError, *self._errors) as exc:
             raise ConfigError(f"cannot use Redis URL {url!r}: {exc}", setting="redis_url") from None
+        # Near cache: the last decoded records per user, used only while the user's `ver` and `loaded`
+        # in Redis are exactly what they were when decoded (every change moves `ver`).
+        self.near_users = near_users
+        self._near: OrderedDict[tuple[str, str], tuple[tuple[Any, Any], list[MemoryRecord]]] = OrderedDict()
+        self._near_lock = threading.Lock()
         self._touch = self.client.register_script(_TOUCH)
         self._committed = self.client.register_script(_COMMITTED)
 
@@ -192,29 +198,46 @@ class RedisTier:
 
     def read(self, tenant: str, user_id: str) -> tuple[list[MemoryRecord] | None, Any]:
         k = self._k(tenant, user_id)
+        u = (tenant, user_id)
         try:
             with self.client.pipeline(transaction=False) as p:
                 p.get(k.ver)
                 p.get(k.loaded)
-                p.smembers(k.fields)
-                token, loaded, keys = p.execute()
+                token, loaded = p.execute()
             if loaded is None:
                 return None, token
+            near = self._near.get(u)
+            if near is not None and near[0] == (token, loaded):
+                return list(near[1]), token  # Redis unchanged since this process decoded it
+            with self.client.pipeline(transaction=True) as p:  # one consistent snapshot of the user
+                p.get(k.ver)
+                p.smembers(k.fields)
+                token2, keys = p.execute()
             keys = sorted(keys)
-            if not keys:
-                return [], token
-            with self.client.pipeline(transaction=False) as p:
-                for key in keys:
-                    p.hgetall(k.field(key))
-                hashes = p.execute()
+            hashes: list[dict[str, str]] = []
+            if keys:
+                with self.client.pipeline(transaction=True) as p:
+                    p.get(k.ver)
+                    for key in keys:
+                        p.hgetall(k.field(key))
+                    token3, *hashes = p.execute()
+            else:
+                token3 = token2
         except self._errors as exc:
             raise self._fail("read", exc) from exc
         if any(not h for h in hashes):
             return None, token  # a hash expired or was evicted: treat the user as a miss
         try:
-            return [record_from_hash(tenant, user_id, h) for h in hashes], token
+            records = [record_from_hash(tenant, user_id, h) for h in hashes]
         except (KeyError, ValueError):
             return None, token  # malformed entry: refill
+        if token == token2 == token3:  # nothing changed while reading: remember the decoded records
+            with self._near_lock:
+                self._near[u] = ((token, loaded), records)
+                self._near.move_to_end(u)
+                while len(self._near) > self.near_users:
+                    self._near.popitem(last=False)
+        return list(records), token
 
     def fill(self, tenant: str, user_id: str, records: Sequence[MemoryRecord], token: Any) -> bool:
         k = self._k(tenant, user_id)
@@ -356,6 +379,22 @@ class RedisTier:
             return n
         except self._errors as exc:
             raise self._fail("erase", exc) from exc
+
+    def drop_prefix(self) -> int:
+        """Delete every key under this tier's prefix (SCAN + UNLINK); for operators and benchmarks."""
+        n = 0
+        try:
+            batch: list[str] = []
+            for name in self.client.scan_iter(match=_glob_escape(self.prefix) + ":*", count=1000):
+                batch.append(name)
+                if len(batch) >= 500:
+                    n += int(self.client.unlink(*batch))
+                    batch = []
+            if batch:
+                n += int(self.client.unlink(*batch))
+        except self._errors as exc:
+            raise self._fail("drop_prefix", exc) from exc
+        return n
 
     def keys_of(self, tenant: str, user_id: str) -> list[str]:
         """Every Redis key of the user (SCAN), for tests and operators."""
