@@ -131,8 +131,12 @@ class HybridRelevance:
     indexed_kinds = INDEXED_KINDS
 
     def __init__(self, settings: Settings, embedder: Embedder | None, index: VectorIndex | None,
-                 indexer: Indexer | None = None, describe: Callable[[str], str] | None = None) -> None:
+                 indexer: Indexer | None = None, describe: Callable[[str], str] | None = None,
+                 use_candidates: bool = True) -> None:
         self.settings = settings
+        # False when some memories can live outside the indexed table (tiered stores route kinds to
+        # Redis): every live memory is then scored, with stored vectors where they exist.
+        self.use_candidates = use_candidates
         self.embedder = embedder
         self.index = index
         self.indexer = indexer
@@ -158,7 +162,7 @@ class HybridRelevance:
                    at_from: float | None = None, at_until: float | None = None,
                    limit: int | None = None) -> list[str] | None:
         """Keys worth scoring for this query, or None when there is no index (score every live memory)."""
-        if self.index is None:
+        if self.index is None or not self.use_candidates:
             return None
         n = limit or self.settings.hybrid_candidates
         ux = self.index.load(tenant, user_id)
@@ -434,7 +438,8 @@ def install(memory: Any, *, background: bool = True, embedder: Embedder | None =
         lexical_only_notice("embedder = none")
     indexer = Indexer(index, embedder, describe=describe, background=background) if (
         index is not None and embedder is not None) else None
-    rel = HybridRelevance(settings, embedder if index is not None else None, index, indexer, describe)
+    rel = HybridRelevance(settings, embedder if index is not None else None, index, indexer, describe,
+                          use_candidates=type(ctx.store).__name__ != "TieredStore")
     memory._recall.relevance = rel
     if indexer is not None and index is not None:
         ctx.listeners.append(indexer)
@@ -474,6 +479,8 @@ def open_index(store: Any, model_id: str | None) -> VectorIndex | None:
     """The vector index for a store: SQLite table, pgvector table, or None (no vector support)."""
     from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, pgvector_available
 
+    if type(store).__name__ == "TieredStore":
+        store = store.record  # vectors live beside the store of record
     if hasattr(store, "_conn") and type(store).__name__ == "SQLiteStore":
         return SQLiteVectorIndex(store, model_id)
     connect = getattr(store, "connection", None)

