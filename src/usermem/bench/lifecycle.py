@@ -94,12 +94,17 @@ def bench_lifecycle_recall(ctx: BenchContext) -> dict[str, Any]:
         for _ in range(20):
             m.recall(TENANT, TARGET, k=5, now=now)
             m.recall(TENANT, "baseline-user", k=5, now=now)
-        k5 = percentiles(timed(lambda: m.recall(TENANT, TARGET, k=5, now=now), repeat))
+        # Interleaved, so a busy shared machine slows target and baseline alike.
+        target_s: list[float] = []
+        base_s: list[float] = []
+        for _ in range(repeat):
+            target_s += timed(lambda: m.recall(TENANT, TARGET, k=5, now=now), 1)
+            base_s += timed(lambda: m.recall(TENANT, "baseline-user", k=5, now=now), 1)
+        k5, base = percentiles(target_s), percentiles(base_s)
         k20 = percentiles(timed(lambda: m.recall(TENANT, TARGET, k=20, now=now), repeat))
+        later = percentiles(timed(lambda: m.recall(TENANT, TARGET, k=5, now=now + 30 * DAY), repeat))
         marked = percentiles(timed(lambda: m.recall(TENANT, TARGET, k=5, now=now, mark_used=True),
                                    ctx.size(300, 50)))
-        later = percentiles(timed(lambda: m.recall(TENANT, TARGET, k=5, now=now + 30 * DAY), repeat))
-        base = percentiles(timed(lambda: m.recall(TENANT, "baseline-user", k=5, now=now), repeat))
         rows = store.count()
         m.close()
     return {
@@ -114,6 +119,7 @@ def bench_lifecycle_recall(ctx: BenchContext) -> dict[str, Any]:
         "recall_k5_30_days_later": later,
         "baseline_facts_only_k5": base,
         "p50_ratio_vs_facts_only": round(k5["p50_ms"] / base["p50_ms"], 2),
+        "p95_ratio_vs_facts_only": round(k5["p95_ms"] / base["p95_ms"], 2),
         "target_p95_ms": RECALL_TARGET_P95_MS,
         "meets_target": k5["p95_ms"] <= RECALL_TARGET_P95_MS,
     }
