@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from usermem import Memory
+from usermem.config import load_settings
 from usermem.interfaces.api import create_app
 
 T0 = 1_790_000_000.0
@@ -34,8 +35,14 @@ class Api:
         return {"Authorization": f"Bearer {key}"}
 
 
+def fast_memory(url: str | None = None) -> Memory:
+    """A Memory without the embedding model (these tests are about the interfaces, not relevance)."""
+    settings = load_settings(env={}, embedder="none")
+    return Memory(url, settings=settings) if url else Memory(settings=settings)
+
+
 def make_api(memory: Memory | None = None, **kw: object) -> Api:
-    memory = memory or Memory()
+    memory = memory or fast_memory()
     app = create_app(memory, **kw)  # type: ignore[arg-type]
     ring = app.state.keys
     key_a, _ = ring.create("acme", name="a")

@@ -127,6 +127,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         status = exc.status_code
+        if status == 400:  # an unreadable body (bad encoding, broken JSON): an input problem with a field
+            return problem_response(422, "validation_error", str(exc.detail) if exc.detail else "unreadable body",
+                                    field="body", errors=[{"field": "body", "message": "unreadable body"}])
         code = CODES_BY_STATUS.get(status, "error")
         return problem_response(status, code, str(exc.detail) if exc.detail else None,
                                 headers=dict(exc.headers) if exc.headers else None)

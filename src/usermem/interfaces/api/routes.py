@@ -6,26 +6,42 @@ is simply not found — the response is the same 404 as for one that never exist
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
+from usermem.engine.memory import Memory
 from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user
+from usermem.interfaces.api.keys import ApiKey
 from usermem.interfaces.api.problems import ApiProblem, responses
 from usermem.interfaces.wire import audit_to_json, record_to_json, result_to_json, scored_to_json
 from usermem.model import WriteRequest
 from usermem.store.base import LiveQuery
 
 router = APIRouter(prefix="/v1")
+
+
+def _takes_actor(name: str) -> bool:
+    fn = getattr(Memory, name, None)
+    return fn is not None and "actor" in inspect.signature(fn).parameters
+
+
+# Reads of L2/L3 fields are gated by grants, judged for the reader: the calling key.
+_READ_ACTOR = {name: _takes_actor(name) for name in ("recall_scored", "history", "get")}
+
+
+def read_kw(name: str, p: ApiKey) -> dict[str, Any]:
+    return {"actor": actor_of(p, None)} if _READ_ACTOR[name] else {}
 COMMON = responses(401, 403, 413, 422, 429, 503)
 WITH_404 = responses(401, 403, 404, 413, 422, 429, 503)
 
 UserPath = Annotated[str, "user id"]
 
 
-def user_exists(m: Mem, tenant: str, user_id: str) -> bool:
+def user_exists(m: Memory, tenant: str, user_id: str) -> bool:
     """Any current version (expired or retracted included) of any key."""
     return bool(m.store.live(LiveQuery(tenant, user_id, now=0.0, include_retracted=True)))
 
@@ -62,7 +78,7 @@ def write_batch(body: S.BatchIn, p: Principal, m: Mem, metrics: Met) -> JSONResp
 @router.get("/memories/{memory_id}", tags=["memories"], response_model=S.MemoryOut, responses=WITH_404,
             summary="One memory version by id")
 def get_memory(memory_id: str, p: Principal, m: Mem) -> JSONResponse:
-    r = m.get(p.tenant, memory_id)
+    r = m.get(p.tenant, memory_id, **read_kw("get", p))
     if r is None or (p.user_id is not None and r.user_id != p.user_id):
         raise ApiProblem(404, "memory_not_found", "no such memory")
     return JSONResponse(record_to_json(r))
@@ -80,7 +96,8 @@ def recall(
     now: Annotated[float | None, Query(description="Judge expiry and decay at this time (Unix seconds)")] = None,
 ) -> JSONResponse:
     user_id = bound_user(p, user_id)
-    items = m.recall_scored(p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used)
+    items = m.recall_scored(p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
+                            **read_kw("recall_scored", p))
     if not items and not user_exists(m, p.tenant, user_id):
         raise ApiProblem(404, "user_not_found", "no such user")
     return JSONResponse({"user_id": user_id, "items": [scored_to_json(s) for s in items]})
@@ -90,7 +107,7 @@ def recall(
             responses=WITH_404, summary="Every version of a key, oldest first")
 def history(user_id: str, key: str, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
-    versions = m.history(p.tenant, user_id, key)
+    versions = m.history(p.tenant, user_id, key, **read_kw("history", p))
     if not versions:
         raise ApiProblem(404, "key_not_found", "no such key for this user")
     return JSONResponse({"user_id": user_id, "key": key, "items": [record_to_json(r) for r in versions]})
