@@ -19,7 +19,8 @@ from typing import Any
 BenchFn = Callable[["BenchContext"], dict[str, Any]]
 REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
-MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage")
+MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage",
+           "usermem.bench.relevance")
 
 
 def benchmark(name: str) -> Callable[[BenchFn], BenchFn]:
