@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import usermem
-from apihelp import T0, make_api
+from apihelp import T0, fast_memory, make_api
 from usermem import Memory, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
-from usermem.errors import InvalidArgument, PermissionDenied, ValidationError
+from usermem.errors import InvalidArgument, NotFound, PermissionDenied, ValidationError
 
 DAY = 86_400.0
 TENANT = "acme"
@@ -22,7 +22,7 @@ TENANT = "acme"
 def target(request):
     """(memory-like object, admin-capable object for audit)."""
     if request.param == "embedded":
-        m = Memory()
+        m = fast_memory()
         yield m
         m.close()
     else:
@@ -101,7 +101,50 @@ def scenario_get_and_audit(m) -> list[Any]:
             all(isinstance(e, usermem.AuditEvent) for e in events)]
 
 
+def scenario_lifecycle(m) -> list[Any]:
+    if not hasattr(Memory, "confirm"):
+        pytest.skip("lifecycle not in this engine")
+    out: list[Any] = []
+    first = m.write(TENANT, "u4", "preference", "tone", "warm", source="extracted", now=T0)
+    out.append(first)
+    out.append(m.confirm(TENANT, "u4", first.memory.id, now=T0 + DAY))
+    second = m.write(TENANT, "u4", "preference", "tone", "dry", source="user_confirmed", now=T0 + 2 * DAY)
+    out.append(second)
+    out.append(m.revert(TENANT, "u4", "tone", now=T0 + 3 * DAY))
+    out.append(m.history(TENANT, "u4", "tone"))
+    current = m.recall(TENANT, "u4", keys=["tone"], now=T0 + 3 * DAY)[0]
+    out.append(m.deny(TENANT, "u4", current.id, now=T0 + 4 * DAY))
+    out.append(m.recall(TENANT, "u4", now=T0 + 4 * DAY))
+    batch = m.write_many(TENANT, "u4", [{"kind": "fact", "key": "city", "value": "Oslo"},
+                                        {"kind": "fact", "key": "pet", "value": "cat"}], now=T0 + 5 * DAY)
+    undo = m.revert_change_set(TENANT, batch[0].memory.change_set_id, now=T0 + 6 * DAY)
+    out.append((type(undo).__name__, undo.reverted, [_norm(r) for r in undo.results], list(undo.conflicts)))
+    out.append(m.recall(TENANT, "u4", now=T0 + 6 * DAY))
+    with pytest.raises(NotFound):
+        m.confirm(TENANT, "u4", "0" * 32, now=T0)
+    return out
+
+
+def scenario_sessions_and_privacy(m) -> list[Any]:
+    if not hasattr(Memory, "open_session"):
+        pytest.skip("sessions not in this engine")
+    sid = m.open_session(TENANT, "u5", "web")
+    m.write(TENANT, "u5", "context", "draft", "订单 #42", session_id=sid)
+    s = m.get_session(sid, tenant=TENANT)
+    ctx = m.session_context(sid, tenant=TENANT)
+    listed = m.sessions(TENANT, "u5")
+    closed = m.close_session(sid, [{"role": "user", "content": "where is order 42?"}], tenant=TENANT)
+    again = m.close_session(sid, tenant=TENANT)
+    exported = m.export(TENANT, "u5")
+    return [type(s).__name__, s.status, s.client_id, [x.memory.value for x in ctx], [x.id for x in listed] == [sid],
+            type(closed).__name__, closed.reason, closed.session.status, [r.key for r in closed.context],
+            closed.episode is not None, again.already_closed,
+            sorted(k.split(".")[0] for k in exported["fields"]), exported["counts"],
+            m.export(TENANT, "nobody")["counts"]]
+
+
 SCENARIOS: dict[str, Callable[[Any], list[Any]]] = {
+    "lifecycle": scenario_lifecycle, "sessions_and_privacy": scenario_sessions_and_privacy,
     "c007": scenario_c007, "batch_and_ranges": scenario_batch_and_ranges, "get_and_audit": scenario_get_and_audit,
 }
 _expected: dict[str, Any] = {}
@@ -109,7 +152,7 @@ _expected: dict[str, Any] = {}
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_same_results_embedded_and_remote(name):
-    m = Memory()
+    m = fast_memory()
     api = make_api()
     client = usermem.Client("http://testserver", api.admin_a, http=TestClient(api.app))
     try:

@@ -240,6 +240,196 @@ class Client:
         raise E.PermissionDenied("purge spans every tenant; run `usermem purge` on the server instead")
 
 
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def confirm(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
+                actor: str | None = None, source: str = "user_confirmed") -> MemoryRecord:
+        body = _drop_none({"now": now, "source": source})
+        data = self._request("POST", f"/v1/users/{_seg(user_id)}/memories/{_seg(memory_id)}/confirm", tenant,
+                             json=body)
+        return record_from_json(data)
+
+    def deny(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
+             actor: str | None = None, source: str = "user_confirmed") -> MemoryRecord:
+        body = _drop_none({"now": now, "source": source})
+        data = self._request("POST", f"/v1/users/{_seg(user_id)}/memories/{_seg(memory_id)}/deny", tenant, json=body)
+        return record_from_json(data)
+
+    def revert(self, tenant: str, user_id: str, key: str, to_version: str | int | None = None, *,
+               now: float | None = None, actor: str | None = None, source: str = "user_confirmed") -> WriteResult:
+        body = _drop_none({"to_version": to_version, "now": now, "source": source})
+        return result_from_json(self._request("POST", f"/v1/users/{_seg(user_id)}/memories/{_seg(key)}/revert",
+                                              tenant, json=body))
+
+    def revert_change_set(self, tenant: str, change_set_id: str, *, now: float | None = None,
+                          actor: str | None = None, source: str = "user_confirmed", partial: bool = False) -> Any:
+        from usermem.engine.lifecycle import ChangeSetRevert
+
+        body = _drop_none({"now": now, "source": source, "partial": partial})
+        d = self._request("POST", f"/v1/change-sets/{_seg(change_set_id)}/revert", tenant, json=body)
+        return ChangeSetRevert(reverted_change_set_id=d["reverted_change_set_id"], change_set_id=d["change_set_id"],
+                               results=tuple(result_from_json(r) for r in d["results"]),
+                               conflicts=tuple((c["user_id"], c["key"], c["reason"]) for c in d["conflicts"]))
+
+    # -- sessions --------------------------------------------------------------------------------------
+
+    def open_session(self, tenant: str, user_id: str, client_id: str | None = None, *, now: float | None = None,
+                     idle_seconds: float | None = None) -> str:
+        body = _drop_none({"client_id": client_id, "now": now, "idle_seconds": idle_seconds})
+        return str(self._request("POST", f"/v1/users/{_seg(user_id)}/sessions", tenant, json=body)["id"])
+
+    def get_session(self, session_id: str, *, tenant: str | None = None) -> Any:
+        from usermem.engine.sessions import Session
+
+        return Session.from_dict(self._request("GET", f"/v1/sessions/{_seg(session_id)}", tenant))
+
+    def sessions(self, tenant: str, user_id: str, *, status: str | None = None, now: float | None = None) -> list[Any]:
+        from usermem.engine.sessions import Session
+
+        data = self._request("GET", f"/v1/users/{_seg(user_id)}/sessions", tenant,
+                             params=_drop_none({"status": status, "now": now}))
+        return [Session.from_dict(d) for d in data["items"]]
+
+    def add_messages(self, session_id: str, messages: Sequence[dict[str, str]], *, tenant: str | None = None,
+                     extract: bool = False, now: float | None = None) -> list[WriteResult]:
+        """Remote-only: append messages to the session's transcript (and extract memories when `extract`)."""
+        body = _drop_none({"messages": list(messages), "extract": extract, "now": now})
+        data = self._request("POST", f"/v1/sessions/{_seg(session_id)}/messages", tenant, json=body)
+        return [result_from_json(r) for r in data["results"]]
+
+    def close_session(self, session_id: str, transcript: Any = None, *, tenant: str | None = None,
+                      now: float | None = None, actor: str | None = None) -> Any:
+        from usermem.engine.sessions import Session, SessionClosed
+
+        body = _drop_none({"transcript": transcript, "now": now})
+        d = self._request("POST", f"/v1/sessions/{_seg(session_id)}/close", tenant, json=body)
+        return SessionClosed(session=Session.from_dict(d["session"]), reason=d["reason"],
+                             context=tuple(record_from_json(r) for r in d["context"]),
+                             episode=record_from_json(d["episode"]) if d.get("episode") else None,
+                             transcript=transcript, already_closed=bool(d["already_closed"]))
+
+    def session_context(self, session_id: str, *, tenant: str | None = None, k: int = 20,
+                        now: float | None = None, mark_used: bool = True) -> list[ScoredMemory]:
+        data = self._request("GET", f"/v1/sessions/{_seg(session_id)}/context", tenant,
+                             params=_drop_none({"k": k, "now": now}))
+        return [scored_from_json(x) for x in data["items"]]
+
+    # -- conversations -------------------------------------------------------------------------------
+
+    def plan(self, tenant: str, user_id: str, message: str) -> dict[str, Any]:
+        return dict(self._request("POST", f"/v1/users/{_seg(user_id)}/plan", tenant, json={"message": message}))
+
+    def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
+                 now: float | None = None, session_id: str | None = None, actor: str | None = None) -> RemoteAssembly:
+        body = _drop_none({"message": message, "budget_tokens": budget_tokens, "now": now, "session_id": session_id})
+        return RemoteAssembly(self._request("POST", f"/v1/users/{_seg(user_id)}/assemble", tenant, json=body))
+
+    def ingest(self, tenant: str, user_id: str, messages: Any, *, now: float | None = None,
+               session_id: str | None = None, change_set_id: str | None = None,
+               actor: str | None = None) -> list[WriteResult]:
+        msgs = [{"role": "user", "content": m} if isinstance(m, str) else dict(m) for m in messages]
+        body = _drop_none({"messages": msgs, "now": now, "session_id": session_id, "change_set_id": change_set_id})
+        data = self._request("POST", f"/v1/users/{_seg(user_id)}/ingest", tenant, json=body)
+        return [result_from_json(r) for r in data["results"]]
+
+    # -- privacy -------------------------------------------------------------------------------------
+
+    def export(self, tenant: str, user_id: str, *, now: float | None = None, actor: str | None = None) -> dict[str, Any]:
+        from usermem.engine.export import FORMAT
+
+        try:
+            return dict(self._request("GET", f"/v1/users/{_seg(user_id)}/export", tenant,
+                                      params=_drop_none({"now": now})))
+        except E.NotFound:  # the engine exports an empty document for an unknown user
+            return {"format": FORMAT, "tenant": tenant, "user_id": user_id, "exported_at": now, "fields": {},
+                    "documents": {}, "counts": {"fields": 0, "versions": 0}}
+
+    def grant(self, tenant: str, user_id: str, fields_or_level: Any, purpose: str, ttl: float = 30 * 60.0, *,
+              actor: str | None = None, grantee: str | None = None, now: float | None = None) -> str:
+        """Needs an admin key."""
+        if isinstance(fields_or_level, str) and fields_or_level.upper() in ("L1", "L2", "L3"):
+            target: dict[str, Any] = {"level": fields_or_level.upper()}
+        elif hasattr(fields_or_level, "value"):
+            target = {"level": fields_or_level.value}
+        else:
+            target = {"fields": [fields_or_level] if isinstance(fields_or_level, str) else list(fields_or_level)}
+        body = _drop_none({**target, "purpose": purpose, "ttl_seconds": ttl, "grantee": grantee, "now": now})
+        return str(self._request("POST", f"/v1/users/{_seg(user_id)}/grants", tenant, json=body)["id"])
+
+    def revoke(self, tenant_or_grant_id: str, grant_id: str | None = None, *, actor: str | None = None,
+               now: float | None = None) -> bool:
+        """Needs an admin key. revoke(tenant, grant_id) or revoke(grant_id)."""
+        tenant, gid = (None, tenant_or_grant_id) if grant_id is None else (tenant_or_grant_id, grant_id)
+        try:
+            return bool(self._request("DELETE", f"/v1/grants/{_seg(gid)}", tenant)["revoked"])
+        except E.NotFound:
+            return False
+
+    def grants(self, tenant: str, user_id: str | None = None, *, now: float | None = None,
+               include_expired: bool = False) -> list[Any]:
+        """Needs an admin key; the HTTP API lists one user's grants at a time."""
+        from usermem.engine.grants import Grant
+
+        if user_id is None:
+            raise E.ValidationError("the HTTP API lists grants per user: pass user_id", field="user_id")
+        data = self._request("GET", f"/v1/users/{_seg(user_id)}/grants", tenant,
+                             params=_drop_none({"now": now, "include_expired": "true" if include_expired else None}))
+        return [Grant.from_dict(g) for g in data["items"]]
+
+    def contracts_list(self, tenant: str) -> list[Any]:
+        """Needs an admin key."""
+        from usermem.policy.contracts import FieldContract
+
+        return [FieldContract.from_dict(c) for c in self._request("GET", "/v1/contracts", tenant)["items"]]
+
+    def contract(self, tenant: str, key: str) -> Any:
+        from usermem.policy.contracts import FieldContract
+
+        return FieldContract.from_dict(self._request("GET", f"/v1/contracts/{_seg(key)}", tenant))
+
+    def set_contract(self, tenant: str, contract: Any, *, actor: str | None = None, now: float | None = None) -> Any:
+        from usermem.policy.contracts import FieldContract
+
+        d = contract.to_dict() if hasattr(contract, "to_dict") else dict(contract)
+        return FieldContract.from_dict(self._request("PUT", f"/v1/contracts/{_seg(d['key'])}", tenant, json=d))
+
+    def enable_field(self, tenant: str, key: str, *, actor: str | None = None, now: float | None = None) -> Any:
+        from usermem.policy.contracts import FieldContract
+
+        return FieldContract.from_dict(self._request("POST", f"/v1/contracts/{_seg(key)}/enable", tenant))
+
+    def disable_field(self, tenant: str, key: str, *, actor: str | None = None, now: float | None = None) -> Any:
+        from usermem.policy.contracts import FieldContract
+
+        return FieldContract.from_dict(self._request("POST", f"/v1/contracts/{_seg(key)}/disable", tenant))
+
+    def redact(self, text: str, placeholder: str | None = None) -> str:
+        """Remote-only convenience: PII redaction by the server (same as usermem.privacy.redact)."""
+        return str(self._request("POST", "/v1/redact", None, json=_drop_none({"text": text,
+                                                                               "placeholder": placeholder}))["text"])
+
+
+class RemoteAssembly:
+    """`Client.assemble`'s result: the same attributes as the engine's Assembly (`prompt`, `tokens`, `plan`,
+    `facts`, `preferences`, `context`, `dropped`, `withheld`, `to_dict()`), with selections as plain dicts."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        self.plan: dict[str, Any] = data.get("plan", {})
+        self.plan_mode: str | None = data.get("plan_mode")
+        self.facts: list[dict[str, Any]] = data.get("facts", [])
+        self.preferences: list[dict[str, Any]] = data.get("preferences", [])
+        self.context: list[dict[str, Any]] = data.get("context", [])
+        self.prompt: str = data.get("prompt", "")
+        self.tokens: int = int(data.get("tokens", 0))
+        self.budget_tokens: int = int(data.get("budget_tokens", 0))
+        self.dropped: tuple[str, ...] = tuple(data.get("dropped", ()))
+        self.withheld: tuple[str, ...] = tuple(data.get("withheld", ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
 def _seg(part: str) -> str:
     if not isinstance(part, str):
         raise E.InvalidArgument(f"expected a str, got {type(part).__name__}")
