@@ -68,7 +68,7 @@ class LiveResolvers:
             if isinstance(resolver, str):
                 return self._http(resolver, tenant, user_id, contract.key)
             return resolver(tenant, user_id, contract.key)
-        except Exception as exc:  # noqa: BLE001 - a failing system of record must not fail recall
+        except Exception as exc:  # a failing system of record must not fail recall
             log.warning("resolver for live field %r failed: %s", contract.key, type(exc).__name__)
             return None
 
