@@ -298,3 +298,29 @@ def test_a_session_id_of_another_tenant_cannot_be_borrowed(mem: Memory):
     assert mem.audit(T, user_id=U, action="session_late_write")[0].detail["reason"] == \
         "session is unknown to this tenant"
     assert mem.get_session(sid).tenant == "other"
+
+
+def test_concurrent_closers_archive_once(file_mem: Memory):
+    import threading
+
+    m = file_mem
+    calls = []
+    m.on_session_closed(calls.append)
+    sid = m.open_session(T, U, now=T0)
+    m.write(T, U, "context", "current_task", "x", session_id=sid, now=T0)
+    barrier = threading.Barrier(4)
+
+    def closer(i: int) -> None:
+        barrier.wait()
+        if i % 2:
+            m.close_session(sid, now=T0 + IDLE + 10)
+        else:
+            m.expire_idle_sessions(now=T0 + IDLE + 10)
+
+    threads = [threading.Thread(target=closer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len(m.history(T, U, calls[0].episode.key)) == 1

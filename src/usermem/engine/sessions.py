@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -203,6 +204,7 @@ class SessionManager:
         self.write = write
         self.recall = recall
         self.hooks: list[CloseHook] = []
+        self._closing = threading.RLock()  # re-entrant: archiving writes, whose listener may close
 
     # -- documents ---------------------------------------------------------------------------------
 
@@ -214,9 +216,11 @@ class SessionManager:
         new_idle = _idle_key(s.deadline, s.id) if s.status == "open" else None
         if s.idle_key and s.idle_key != new_idle:
             store.delete_doc(INDEX_TENANT, IDLE_INDEX_NS, s.idle_key)
+        first = s.idle_key is None
         s = Session.from_dict({**s.to_dict(), "idle_key": new_idle})
         store.put_doc(s.tenant, SESSIONS_NS, s.id, s.to_dict(), now=at, user_id=s.user_id, expires_at=expires)
-        store.put_doc(INDEX_TENANT, TENANT_INDEX_NS, s.id, {"tenant": s.tenant}, now=at, expires_at=expires)
+        if first or s.status != "open":  # opened or closed: (re)write the id → tenant index
+            store.put_doc(INDEX_TENANT, TENANT_INDEX_NS, s.id, {"tenant": s.tenant}, now=at, expires_at=expires)
         if new_idle is not None:
             store.put_doc(INDEX_TENANT, IDLE_INDEX_NS, new_idle, {"tenant": s.tenant, "session_id": s.id}, now=at)
         return s
@@ -303,22 +307,25 @@ class SessionManager:
               now: float | None = None, actor: str | None = None, reason: str = "closed") -> SessionClosed:
         """Archive the session as an episode, retract its context, run the close hooks. Idempotent."""
         at = self.ctx.now(now)
-        s = self.resolve(session_id, tenant)
-        if s.status != "open":
-            episode = self.ctx.store.get(s.tenant, s.episode_id) if s.episode_id else None
-            return SessionClosed(s, s.close_reason or "closed", episode=episode, already_closed=True)
         limits = self.ctx.limits
         messages = _check_transcript(transcript, limits.max_messages, limits.max_message_chars)
-        if reason == "closed" and not s.is_open(at):
-            reason = "idle"  # it had already timed out; say so
-        ended = at if reason == "closed" else min(at, s.deadline)
-        context = self.ctx.store.live(LiveQuery(s.tenant, s.user_id, at, kinds=[Kind.CONTEXT], session_id=s.id))
-        cs = new_id()
-        episode, episode_error = self._archive(s, context, messages, ended, reason, at, cs)
-        tombstones = self._retract_context(s, context, at, cs, actor, reason, episode)
-        s = self._save(Session.from_dict({**s.to_dict(), "status": "closed", "closed_at": at, "close_reason": reason,
-                                          "episode_id": episode.id if episode else None,
-                                          "episode_error": episode_error, "messages": messages}), at)
+        # One closer at a time in this process (an API thread and the idle sweeper may race);
+        # the hooks run outside the lock.
+        with self._closing:
+            s = self.resolve(session_id, tenant)
+            if s.status != "open":
+                episode = self.ctx.store.get(s.tenant, s.episode_id) if s.episode_id else None
+                return SessionClosed(s, s.close_reason or "closed", episode=episode, already_closed=True)
+            if reason == "closed" and not s.is_open(at):
+                reason = "idle"  # it had already timed out; say so
+            ended = at if reason == "closed" else min(at, s.deadline)
+            context = self.ctx.store.live(LiveQuery(s.tenant, s.user_id, at, kinds=[Kind.CONTEXT], session_id=s.id))
+            cs = new_id()
+            episode, episode_error = self._archive(s, context, messages, ended, reason, at, cs)
+            tombstones = self._retract_context(s, context, at, cs, actor, reason, episode)
+            s = self._save(Session.from_dict({**s.to_dict(), "status": "closed", "closed_at": at,
+                                              "close_reason": reason, "episode_id": episode.id if episode else None,
+                                              "episode_error": episode_error, "messages": messages}), at)
         if tombstones:
             self.ctx.emit(ChangeEvent(s.tenant, s.user_id, "write", at, keys=tuple(t.key for t in tombstones),
                                       memory_ids=tuple(t.id for t in tombstones), causality_id=cs,
