@@ -134,17 +134,17 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
         items = _call(lambda: memory.recall_scored(t, u, k, kinds=kinds, query=query, mark_used=True))
         return {"user_id": u, "memories": [_scored(s) for s in items]}
 
-    @server.tool(description="A ready-to-insert prompt block of the user's structured facts and preferences.")
-    def assemble(query: str | None = None, k: int = 20, user_id: str | None = None,
+    @server.tool(description="A ready-to-insert prompt block (<USER_FACTS>, <USER_PREFERENCES>) with what the "
+                             "current message needs, within a token budget.")
+    def assemble(message: str = "", budget_tokens: int = 800, user_id: str | None = None,
                  ctx: Context | None = None) -> dict[str, Any]:
-        t, u, _ = bind.resolve(ctx, user_id)
+        t, u, actor = bind.resolve(ctx, user_id)
         engine_assemble = getattr(memory, "assemble", None)
         if callable(engine_assemble):
-            out = _call(lambda: engine_assemble(t, u, query=query))
-            text = out if isinstance(out, str) else getattr(out, "text", None) or str(out)
-            return {"user_id": u, "text": text}
-        items = _call(lambda: memory.recall_scored(t, u, k, query=query))
-        return {"user_id": u, "text": render_block(items)}
+            out = _call(lambda: engine_assemble(t, u, message, budget_tokens, actor=actor))
+            return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped)}
+        items = _call(lambda: memory.recall_scored(t, u, 20, query=message or None))
+        return {"user_id": u, "text": render_block(items), "tokens": None, "dropped": []}
 
     @server.tool(description="Forget one key about the user (every version). Returns how many rows were deleted.")
     def forget(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
@@ -157,8 +157,11 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
         engine_confirm = getattr(memory, "confirm", None)
         if not callable(engine_confirm):
             raise ToolError("confirm is not available in this version of the engine")
-        out = _call(lambda: engine_confirm(t, u, key, actor=actor))
-        return {"confirmed": key, "result": _jsonable(out)}
+        current = [r for r in _call(lambda: memory.history(t, u, key)) if r.is_current and not r.retracted]
+        if not current:
+            raise ToolError(f"not_found: nothing is remembered under {key!r}")
+        rec = _call(lambda: engine_confirm(t, u, current[-1].id, actor=actor))
+        return {"confirmed": key, "memory": _compact(rec)}
 
     @server.tool(description="Every version of a key, oldest first: how a value changed and who said so.")
     def history(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
@@ -168,19 +171,6 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
                                          for r in versions]}
 
     return server
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, MemoryRecord):
-        return _compact(value)
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return str(value)
 
 
 def _version() -> str:
