@@ -125,7 +125,7 @@ class RecallPipeline:
                 relevance = dict(zip(full, self.relevance(query, records), strict=True))
         else:
             rows = store.live_scores(q)
-        if not rows:
+        if not rows and self.live is None:  # live fields are resolved even for a user with no stored memory
             return []
         asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
         settings = self.ctx.settings
@@ -149,7 +149,7 @@ class RecallPipeline:
                     visible = not contract.live and (contract.sensitivity.value == "L1" or (
                         gate is not None and gate.allows(contract)))
                     by_key[pk] = _key_policy(contract, Kind(row.kind)) if visible else None
-                    pol = by_key[pk]
+                pol = by_key[pk]
             if pol is None:
                 continue  # field disabled: stops recall at once
             _, half_life, judged_by_weight = pol
