@@ -36,7 +36,7 @@ stable `code`. Write decisions — REJECT included — are 200 responses.
 def create_app(memory: Memory | None = None, *, settings: Settings | None = None, keys: KeyRing | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit_per_minute: int | None = None,
                readiness_checks: dict[str, Callable[[], None]] | None = None,
-               close_memory: bool | None = None) -> FastAPI:
+               close_memory: bool | None = None, inline_engine: bool | None = None) -> FastAPI:
     """Build the app. With no `memory`, one is opened from `settings` (or the environment) and closed on shutdown.
 
     `readiness_checks` adds named callables that raise when a backend is down (the store is always checked).
@@ -62,6 +62,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     app.state.keys = keys or KeyRing(memory.store)
     app.state.metrics = Metrics()
     app.state.limiter = RateLimiter(per_minute)
+    app.state.inline_engine = _serialised_store(memory) if inline_engine is None else inline_engine
     checks: dict[str, Callable[[], None]] = {"store": memory.store.ping}
     checks.update(readiness_checks or {})
     app.state.readiness_checks = checks
@@ -71,6 +72,13 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     _ops_routes(app)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
     return app
+
+
+def _serialised_store(memory: Memory) -> bool:
+    """True when every store call is serialised anyway: the embedded SQLite store (one connection, one lock)."""
+    from usermem.store.sqlite import SQLiteStore
+
+    return isinstance(memory.store, SQLiteStore)
 
 
 def _ops_routes(app: FastAPI) -> None:

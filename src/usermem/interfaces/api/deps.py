@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
+import anyio.to_thread
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
@@ -15,17 +17,18 @@ from usermem.interfaces.api.problems import ApiProblem
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer umk_...")
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="Alternative to the bearer header")
 TENANT_HEADER = "x-usermem-tenant"
+T = TypeVar("T")
 
 
-def get_memory(request: Request) -> Memory:
+async def get_memory(request: Request) -> Memory:
     return request.app.state.memory  # type: ignore[no-any-return]
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics  # type: ignore[no-any-return]
 
 
-def principal(
+async def principal(
     request: Request,
     cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     header_key: Annotated[str | None, Depends(api_key_header)],
@@ -49,7 +52,7 @@ def principal(
     return key
 
 
-def admin(p: Annotated[ApiKey, Depends(principal)]) -> ApiKey:
+async def admin(p: Annotated[ApiKey, Depends(principal)]) -> ApiKey:
     if not p.admin:
         raise ApiProblem(403, "admin_required", "this endpoint needs an admin key")
     return p
@@ -59,6 +62,14 @@ Principal = Annotated[ApiKey, Depends(principal)]
 Admin = Annotated[ApiKey, Depends(admin)]
 Mem = Annotated[Memory, Depends(get_memory)]
 Met = Annotated[Metrics, Depends(get_metrics)]
+
+
+async def run_engine(request: Request, fn: Callable[[], T]) -> T:
+    """Run one engine call. On the embedded SQLite store (one connection, calls serialised by its lock) the
+    call runs inline — a thread hop would only add latency; on networked stores it runs in the thread pool."""
+    if request.app.state.inline_engine:
+        return fn()
+    return await anyio.to_thread.run_sync(fn)
 
 
 def bound_user(p: ApiKey, user_id: str) -> str:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import inspect
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from usermem.engine.memory import Memory
 from usermem.interfaces.api import schemas as S
-from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user
+from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user, run_engine
 from usermem.interfaces.api.keys import ApiKey
 from usermem.interfaces.api.problems import ApiProblem, responses
 from usermem.interfaces.wire import audit_to_json, record_to_json, result_to_json, scored_to_json
@@ -52,22 +52,23 @@ def _item(w: S.WriteItem) -> WriteRequest:
 
 @router.post("/memories", tags=["memories"], response_model=S.WriteResultOut, responses=COMMON,
              summary="Write one memory; the decision (ADD/UPDATE/NOOP/REJECT) is the 200 body")
-def write(body: S.WriteIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
+async def write(body: S.WriteIn, p: Principal, m: Mem, metrics: Met, request: Request) -> JSONResponse:
     user_id = bound_user(p, body.user_id)
-    r = m.write(p.tenant, user_id, body.kind, body.key, body.value, source=body.source,
+    r = await run_engine(request, lambda: m.write(p.tenant, user_id, body.kind, body.key, body.value, source=body.source,
                 importance=body.importance, confidence=body.confidence, now=body.now, session_id=body.session_id,
                 client_id=body.client_id, event_at=body.event_at, ttl_seconds=body.ttl_seconds,
-                change_set_id=body.change_set_id, actor=actor_of(p, body.actor))
+                change_set_id=body.change_set_id, actor=actor_of(p, body.actor)))
     metrics.decision(r.op.value, r.reason.value if r.reason else None)
     return JSONResponse(result_to_json(r))
 
 
 @router.post("/memories/batch", tags=["memories"], response_model=S.BatchOut, responses=COMMON,
              summary="Write a batch in one transaction; accepted writes share one change set id")
-def write_batch(body: S.BatchIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
+async def write_batch(body: S.BatchIn, p: Principal, m: Mem, metrics: Met, request: Request) -> JSONResponse:
     user_id = bound_user(p, body.user_id)
-    results = m.write_many(p.tenant, user_id, [_item(w) for w in body.writes], now=body.now,
-                           change_set_id=body.change_set_id, actor=actor_of(p, body.actor))
+    results = await run_engine(request, lambda: m.write_many(
+        p.tenant, user_id, [_item(w) for w in body.writes], now=body.now, change_set_id=body.change_set_id,
+        actor=actor_of(p, body.actor)))
     for r in results:
         metrics.decision(r.op.value, r.reason.value if r.reason else None)
     cs = next((r.memory.change_set_id for r in results if r.memory is not None and r.op.value in ("ADD", "UPDATE")),
@@ -77,8 +78,8 @@ def write_batch(body: S.BatchIn, p: Principal, m: Mem, metrics: Met) -> JSONResp
 
 @router.get("/memories/{memory_id}", tags=["memories"], response_model=S.MemoryOut, responses=WITH_404,
             summary="One memory version by id")
-def get_memory(memory_id: str, p: Principal, m: Mem) -> JSONResponse:
-    r = m.get(p.tenant, memory_id, **read_kw("get", p))
+async def get_memory(memory_id: str, p: Principal, m: Mem, request: Request) -> JSONResponse:
+    r = await run_engine(request, lambda: m.get(p.tenant, memory_id, **read_kw("get", p)))
     if r is None or (p.user_id is not None and r.user_id != p.user_id):
         raise ApiProblem(404, "memory_not_found", "no such memory")
     return JSONResponse(record_to_json(r))
@@ -86,8 +87,8 @@ def get_memory(memory_id: str, p: Principal, m: Mem) -> JSONResponse:
 
 @router.get("/users/{user_id}/memories", tags=["recall"], response_model=S.RecallOut, responses=WITH_404,
             summary="Recall a user's current memories, best first, with scores")
-def recall(
-    user_id: str, p: Principal, m: Mem,
+async def recall(
+    user_id: str, p: Principal, m: Mem, request: Request,
     k: Annotated[int, Query(ge=1, le=1000)] = 5,
     kinds: Annotated[list[str] | None, Query(description="Repeat to allow several kinds")] = None,
     query: Annotated[str | None, Query(max_length=4000)] = None,
@@ -96,18 +97,19 @@ def recall(
     now: Annotated[float | None, Query(description="Judge expiry and decay at this time (Unix seconds)")] = None,
 ) -> JSONResponse:
     user_id = bound_user(p, user_id)
-    items = m.recall_scored(p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
-                            **read_kw("recall_scored", p))
-    if not items and not user_exists(m, p.tenant, user_id):
+    items = await run_engine(request, lambda: m.recall_scored(
+        p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
+        **read_kw("recall_scored", p)))
+    if not items and not await run_engine(request, lambda: user_exists(m, p.tenant, user_id)):
         raise ApiProblem(404, "user_not_found", "no such user")
     return JSONResponse({"user_id": user_id, "items": [scored_to_json(s) for s in items]})
 
 
 @router.get("/users/{user_id}/memories/{key}/history", tags=["recall"], response_model=S.HistoryOut,
             responses=WITH_404, summary="Every version of a key, oldest first")
-def history(user_id: str, key: str, p: Principal, m: Mem) -> JSONResponse:
+async def history(user_id: str, key: str, p: Principal, m: Mem, request: Request) -> JSONResponse:
     user_id = bound_user(p, user_id)
-    versions = m.history(p.tenant, user_id, key, **read_kw("history", p))
+    versions = await run_engine(request, lambda: m.history(p.tenant, user_id, key, **read_kw("history", p)))
     if not versions:
         raise ApiProblem(404, "key_not_found", "no such key for this user")
     return JSONResponse({"user_id": user_id, "key": key, "items": [record_to_json(r) for r in versions]})
