@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from usermem.model import DAY, KIND_REGISTRY, Kind, Source, parse_kind
@@ -137,25 +138,46 @@ def _opt_float(v: Any) -> float | None:
 DEFAULT_FORBIDDEN_KEYS: frozenset[str] = frozenset(
     {
         "card_number", "password", "id_number",
-        "cardnumber", "creditcard", "bankcard", "bankcardnumber", "cardno", "cvv", "cvc", "pin",
-        "passwd", "pwd", "passcode", "idnumber", "idcard", "idcardnumber", "ssn", "nationalid", "passport",
-        "passportnumber", "secret", "apikey", "accesstoken",
+        "cardnumber", "creditcard", "creditcardnumber", "bankcard", "bankcardnumber", "debitcard", "cardno", "cvv",
+        "cvv2", "cvc", "securitycode", "pin", "pincode", "passwd", "pwd", "passcode", "passphrase", "idnumber",
+        "idno", "idcard", "idcardnumber", "ssn", "nationalid", "passport", "passportno", "passportnumber", "secret",
+        "secretkey", "privatekey", "apikey", "accesstoken", "authtoken", "refreshtoken", "apitoken", "otp",
+        "verificationcode",
         "卡号", "银行卡", "银行卡号", "信用卡号", "密码", "登录密码", "支付密码", "口令",
-        "身份证", "身份证号", "身份证号码", "证件号", "证件号码", "护照号",
+        "身份证", "身份证号", "身份证号码", "证件号", "证件号码", "护照号", "验证码", "安全码",
     }
 )
-# Tokens that make any key containing them forbidden (login_password, user_id_number, 银行卡号码...).
-_FORBIDDEN_SUBSTRINGS = ("password", "passwd", "cardnumber", "creditcard", "idnumber", "idcard", "密码", "卡号", "身份证")
+# Substrings that make any key containing them forbidden, wherever they sit (login_password, 银行卡号码...).
+_FORBIDDEN_SUBSTRINGS = ("password", "passwd", "密码", "卡号", "身份证", "验证码", "口令")
+_TOKEN_SPLIT = re.compile(r"[\s_\-.:/]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def normalise_key(key: str) -> str:
     return re.sub(r"[\s_\-.]", "", key).lower()
 
 
+@lru_cache(maxsize=64)
+def _normalised(forbidden: frozenset[str]) -> frozenset[str]:
+    return frozenset(normalise_key(k) for k in forbidden)
+
+
 def is_forbidden_key(key: str, forbidden: Iterable[str] = DEFAULT_FORBIDDEN_KEYS) -> bool:
+    """Is `key` a name under which nothing may be stored, in any spelling?
+
+    Matches whole words, not letters: `user_id_number`, `cardNumber`, `my_idcard` and `bank-card-no` are
+    forbidden; `valid_number`, `paid_card`, `secret_santa` and `spin` are not. The last one to three words
+    are compared with the forbidden names; a few unmistakable fragments (password, 密码, 身份证...) match
+    anywhere.
+    """
     norm = normalise_key(key)
-    forbidden_norm = {normalise_key(k) for k in forbidden}
-    return norm in forbidden_norm or any(s in norm for s in _FORBIDDEN_SUBSTRINGS)
+    names = _normalised(forbidden if isinstance(forbidden, frozenset) else frozenset(forbidden))
+    if norm in names or any(s in norm for s in _FORBIDDEN_SUBSTRINGS):
+        return True
+    # The last words name what the key holds (user_id_number, client_secret, bank_card_no); earlier words
+    # only qualify it (secret_santa, pin_color are not secrets).
+    words = [w for w in _TOKEN_SPLIT.split(_CAMEL.sub(" ", key).lower()) if w]
+    return any("".join(words[-size:]) in names for size in (1, 2, 3) if size <= len(words))
 
 
 # --- the default contract set ----------------------------------------------------------------------------

@@ -32,6 +32,8 @@ def _strings(value: Any, contracts: ContractSet) -> Iterator[tuple[str, str | No
             continue
         elif isinstance(item, int):
             yield str(item), under
+        elif isinstance(item, float) and item.is_integer() and abs(item) < 1e20:
+            yield str(int(item)), under  # 13800138000.0 is a phone number too
         elif isinstance(item, dict):
             for k, v in item.items():
                 yield str(k), "__key__"
