@@ -118,18 +118,25 @@ def mcp(
     """
     from usermem.interfaces import mcp as mcp_mod
 
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"unknown transport {transport!r}; use stdio or http", setting="transport")
+    if transport == "stdio" and not tenant:
+        raise ValidationError("stdio needs --tenant (and usually --user)", field="tenant")
     memory = Memory(settings=service_settings(store))
     if transport == "stdio":
-        if not tenant:
-            raise ValidationError("stdio needs --tenant (and usually --user)", field="tenant")
         mcp_mod.build_server(memory, tenant=tenant, user_id=user).run("stdio")
     elif transport == "http":
         import uvicorn
 
         err_console.print(f"usermem MCP (streamable HTTP) on http://{host}:{port}/mcp — send Authorization: Bearer <key>")
         uvicorn.run(mcp_mod.http_app(memory, tenant=tenant, user_id=user), host=host, port=port, log_level="warning")
-    else:
-        raise ConfigError(f"unknown transport {transport!r}; use stdio or http", setting="transport")
+
+
+def _key_store(store: str | None) -> Any:
+    """Keys live in the documents table of the store of record; no need to start the whole engine."""
+    from usermem.store.base import open_store
+
+    return open_store(service_settings(store).store_url)
 
 
 @keys_app.command("create")
@@ -145,8 +152,8 @@ def keys_create(
     """
     from usermem.interfaces.api.keys import KeyRing
 
-    m = Memory(settings=service_settings(store))
-    plain, rec = KeyRing(m.store).create(tenant, admin=admin, name=name, user_id=user)
+    m = _key_store(store)
+    plain, rec = KeyRing(m).create(tenant, admin=admin, name=name, user_id=user)
     console.print(f"created key [bold]{rec.id}[/bold] for tenant {tenant}{' (admin)' if admin else ''}")
     console.print(plain, soft_wrap=True)
     m.close()
@@ -163,11 +170,11 @@ def keys_list(
     """
     from usermem.interfaces.api.keys import KeyRing
 
-    m = Memory(settings=service_settings(store))
+    m = _key_store(store)
     table = Table(title="API keys")
     for col in ("id", "tenant", "admin", "user", "name", "created", "state"):
         table.add_column(col)
-    for k in KeyRing(m.store).list(tenant):
+    for k in KeyRing(m).list(tenant):
         state = "active" if k.active else f"revoked {time.strftime('%Y-%m-%d %H:%M', time.gmtime(k.revoked_at or 0))}"
         table.add_row(k.id, k.tenant, "yes" if k.admin else "", k.user_id or "", k.name,
                       time.strftime("%Y-%m-%d %H:%M", time.gmtime(k.created_at)), state)
@@ -183,8 +190,8 @@ def keys_revoke(key_id: str, store: StoreOpt = None) -> None:
     """
     from usermem.interfaces.api.keys import KeyRing
 
-    m = Memory(settings=service_settings(store))
-    rec = KeyRing(m.store).revoke(key_id)
+    m = _key_store(store)
+    rec = KeyRing(m).revoke(key_id)
     console.print(f"revoked key {rec.id} of tenant {rec.tenant}")
     m.close()
 
@@ -211,7 +218,8 @@ def bench(
         return
     unknown = [n for n in names or [] if n not in bench_mod.REGISTRY]
     if unknown:
-        raise ValidationError(f"unknown benchmark(s) {unknown}; known: {sorted(bench_mod.REGISTRY)}", field="names")
+        raise ValidationError(f"unknown benchmark(s) {', '.join(unknown)}; list them with: usermem bench --list",
+                              field="names")
     selected = list(names) if names else sorted(bench_mod.REGISTRY)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=console) as progress:

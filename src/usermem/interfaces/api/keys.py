@@ -68,10 +68,10 @@ class KeyRing:
     def create(self, tenant: str, *, admin: bool = False, name: str = "", user_id: str | None = None,
                now: float | None = None) -> tuple[str, ApiKey]:
         """Returns (plaintext key, record). The plaintext is shown once and never stored."""
-        if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
-            raise ValidationError("tenant must be 1-128 characters of letters, digits and _.:- ", field="tenant")
         if tenant == SYSTEM_TENANT:
             raise ValidationError(f"tenant {SYSTEM_TENANT!r} is reserved", field="tenant")
+        if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
+            raise ValidationError("tenant must be 1-128 characters of letters, digits and _.:-", field="tenant")
         at = time.time() if now is None else now
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
