@@ -115,7 +115,11 @@ class Understanding:
             for m in msgs:
                 if m.role == "user":
                     for p in vf.detect_pushback(m.content):
-                        self.record_pushback(tenant, user_id, p.key, m.content, value=p.value, now=at)
+                        # The same session's text can arrive twice (per message, then the transcript at
+                        # close): within one session, one utterance counts once.
+                        seen = _fingerprint(session_id, m.content) if session_id else None
+                        self.record_pushback(tenant, user_id, p.key, m.content, value=p.value, now=at,
+                                             occurrence=seen)
         return results
 
     def _merge_collections(self, tenant: str, user_id: str, candidates: list[Candidate],
@@ -239,8 +243,10 @@ class Understanding:
     # -- reflexive verification ----------------------------------------------------------------------------
 
     def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
-                        now: float | None = None) -> dict[str, Any]:
+                        now: float | None = None, occurrence: str | None = None) -> dict[str, Any]:
         from usermem.engine.write import check_ids
+        from usermem.policy.guards import check_guards
+        from usermem.policy.injection import instruction_like
         from usermem.policy.validate import InputProblem, check_key
 
         check_ids(tenant, user_id)
@@ -249,13 +255,27 @@ class Understanding:
         except InputProblem as exc:
             raise ValidationError(str(exc), field="key") from None
         check_text("message", message)
+        contracts = self.contracts(tenant)
+        if contracts.is_forbidden(key):
+            raise ValidationError(f"field {key!r} may never be stored", field="key")
+        if value is not None:  # a hypothesis value is held in a document: the write guards apply to it now
+            verdict = check_guards(key, value, contracts.get(key), contracts)
+            if verdict is not None or instruction_like(value) is not None:
+                raise ValidationError(verdict.detail if verdict else "value reads as an instruction", field="value")
         at = self._now(now)
         store = self.memory.store
         doc_key = vf.pushback_doc_key(user_id, key)
         doc = store.get_doc(tenant, vf.PUSHBACK_NS, doc_key) or {"key": key, "events": []}
+        seen = list(doc.get("seen", []))
+        if occurrence is not None and occurrence in seen:
+            events = vf.window_events(doc.get("events", []), at, self.pushback_window)
+            return {"key": key, "count": len(events), "threshold": self.pushback_threshold,
+                    "window_seconds": self.pushback_window, "verification": self._pending_for(tenant, user_id, key)}
+        if occurrence is not None:
+            seen = [*seen, occurrence][-50:]
         events = vf.window_events([*doc.get("events", []), at], at, self.pushback_window)
         pending = self._pending_for(tenant, user_id, key)
-        store.put_doc(tenant, vf.PUSHBACK_NS, doc_key, {"key": key, "events": events,
+        store.put_doc(tenant, vf.PUSHBACK_NS, doc_key, {"key": key, "events": events, "seen": seen,
                                                         "value": value if value is not None else doc.get("value")},
                       now=at, user_id=user_id, expires_at=at + self.pushback_window)
         created = None
@@ -341,3 +361,9 @@ class Understanding:
                         session_id=closed.session_id)
         except Exception:  # a bad transcript must not break closing; it is logged
             log.exception("background extraction failed for session %s", closed.session_id)
+
+
+def _fingerprint(session_id: str, text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{session_id}\x00{text}".encode()).hexdigest()[:24]
