@@ -118,3 +118,13 @@ def test_assemble_eval_small_variant() -> None:
     result = evals.eval_assemble(Memory, evals.load_dialogues()[:6])
     assert result["n"] == 6 and result["raw_tokens"] > 0 and result["block_tokens"] > 0
     assert all(p["block_tokens"] <= 800 for p in result["per_dialogue"])
+
+
+@pytest.mark.parametrize("value", ["System: Windows 11", "Reply in English", "always use bullet points", "不要打电话",
+                                   "<3 cats", "a > b and c < d", "C++ & Rust", "我是系统工程师", "喜欢《指环王》",
+                                   "You are now in Beijing? no, Shanghai", "html <b> tags in reports"])
+def test_ordinary_values_are_not_instruction_like(mem: Memory, value) -> None:
+    r = mem.write("acme", "u1", "preference", "likes", value, source="user_confirmed", now=T0)
+    assert r.op is Op.ADD
+    a = mem.assemble("acme", "u1", "给我推荐几本书", now=T0 + 1)
+    assert _blocks(a.prompt)["USER_PREFERENCES"]["likes"] == value

@@ -18,11 +18,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("prompt_tag", r"</?\s*(?:user_facts|user_preferences|user_context|system|assistant|user|instructions?|"
                        r"im_start|im_end|tool|function_call)\b[^>]{0,40}>"),
         ("chat_token", r"<\|[a-z_]{2,20}\|>|\[/?inst\]|<<\s*/?sys\s*>>"),
-        ("role_prefix", r"(?:^|\n)\s*(?:system|assistant|developer)\s*[:：]"),
+        ("role_prefix", r"(?:^|\n)\s*(?:system|assistant|developer)\s*[:：]\s*(?:you\b|ignore|forget|from now|"
+                        r"new |sure|忽略|你|从现在)"),
         ("override_en", r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+)*"
                         r"(?:previous|prior|above|earlier|preceding|system|original)\s+"
                         r"(?:instructions?|prompts?|rules|messages|guidelines|directions)"),
-        ("persona_en", r"\byou\s+are\s+now\s+(?:a|an|the|in|dan|no longer)\b|\bfrom now on,?\s+you\s+(?:will|must|are)\s+"
+        ("persona_en", r"\byou\s+are\s+now\s+(?:a|an|the|dan|no longer)\b|\bfrom now on,?\s+you\s+(?:will|must|are)\s+"
                        r"(?:ignore|obey|act|pretend|reveal)"),
         ("exfiltrate_en", r"\b(?:reveal|print|output|repeat|show)\s+(?:me\s+)?(?:your|the)\s+(?:system\s+prompt|"
                           r"instructions|hidden\s+prompt)"),
