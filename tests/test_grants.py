@@ -109,3 +109,30 @@ def test_forget_user_removes_grants(m):
     m.grant("acme", "u1", "L2", "x", now=T0)
     m.forget_user("acme", "u1", now=T0 + 1)
     assert m.grants("acme", "u1", now=T0 + 2) == []
+
+
+def test_cross_domain_sharing_and_opt_in(mem):
+    mem.set_contract("acme", {"key": "eco_packaging", "kind": "preference", "domain": "shop",
+                              "sharing": "explicit_opt_in"})
+    mem.set_contract("acme", {"key": "wishlist", "kind": "preference", "domain": "shop", "sharing": "private"})
+    mem.set_contract("acme", {"key": "size", "kind": "fact", "domain": "shop", "sharing": "shared"})
+    for key, value in (("eco_packaging", "yes"), ("wishlist", "tent"), ("size", "M"), ("city", "Lyon")):
+        mem.write("acme", "u", "preference" if key != "size" and key != "city" else "fact", key, value, now=T0)
+
+    def seen(domain):
+        return sorted(r.key for r in mem.recall("acme", "u", k=20, now=T0 + 1, domain=domain))
+
+    assert seen(None) == ["city", "eco_packaging", "size", "wishlist"]  # no domain named: no domain filter
+    assert seen("shop") == ["city", "eco_packaging", "size", "wishlist"]
+    assert seen("logistics") == ["city", "size"]
+    assert mem.opt_in("acme", "u", ["eco_packaging"], "logistics", actor="user", now=T0) == ["eco_packaging"]
+    assert seen("logistics") == ["city", "eco_packaging", "size"]
+    assert seen("ads") == ["city", "size"]  # the opt-in names one domain
+    mem.opt_in("acme", "u", ["wishlist"], "logistics", now=T0)
+    assert "wishlist" not in seen("logistics")  # private never leaves its domain
+    assert mem.opt_out("acme", "u", "eco_packaging", "logistics", now=T0) == 1
+    assert seen("logistics") == ["city", "size"]
+    assert [e.action for e in mem.audit("acme", user_id="u") if e.action.startswith("opt_")] == \
+        ["opt_in", "opt_in", "opt_out"]
+    with pytest.raises(ValidationError):
+        mem.opt_in("acme", "u", ["size"], "Bad Domain")

@@ -22,11 +22,13 @@ from usermem.engine.context import EngineContext, new_id
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, NotFound, PermissionDenied, ValidationError
 from usermem.model import AuditEvent, MemoryRecord
-from usermem.policy.contracts import SENSITIVITY_ORDER, ContractSet, FieldContract, Sensitivity
+from usermem.policy.contracts import SENSITIVITY_ORDER, ContractSet, FieldContract, Sensitivity, Sharing
 from usermem.policy.pii import detect
 from usermem.policy.validate import InputProblem, check_identifier, check_key
 
 NS = "grants"
+NS_CONSENTS = "consents"  # consents/<user>|<field>|<domain>: cross-domain opt-in (seed 004 §5)
+GENERAL_DOMAIN = "general"
 INDEX_TENANT = "*"
 NS_INDEX = "grant_index"
 DEFAULT_TTL = 30 * 60.0
@@ -168,17 +170,59 @@ class GrantsPipeline:
         grants = [Grant.from_dict(d) for _, d in docs]
         return [g for g in grants if include_expired or g.active(at)]
 
-    def gate(self, tenant: str, user_id: str, now: float, reader: str | None) -> AccessGate:
-        return AccessGate(self, tenant, user_id, now, reader)
+    def gate(self, tenant: str, user_id: str, now: float, reader: str | None,
+             domain: str | None = None) -> AccessGate:
+        return AccessGate(self, tenant, user_id, now, reader, domain)
+
+    # -- cross-domain opt-in ----------------------------------------------------------------------------
+
+    def opt_in(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
+               actor: str | None = None, now: float | None = None) -> list[str]:
+        """The user agrees that `fields` (sharing=explicit_opt_in) may be used by `domain`. Lasts until opt_out."""
+        check_ids(tenant, user_id)
+        keys, _ = _parse_scope([fields] if isinstance(fields, str) else fields)
+        _check_domain(domain)
+        at = self.ctx.now(now)
+        for key in keys:
+            self.ctx.store.put_doc(tenant, NS_CONSENTS, f"{user_id}|{key}|{domain}",
+                                   {"field": key, "domain": domain, "at": at, "actor": actor}, now=at,
+                                   user_id=user_id)
+        self.ctx.store.append_audit(AuditEvent(tenant=tenant, at=at, action="opt_in", user_id=user_id, actor=actor,
+                                               detail={"fields": list(keys), "domain": domain}))
+        return list(keys)
+
+    def opt_out(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
+                actor: str | None = None, now: float | None = None) -> int:
+        check_ids(tenant, user_id)
+        keys, _ = _parse_scope([fields] if isinstance(fields, str) else fields)
+        _check_domain(domain)
+        at = self.ctx.now(now)
+        n = sum(self.ctx.store.delete_doc(tenant, NS_CONSENTS, f"{user_id}|{k}|{domain}") for k in keys)
+        self.ctx.store.append_audit(AuditEvent(tenant=tenant, at=at, action="opt_out", user_id=user_id, actor=actor,
+                                               detail={"fields": list(keys), "domain": domain, "removed": n}))
+        return n
+
+    def consents(self, tenant: str, user_id: str) -> set[tuple[str, str]]:
+        """(field, domain) pairs the user opted in to."""
+        return {(d["field"], d["domain"]) for _, d in self.ctx.store.list_docs(tenant, NS_CONSENTS, user_id=user_id)}
+
+
+def _check_domain(domain: str) -> None:
+    try:
+        check_key(domain)
+    except (TypeError, InputProblem):
+        raise ValidationError(f"domain must match [a-z0-9_.-]{{1,64}}, got {domain!r:.80}", field="domain") from None
 
 
 class AccessGate:
     """What one read may see. Grants are loaded only if a sensitive field turns up."""
 
-    def __init__(self, grants: GrantsPipeline, tenant: str, user_id: str, now: float, reader: str | None) -> None:
+    def __init__(self, grants: GrantsPipeline, tenant: str, user_id: str, now: float, reader: str | None,
+                 domain: str | None = None) -> None:
         self._grants = grants
-        self.tenant, self.user_id, self.now, self.reader = tenant, user_id, now, reader
+        self.tenant, self.user_id, self.now, self.reader, self.domain = tenant, user_id, now, reader, domain
         self._active: list[Grant] | None = None
+        self._consents: set[tuple[str, str]] | None = None
 
     def _load(self) -> list[Grant]:
         if self._active is None:
@@ -186,10 +230,27 @@ class AccessGate:
         return self._active
 
     def allows(self, contract: FieldContract | None) -> bool:
+        """May this read see the field? Sensitivity (grants) and, when reading for a domain, sharing."""
+        if contract is None:
+            return True
+        if not self.shares(contract):
+            return False
         if not is_sensitive(contract):
             return True
-        assert contract is not None
         return any(g.covers(contract, self.reader) for g in self._load())
+
+    def shares(self, contract: FieldContract) -> bool:
+        """Cross-domain use (seed 004 §5): a reader that names its domain sees a field of another domain
+        only if the field is shared, or explicit_opt_in and the user opted in; never if private."""
+        if self.domain is None or contract.domain in (self.domain, GENERAL_DOMAIN):
+            return True
+        if contract.sharing is Sharing.SHARED:
+            return True
+        if contract.sharing is Sharing.PRIVATE:
+            return False
+        if self._consents is None:
+            self._consents = self._grants.consents(self.tenant, self.user_id)
+        return (contract.key, self.domain) in self._consents
 
     def covering(self, contract: FieldContract) -> list[Grant]:
         return [g for g in self._load() if g.covers(contract, self.reader)]

@@ -147,7 +147,8 @@ class Memory:
     def recall(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
-               event_until: float | None = None, actor: str | None = None) -> list[MemoryRecord]:
+               event_until: float | None = None, actor: str | None = None,
+               domain: str | None = None) -> list[MemoryRecord]:
         """The user's current memories, best first: not superseded, deleted, expired or decayed away.
 
         `query` ranks by meaning and words (hybrid relevance); `event_from`/`event_until` keep memories
@@ -155,17 +156,19 @@ class Memory:
         """
         return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
                                                      keys=keys, mark_used=mark_used, event_from=event_from,
-                                                     event_until=event_until, actor=actor)]
+                                                     event_until=event_until, actor=actor, domain=domain)]
 
     def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                       kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                       keys: Sequence[str] | None = None, mark_used: bool = False,
                       event_from: float | None = None, event_until: float | None = None,
-                      actor: str | None = None) -> list[ScoredMemory]:
+                      actor: str | None = None, domain: str | None = None) -> list[ScoredMemory]:
         """Like recall, with scores, weights and confirmation flags.
 
         L2/L3 fields are returned only under an active grant (see `grant`); `actor` (API key or agent
-        id) is the reader the audit log names and the grantee a grant may be restricted to.
+        id) is the reader the audit log names and the grantee a grant may be restricted to. `domain`
+        (e.g. "logistics") names the reader's domain: fields of other domains are then returned only
+        when their contract shares them, or (explicit_opt_in) after `opt_in`; private ones never.
         """
         for name, v in (("event_from", event_from), ("event_until", event_until)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
@@ -177,7 +180,7 @@ class Memory:
             raise ValidationError("k must be at least 1", field="k")
         return self._recall.recall(tenant, user_id, k, now=self._ctx.now(now), kinds=_kinds(kinds), keys=keys,
                                    query=query, mark_used=mark_used, event_from=event_from,
-                                   event_until=event_until, actor=actor)
+                                   event_until=event_until, actor=actor, domain=domain)
 
     def get(self, tenant: str, memory_id: str, *, actor: str | None = None,
             now: float | None = None) -> MemoryRecord | None:
@@ -310,6 +313,16 @@ class Memory:
         as resolver="registered:<name>".
         """
         self._live.register(name, resolver)
+
+    def opt_in(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
+               actor: str | None = None, now: float | None = None) -> list[str]:
+        """The user lets `domain` use `fields` whose contract says sharing=explicit_opt_in (audited)."""
+        return self._grants.opt_in(tenant, user_id, fields, domain, actor=actor, now=now)
+
+    def opt_out(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
+                actor: str | None = None, now: float | None = None) -> int:
+        """Withdraw an opt-in; returns how many consents were removed."""
+        return self._grants.opt_out(tenant, user_id, fields, domain, actor=actor, now=now)
 
     # -- lifecycle: confirmation, denial, revert (engine/lifecycle.py) ---------------------------------
 

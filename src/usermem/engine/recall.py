@@ -100,7 +100,8 @@ class RecallPipeline:
     def scored(self, tenant: str, user_id: str, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None,
                query: str | None = None, limit: int | None = None, event_from: float | None = None,
-               event_until: float | None = None, actor: str | None = None) -> list[ScoredMemory]:
+               event_until: float | None = None, actor: str | None = None,
+               domain: str | None = None) -> list[ScoredMemory]:
         """Live memories of the user, scored and flagged, best first; the best `limit` (default all).
 
         With a query and a relevance plug-in, only its candidates are loaded and the score is the
@@ -131,7 +132,7 @@ class RecallPipeline:
         settings = self.ctx.settings
         confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
         contracts = self.ctx.contracts_for(tenant)
-        gate = self.gate_for(tenant, user_id, now, actor) if self.gate_for is not None else None
+        gate = self.gate_for(tenant, user_id, now, actor, domain) if self.gate_for is not None else None
         # (score, weight, flagged, row). Per-key policy: unknown keys depend only on their kind.
         ranked: list[tuple[float, float, bool, ScoreRow]] = []
         by_kind = {k.value: _key_policy(None, k) for k in Kind}
@@ -146,8 +147,8 @@ class RecallPipeline:
                 pk = (row.kind, row.key)
                 if pk not in by_key:
                     # L2/L3 need an active grant; a live field's stored copy is never preferred to the live value.
-                    visible = not contract.live and (contract.sensitivity.value == "L1" or (
-                        gate is not None and gate.allows(contract)))
+                    visible = not contract.live and (gate.allows(contract) if gate is not None
+                                                     else contract.sensitivity.value == "L1")
                     by_key[pk] = _key_policy(contract, Kind(row.kind)) if visible else None
                 pol = by_key[pk]
             if pol is None:
@@ -217,9 +218,9 @@ class RecallPipeline:
     def recall(self, tenant: str, user_id: str, k: int, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
                mark_used: bool = False, event_from: float | None = None, event_until: float | None = None,
-               actor: str | None = None) -> list[ScoredMemory]:
+               actor: str | None = None, domain: str | None = None) -> list[ScoredMemory]:
         top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
-                          limit=k, event_from=event_from, event_until=event_until, actor=actor)
+                          limit=k, event_from=event_from, event_until=event_until, actor=actor, domain=domain)
         if mark_used and top:
             self.ctx.store.touch(tenant, [s.memory.id for s in top if not s.memory.id.startswith("live:")],
                                  used_at=now)
