@@ -9,7 +9,7 @@ import pytest
 from apihelp import T0, make_api
 
 # (METHOD, path template) -> (url with {ids}, request kwargs). {u} is A's user, {mid} A's memory id,
-# {sid} A's session, {cs} A's change set, {gid} A's grant.
+# {sid} A's session, {cs} A's change set, {gid} A's grant, {vid} A's pending verification.
 CALLS: dict[tuple[str, str], tuple[str, dict]] = {
     ("POST", "/v1/memories"): ("/v1/memories", {"json": {"user_id": "{u}", "kind": "fact", "key": "city",
                                                           "value": "Nowhere", "now": T0 + 5}}),
@@ -50,12 +50,22 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
     ("POST", "/v1/contracts/{key}/enable"): ("/v1/contracts/secret_field/enable", {}),
     ("POST", "/v1/contracts/{key}/disable"): ("/v1/contracts/secret_field/disable", {}),
     ("POST", "/v1/redact"): ("/v1/redact", {"json": {"text": "13800138000"}}),
+    ("GET", "/v1/users/{user_id}/onboarding"): ("/v1/users/{u}/onboarding", {}),
+    ("POST", "/v1/users/{user_id}/onboarding"): ("/v1/users/{u}/onboarding", {"json": {"answers": {}}}),
+    ("PUT", "/v1/onboarding"): ("/v1/onboarding", {"json": {"questions": []}}),
+    ("POST", "/v1/users/{user_id}/pushback"): ("/v1/users/{u}/pushback", {"json": {"key": "reply_length",
+                                                                                  "message": "too long", "now": T0}}),
+    ("GET", "/v1/users/{user_id}/verifications"): ("/v1/users/{u}/verifications", {}),
+    ("POST", "/v1/users/{user_id}/verifications/{verification_id}/accept"): (
+        "/v1/users/{u}/verifications/{vid}/accept", {"json": {"value": "x"}}),
+    ("POST", "/v1/users/{user_id}/verifications/{verification_id}/reject"): (
+        "/v1/users/{u}/verifications/{vid}/reject", {"json": {}}),
 }
 # Responses that legitimately carry fresh ids or times: compare status and tenant only.
 VOLATILE = {("POST", "/v1/memories"), ("POST", "/v1/memories/batch"), ("POST", "/v1/users/{user_id}/sessions"),
             ("GET", "/v1/whoami"), ("POST", "/v1/users/{user_id}/grants"), ("PUT", "/v1/contracts/{key}"),
             ("POST", "/v1/users/{user_id}/ingest"), ("GET", "/v1/audit"), ("POST", "/v1/users/{user_id}/assemble"),
-            ("GET", "/v1/users/{user_id}/export")}
+            ("GET", "/v1/users/{user_id}/export"), ("PUT", "/v1/onboarding")}
 
 
 def _populate(api) -> dict[str, str]:
@@ -70,6 +80,10 @@ def _populate(api) -> dict[str, str]:
     ids["gid"] = api.http.post("/v1/users/alice/grants", headers=h,
                                json={"level": "L2", "purpose": "support"}).json()["id"]
     assert api.http.put("/v1/contracts/secret_field", headers=h, json={"kind": "fact"}).status_code == 200
+    for i in range(3):
+        out = api.http.post("/v1/users/alice/pushback", headers=h, json={
+            "key": "reply_length", "message": "too long again", "value": "concise", "now": T0 + i}).json()
+    ids["vid"] = out["verification"]["id"]
     return ids
 
 
@@ -78,7 +92,9 @@ def _snapshot(api) -> dict:
     return {"history": [r.to_dict() for r in m.history("acme", "alice", "city")],
             "sessions": [s.to_dict() for s in m.sessions("acme", "alice")],
             "grants": [g.to_dict() for g in m.grants("acme", "alice")],
-            "contract": m.contract("acme", "secret_field").to_dict()}
+            "contract": m.contract("acme", "secret_field").to_dict(),
+            "verifications": m.pending_verifications("acme", "alice"),
+            "onboarding": m.onboarding_questions("acme", "alice")}
 
 
 @pytest.fixture

@@ -143,7 +143,22 @@ def scenario_sessions_and_privacy(m) -> list[Any]:
             m.export(TENANT, "nobody")["counts"]]
 
 
+def scenario_onboarding_and_verification(m) -> list[Any]:
+    if not hasattr(Memory, "pending_verifications"):
+        pytest.skip("understanding not in this engine")
+    questions = m.onboarding_questions(TENANT, "u6", "zh")
+    answers = m.answer_onboarding(TENANT, "u6", {questions[0]["id"]: questions[0].get("options", ["x"])[0]
+                                                 if questions[0].get("options") else "简洁"}, now=T0) if questions else []
+    outs = [m.record_pushback(TENANT, "u6", "reply_length", "太长了", value="concise", now=T0 + i) for i in range(3)]
+    pending = m.pending_verifications(TENANT, "u6")
+    vid = pending[0]["id"]
+    accepted = m.accept_verification(TENANT, "u6", vid, now=T0 + 10)
+    return [[q["id"] for q in questions], answers, [(o["count"], "verification" in o) for o in outs],
+            [(p["key"], p["value"], p["status"]) for p in pending], accepted, m.pending_verifications(TENANT, "u6")]
+
+
 SCENARIOS: dict[str, Callable[[Any], list[Any]]] = {
+    "onboarding_and_verification": scenario_onboarding_and_verification,
     "lifecycle": scenario_lifecycle, "sessions_and_privacy": scenario_sessions_and_privacy,
     "c007": scenario_c007, "batch_and_ranges": scenario_batch_and_ranges, "get_and_audit": scenario_get_and_audit,
 }

@@ -332,6 +332,44 @@ class Client:
         data = self._request("POST", f"/v1/users/{_seg(user_id)}/ingest", tenant, json=body)
         return [result_from_json(r) for r in data["results"]]
 
+    def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
+                             now: float | None = None) -> list[dict[str, Any]]:
+        data = self._request("GET", f"/v1/users/{_seg(user_id)}/onboarding", tenant,
+                             params=_drop_none({"language": language}))
+        return list(data["items"])
+
+    def set_onboarding_questions(self, tenant: str, questions: Sequence[Any], *,
+                                 now: float | None = None) -> list[dict[str, Any]]:
+        """Needs an admin key."""
+        qs = [q.to_dict() if hasattr(q, "to_dict") else dict(q) for q in questions]
+        return list(self._request("PUT", "/v1/onboarding", tenant, json={"questions": qs})["items"])
+
+    def answer_onboarding(self, tenant: str, user_id: str, answers: dict[str, Any], *, now: float | None = None,
+                          actor: str | None = None) -> list[WriteResult]:
+        data = self._request("POST", f"/v1/users/{_seg(user_id)}/onboarding", tenant,
+                             json=_drop_none({"answers": answers, "now": now}))
+        return [result_from_json(r) for r in data["results"]]
+
+    def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
+                        now: float | None = None) -> dict[str, Any]:
+        body = _drop_none({"key": key, "message": message, "value": value, "now": now})
+        return dict(self._request("POST", f"/v1/users/{_seg(user_id)}/pushback", tenant, json=body))
+
+    def pending_verifications(self, tenant: str, user_id: str) -> list[dict[str, Any]]:
+        return list(self._request("GET", f"/v1/users/{_seg(user_id)}/verifications", tenant)["items"])
+
+    def accept_verification(self, tenant: str, user_id: str, verification_id: str, *, value: Any = None,
+                            now: float | None = None, actor: str | None = None) -> WriteResult:
+        body = _drop_none({"value": value, "now": now})
+        return result_from_json(self._request(
+            "POST", f"/v1/users/{_seg(user_id)}/verifications/{_seg(verification_id)}/accept", tenant, json=body))
+
+    def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
+                            now: float | None = None) -> bool:
+        data = self._request("POST", f"/v1/users/{_seg(user_id)}/verifications/{_seg(verification_id)}/reject",
+                             tenant, json=_drop_none({"now": now}))
+        return bool(data["rejected"])
+
     # -- privacy -------------------------------------------------------------------------------------
 
     def export(self, tenant: str, user_id: str, *, now: float | None = None, actor: str | None = None) -> dict[str, Any]:

@@ -171,6 +171,31 @@ class ContractListOut(S.BaseModel):
     items: list[dict[str, Any]]
 
 
+class AnswersIn(S._In):
+    answers: dict[str, Any] = Field(description="{question id or field key: answer}")
+    now: float | None = None
+
+
+class QuestionsIn(S._In):
+    questions: list[dict[str, Any]] = Field(max_length=200)
+
+
+class PushbackIn(S._In):
+    key: str = Field(max_length=64)
+    message: str = Field("", max_length=64_000)
+    value: Any = None
+    now: float | None = None
+
+
+class VerificationIn(S._In):
+    value: Any = Field(None, description="The value the user confirmed, when it differs from the hypothesis")
+    now: float | None = None
+
+
+class ItemsOut(S.BaseModel):
+    items: list[dict[str, Any]]
+
+
 def _has(name: str) -> bool:
     return callable(getattr(Memory, name, None))
 
@@ -325,6 +350,61 @@ def build_router() -> APIRouter:
             for res in results:
                 metrics.decision(res.op.value, res.reason.value if res.reason else None)
             return JSONResponse({"results": [result_to_json(x) for x in results]})
+
+    if _has("onboarding_questions"):
+        @r.get("/users/{user_id}/onboarding", tags=["conversation"], response_model=ItemsOut, responses=COMMON,
+               summary="The tenant's onboarding questions in the user's language, each with `answered`")
+        def onboarding(user_id: str, p: Principal, m: Mem,
+                       language: Annotated[str | None, Query(max_length=8)] = None) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            return JSONResponse({"items": m.onboarding_questions(p.tenant, user_id, language)})
+
+        @r.post("/users/{user_id}/onboarding", tags=["conversation"], response_model=ResultsOut, responses=COMMON,
+                summary="Store onboarding answers (source `onboarding`)")
+        def answer_onboarding(user_id: str, body: AnswersIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            results = m.answer_onboarding(p.tenant, user_id, body.answers, now=body.now, actor=actor_of(p, None))
+            for res in results:
+                metrics.decision(res.op.value, res.reason.value if res.reason else None)
+            return JSONResponse({"results": [result_to_json(x) for x in results]})
+
+        @r.put("/onboarding", tags=["conversation"], response_model=ItemsOut, responses=COMMON,
+               summary="Replace the tenant's onboarding questions (admin key)")
+        def set_onboarding(body: QuestionsIn, p: Admin, m: Mem) -> JSONResponse:
+            return JSONResponse({"items": m.set_onboarding_questions(p.tenant, body.questions)})
+
+    if _has("pending_verifications"):
+        @r.post("/users/{user_id}/pushback", tags=["conversation"], response_model=dict[str, Any],
+                responses=COMMON, summary="Count one pushback on a field; at the threshold a hypothesis awaits "
+                                          "verification")
+        def pushback(user_id: str, body: PushbackIn, p: Principal, m: Mem) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            return JSONResponse(m.record_pushback(p.tenant, user_id, body.key, body.message, value=body.value,
+                                                  now=body.now))
+
+        @r.get("/users/{user_id}/verifications", tags=["conversation"], response_model=ItemsOut, responses=COMMON,
+               summary="Hypotheses waiting for the user to confirm or reject")
+        def verifications(user_id: str, p: Principal, m: Mem) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            return JSONResponse({"items": m.pending_verifications(p.tenant, user_id)})
+
+        @r.post("/users/{user_id}/verifications/{verification_id}/accept", tags=["conversation"],
+                response_model=S.WriteResultOut, responses=COMMON,
+                summary="The user confirmed: store the hypothesis (or their value) as user_confirmed")
+        def accept_verification(user_id: str, verification_id: str, body: VerificationIn, p: Principal, m: Mem,
+                                metrics: Met) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            res = m.accept_verification(p.tenant, user_id, verification_id, value=body.value, now=body.now,
+                                        actor=actor_of(p, None))
+            metrics.decision(res.op.value, res.reason.value if res.reason else None)
+            return JSONResponse(result_to_json(res))
+
+        @r.post("/users/{user_id}/verifications/{verification_id}/reject", tags=["conversation"],
+                response_model=dict[str, bool], responses=COMMON, summary="The user rejected the hypothesis")
+        def reject_verification(user_id: str, verification_id: str, body: VerificationIn, p: Principal,
+                                m: Mem) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            return JSONResponse({"rejected": m.reject_verification(p.tenant, user_id, verification_id, now=body.now)})
 
     if _has("export"):
         @r.get("/users/{user_id}/export", tags=["privacy"], response_model=dict[str, Any], responses=COMMON,
