@@ -121,3 +121,17 @@ def test_server_without_json_schema_gets_json_object() -> None:
         assert m.understanding.plan("acme", "u1", "天气").mode == "llm"
         assert server.chat_requests()[1]["response_format"] == {"type": "json_object"}
         m.close()
+
+
+def test_unreachable_endpoint_falls_back() -> None:
+    import socket
+
+    with socket.socket() as s:  # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = load_settings(env={}, llm_base_url=f"http://127.0.0.1:{port}/v1", llm_model="fake", llm_retries=1)
+    m = Memory(settings=settings)
+    assert m.plan("acme", "u1", "把结果发邮件给我")["fact_recall"] == ["email"]
+    assert m.understanding.llm.stats.http_errors == 2 and m.understanding.llm.stats.fallbacks == 1
+    assert m.extract(["我花生过敏"])[0].method == "pattern"
+    m.close()
