@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from backends import drop_schema, postgres_url
 from usermem import Memory
 from usermem.relevance.hybrid import _NOTICED
 from usermem.relevance.reindex import plan_reindex, run_reindex
 from usermem.relevance.vectors import PgVectorIndex
-
-from backends import drop_schema, postgres_url
 
 pytestmark = pytest.mark.postgres
 

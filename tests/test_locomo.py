@@ -1,0 +1,103 @@
+"""LoCoMo and MemoryBank retrieval, small CI variants on the real data when it is present.
+
+The full runs are `usermem eval locomo --data ...` and `usermem eval memorybank` (docs/relevance.md).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from usermem.relevance.evaluate import (
+    Scores,
+    load_locomo,
+    load_memorybank,
+    run_retrieval,
+    write_reports,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+LOCOMO = DATA / "locomo" / "locomo10.json"
+MEMORYBANK = DATA / "memorybank"
+LABELS = Path(str(resources.files("usermem") / "data" / "memorybank_labels.jsonl"))
+CACHE = Path(tempfile.gettempdir()) / "usermem-test-embedding-cache"
+
+needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason=f"LoCoMo data not found at {LOCOMO}; "
+                                  "the CI variant runs only where ../shared/data is present")
+needs_memorybank = pytest.mark.skipif(not (MEMORYBANK / "memory_bank_cn.json").exists(),
+                                      reason=f"MemoryBank data not found at {MEMORYBANK}")
+
+
+def _pooled(table: dict, system: str, categories: list[str]) -> float:
+    n = sum(table[c][system]["n"] for c in categories if c in table)
+    return sum(table[c][system]["recall@10"] * table[c][system]["n"] for c in categories if c in table) / n
+
+
+def test_scores_by_hand():
+    s = Scores()
+    s.add("hybrid", "single-hop", ["a", "b", "c"], {"b"})
+    s.add("hybrid", "single-hop", ["x"] * 10, {"b", "c"})
+    s.add("hybrid", "single-hop", ["b", "z", "c"], {"b", "c"})
+    t = s.table()["single-hop"]["hybrid"]
+    assert t["recall@1"] == pytest.approx((0 + 0 + 0.5) / 3, abs=1e-4)
+    assert t["recall@5"] == pytest.approx((1 + 0 + 1) / 3, abs=1e-4)
+    assert t["mrr@10"] == pytest.approx((1 / 2 + 0 + 1) / 3, abs=1e-4)
+    assert t["n"] == 3
+
+
+def test_memorybank_labels_are_well_formed():
+    labels = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(labels) >= 50
+    assert len({(lab["user"], lab["question"]) for lab in labels}) == len(labels)
+    for lab in labels:
+        assert lab["answers"] and all({"date", "exchange"} <= set(a) for a in lab["answers"])
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in lab["question"])
+
+
+@needs_memorybank
+def test_memorybank_labels_point_at_real_exchanges():
+    convs = load_memorybank(MEMORYBANK, LABELS)
+    assert sum(len(c.questions) for c in convs) == len(LABELS.read_text(encoding="utf-8").strip().splitlines())
+    bank = json.loads((MEMORYBANK / "memory_bank_cn.json").read_text(encoding="utf-8"))
+    # spot check: the labelled exchange contains the annotated answer's key word
+    assert "流浪地球" in bank["张曼婷"]["history"]["2023-04-30"][3]["query"]
+
+
+@needs_locomo
+def test_locomo_loader_follows_the_schema_and_category_mapping():
+    convs, skipped = load_locomo(LOCOMO, conversations=1)
+    conv = convs[0]
+    assert conv.user_id == "conv-26" and len(conv.turns) == 419
+    assert conv.turns[0].key == "d1.1" and conv.turns[0].text.startswith("Caroline: ")
+    assert {q.category for q in conv.questions} == {"multi-hop", "temporal", "open-domain", "single-hop",
+                                                    "adversarial"}
+    assert skipped["no_evidence"] >= 0
+
+
+@needs_locomo
+def test_locomo_ci_variant_hybrid_beats_both_baselines(tmp_path):
+    convs, _ = load_locomo(LOCOMO, conversations=1, categories=(1, 2, 3, 4))
+    convs[0].questions = convs[0].questions[:48]
+    result = run_retrieval("locomo-ci", convs, cache_dir=CACHE)
+    table = result.table
+    cats = [c for c in ("multi-hop", "temporal", "open-domain", "single-hop") if c in table]
+    hybrid, dense, bm25 = (_pooled(table, s, cats) for s in ("hybrid", "dense", "bm25"))
+    assert dense > 0.2 and bm25 > 0.2  # the baselines are real rankers, not strawmen
+    assert hybrid > dense and hybrid > bm25, (hybrid, dense, bm25)
+    paths = write_reports(result, tmp_path)
+    assert json.loads(paths["json"].read_text())["results"] == table
+    assert paths["png"].stat().st_size > 1000 and "| hybrid |" in paths["md"].read_text()
+
+
+@needs_memorybank
+def test_memorybank_ci_variant(tmp_path):
+    convs = load_memorybank(MEMORYBANK, LABELS)[:3]
+    result = run_retrieval("memorybank-ci", convs, cache_dir=CACHE)
+    cats = list(result.table)
+    hybrid = _pooled(result.table, "hybrid", cats)
+    assert hybrid >= _pooled(result.table, "bm25", cats)
+    assert hybrid >= 0.8
