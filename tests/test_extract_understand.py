@@ -97,6 +97,8 @@ def test_llm_extraction_is_validated() -> None:
         {"key": "allergy", "kind": "fact", "value": "花生", "confidence": 0.9, "message_index": 0, "evidence": "花生"},
         {"key": "bank_password", "kind": "fact", "value": "x", "confidence": 1, "message_index": 0, "evidence": ""},
         {"key": "city", "kind": "fact", "value": "上海", "confidence": 0.8, "message_index": 1, "evidence": "上海"},
+        {"key": "occupation", "kind": "fact", "value": "律师", "confidence": 0.9, "message_index": 0,
+         "evidence": "我是律师"},
         {"key": "plan", "kind": "fact", "value": "年付专业版", "confidence": 0.9, "message_index": 0, "evidence": ""},
         {"key": "report_format", "kind": "preference", "value": "Markdown", "confidence": 3, "message_index": 0,
          "evidence": ""},
@@ -106,7 +108,7 @@ def test_llm_extraction_is_validated() -> None:
         m = Memory(settings=load_settings(env={}, llm_base_url=server.base_url, llm_model="fake"))
         msgs = [{"role": "user", "content": "我花生过敏，报告用Markdown"}, {"role": "assistant", "content": "我在上海"}]
         cands = m.extract(msgs)
-        # invented key, business field and evidence in an assistant turn are dropped; values canonicalised
+        # invented key, business field, evidence in an assistant turn or not in the cited message are dropped
         assert _kv(cands) == {"allergy": "花生", "report_format": "markdown"}
         assert all(c.method == "llm" for c in cands) and max(c.confidence for c in cands) == 1.0
         prompt = server.chat_requests()[0]["messages"][0]["content"]

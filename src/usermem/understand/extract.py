@@ -602,7 +602,7 @@ class Extractor:
         return self.patterns.extract(msgs)
 
     def _checked(self, reply: _LLMReply, msgs: Sequence[Message]) -> list[Candidate]:
-        """Drop invented fields, evidence outside the user's turns and empty values; canonicalise the rest."""
+        """Drop invented fields, evidence that is not in the cited user turn and empty values; canonicalise."""
         by_index = {m.index: m for m in msgs}
         latest: dict[str, Candidate] = {}
         for item in reply.memories:
@@ -610,6 +610,8 @@ class Extractor:
             msg = by_index.get(item.message_index)
             if contract is None or msg is None or msg.role != "user":
                 continue
+            if item.evidence.strip() and normalise(item.evidence) not in normalise(msg.content):
+                continue  # the quoted support is not in that message: an invention
             value = canonical_value(item.key, item.value)
             if not value or len(value) > 500:
                 continue
