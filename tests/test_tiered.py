@@ -214,7 +214,7 @@ def test_concurrent_writers_and_readers_leave_the_cache_equal_to_the_store_of_re
     got = sorted((r.key, r.value, r.id) for r in tiered.recall("acme", "u1", k=10, now=T0 + 100))
     plain.close()
     assert got == want and len(got) == 3
-    assert tiered.store.list_docs(DIRTY_TENANT, "tier_dirty:redis") == []
+    assert tiered.store.list_docs(DIRTY_TENANT, "tier_dirty:redis") == [], tiered.store.tier_status()
 
 
 def test_in_process_session_tier_on_sqlite(tmp_path):

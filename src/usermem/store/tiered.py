@@ -153,6 +153,7 @@ class TieredStore:
         self.dirty_check_interval = dirty_check_interval
         self._clock = clock
         self._health = {t.name: _Health() for t in self.tiers}
+        self._checking = {t.name: threading.Lock() for t in self.tiers}
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, tuple[str, str, Kind]] = OrderedDict()  # id -> (user, key, kind)
         self._stash = threading.local()
@@ -165,21 +166,36 @@ class TieredStore:
         return f"tier_dirty:{tier.name}"
 
     def _usable(self, tier: Tier) -> bool:
-        """Whether to use the tier now; reconciles dirty users first when due."""
+        """Whether to use the tier now; reconciles dirty users first when due.
+
+        One thread at a time checks a tier: while the tier is healthy the others keep using it; while it
+        is not, they wait for the check in progress instead of treating the tier as down.
+        """
         h = self._health[tier.name]
         now = self._clock()
         if h.healthy and now - h.checked < self.dirty_check_interval:
             return True
-        if not h.healthy and now - h.attempted < self.retry_interval:
-            return False
-        h.attempted = now
+        if not h.healthy and h.last_error is not None and now - h.attempted < self.retry_interval:
+            return False  # failed recently: do not wait for another timeout
+        lock = self._checking[tier.name]
+        if not lock.acquire(blocking=not h.healthy):
+            return True  # healthy, and another thread is looking at the dirty marks right now
         try:
-            self.reconcile(tier)
-        except TierUnavailable as exc:
-            self._down(tier, exc)
-            return False
-        h.healthy, h.checked, h.last_error = True, now, None
-        return True
+            now = self._clock()
+            if h.healthy and now - h.checked < self.dirty_check_interval:
+                return True
+            if not h.healthy and h.last_error is not None and now - h.attempted < self.retry_interval:
+                return False  # another thread just tried and failed
+            h.attempted = now
+            try:
+                self.reconcile(tier)
+            except TierUnavailable as exc:
+                self._down(tier, exc)
+                return False
+            h.healthy, h.checked, h.last_error = True, now, None
+            return True
+        finally:
+            lock.release()
 
     def _down(self, tier: Tier, exc: BaseException) -> None:
         h = self._health[tier.name]
