@@ -324,3 +324,13 @@ def test_concurrent_closers_archive_once(file_mem: Memory):
         t.join()
     assert len(calls) == 1
     assert len(m.history(T, U, calls[0].episode.key)) == 1
+
+
+def test_closed_context_does_not_leak_through_query_recall_or_event_windows(mem: Memory):
+    sid = mem.open_session(T, U, now=T0)
+    mem.write(T, U, "context", "current_task", "比较两家保险方案 insurance plans", session_id=sid, now=T0)
+    hits = mem.recall(T, U, k=10, now=T0 + 1, query="保险 insurance")
+    assert "current_task" in [r.key for r in hits]
+    mem.close_session(sid, now=T0 + 2)
+    for kw in ({"query": "保险 insurance"}, {"kinds": ["context"]}, {"keys": ["current_task"]}):
+        assert [r for r in mem.recall(T, U, k=10, now=T0 + 3, **kw) if r.kind is Kind.CONTEXT] == []
