@@ -446,7 +446,8 @@ class PatternExtractor:
         return list(latest.values())
 
     def _message(self, msg: Message) -> list[Candidate]:
-        hits: dict[str, tuple[_Hit, str]] = {}
+        hits: dict[str, _Hit] = {}
+        bags: dict[str, list[_Hit]] = {}
         for original in _clauses(msg.content):
             s = normalise(original)
             retract = _JOKE_INLINE.search(s)
@@ -479,13 +480,18 @@ class PatternExtractor:
                                            for h in found):
                     found += _negations(s)
             for h in found:
-                if h.key in self.allowed and h.value not in ("", None):
-                    prev = hits.get(h.key)
-                    if prev is None or h.confidence >= prev[0].confidence:
-                        hits[h.key] = (h, original.strip())
+                if h.key not in self.allowed or h.value in ("", None):
+                    continue
+                if h.key in ACCUMULATE:  # every item counts: "我喜欢徒步。我也喜欢看书。"
+                    if all(prev.value != h.value for prev in bags.setdefault(h.key, [])):
+                        bags[h.key].append(h)
+                    continue
+                prev = hits.get(h.key)
+                if prev is None or h.confidence >= prev.confidence:
+                    hits[h.key] = h
+        chosen = [*hits.values(), *(h for bag in bags.values() for h in bag)]
         return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
-                          evidence=msg.content, message_index=msg.index, method="pattern")
-                for h, _ in hits.values()]
+                          evidence=msg.content, message_index=msg.index, method="pattern") for h in chosen]
 
 
 def normalise_keep_case(text: str) -> str:
