@@ -71,7 +71,29 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     app.include_router(build_router())
     _ops_routes(app)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
+    _declare_security(app)
     return app
+
+
+def _declare_security(app: FastAPI) -> None:
+    """Every /v1 operation takes a key: publish the schemes and the requirement in the OpenAPI schema."""
+    from fastapi.openapi.utils import get_openapi
+
+    from usermem.interfaces.api.deps import SECURITY_SCHEMES
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+            for path, ops in schema.get("paths", {}).items():
+                if path.startswith("/v1"):
+                    for op in ops.values():
+                        op["security"] = [{"bearer": []}, {"apiKey": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _serialised_store(memory: Memory) -> bool:

@@ -7,15 +7,16 @@ from typing import Annotated, TypeVar
 
 import anyio.to_thread
 from fastapi import Depends, Request
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from usermem.engine.memory import Memory
 from usermem.interfaces.api.keys import ApiKey, KeyRing
 from usermem.interfaces.api.middleware import Metrics, RateLimiter
 from usermem.interfaces.api.problems import ApiProblem
 
-bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer umk_...")
-api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="Alternative to the bearer header")
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer umk_..."},
+    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "Alternative to the bearer header"},
+}
 TENANT_HEADER = "x-usermem-tenant"
 T = TypeVar("T")
 
@@ -28,13 +29,20 @@ async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics  # type: ignore[no-any-return]
 
 
-async def principal(
-    request: Request,
-    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    header_key: Annotated[str | None, Depends(api_key_header)],
-) -> ApiKey:
+def presented_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization")
+    if auth:
+        scheme, _, credentials = auth.partition(" ")
+        if scheme.lower() == "bearer" and credentials.strip():
+            return credentials.strip()
+    return request.headers.get("x-api-key") or None
+
+
+async def principal(request: Request) -> ApiKey:
+    """The calling key. Headers are read directly (one dependency on the hot path); the OpenAPI security
+    schemes `bearer` and `apiKey` are declared by the app factory."""
     keys: KeyRing = request.app.state.keys
-    presented = cred.credentials if cred is not None else header_key
+    presented = presented_key(request)
     key = keys.verify(presented)
     if key is None:
         detail = "missing API key" if not presented else "invalid or revoked API key"

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 
 from usermem.engine.memory import Memory
 from usermem.interfaces.api import schemas as S
-from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user, run_engine
+from usermem.interfaces.api.deps import Admin, Mem, Principal, actor_of, bound_user, run_engine
 from usermem.interfaces.api.keys import ApiKey
 from usermem.interfaces.api.problems import ApiProblem, responses
 from usermem.interfaces.wire import audit_to_json, record_to_json, result_to_json, scored_to_json
@@ -52,7 +52,8 @@ def _item(w: S.WriteItem) -> WriteRequest:
 
 @router.post("/memories", tags=["memories"], response_model=S.WriteResultOut, responses=COMMON,
              summary="Write one memory; the decision (ADD/UPDATE/NOOP/REJECT) is the 200 body")
-async def write(body: S.WriteIn, p: Principal, m: Mem, metrics: Met, request: Request) -> JSONResponse:
+async def write(body: S.WriteIn, p: Principal, request: Request) -> JSONResponse:
+    m, metrics = request.app.state.memory, request.app.state.metrics
     user_id = bound_user(p, body.user_id)
     r = await run_engine(request, lambda: m.write(p.tenant, user_id, body.kind, body.key, body.value, source=body.source,
                 importance=body.importance, confidence=body.confidence, now=body.now, session_id=body.session_id,
@@ -64,7 +65,8 @@ async def write(body: S.WriteIn, p: Principal, m: Mem, metrics: Met, request: Re
 
 @router.post("/memories/batch", tags=["memories"], response_model=S.BatchOut, responses=COMMON,
              summary="Write a batch in one transaction; accepted writes share one change set id")
-async def write_batch(body: S.BatchIn, p: Principal, m: Mem, metrics: Met, request: Request) -> JSONResponse:
+async def write_batch(body: S.BatchIn, p: Principal, request: Request) -> JSONResponse:
+    m, metrics = request.app.state.memory, request.app.state.metrics
     user_id = bound_user(p, body.user_id)
     results = await run_engine(request, lambda: m.write_many(
         p.tenant, user_id, [_item(w) for w in body.writes], now=body.now, change_set_id=body.change_set_id,
@@ -78,7 +80,8 @@ async def write_batch(body: S.BatchIn, p: Principal, m: Mem, metrics: Met, reque
 
 @router.get("/memories/{memory_id}", tags=["memories"], response_model=S.MemoryOut, responses=WITH_404,
             summary="One memory version by id")
-async def get_memory(memory_id: str, p: Principal, m: Mem, request: Request) -> JSONResponse:
+async def get_memory(memory_id: str, p: Principal, request: Request) -> JSONResponse:
+    m = request.app.state.memory
     r = await run_engine(request, lambda: m.get(p.tenant, memory_id, **read_kw("get", p)))
     if r is None or (p.user_id is not None and r.user_id != p.user_id):
         raise ApiProblem(404, "memory_not_found", "no such memory")
@@ -88,7 +91,7 @@ async def get_memory(memory_id: str, p: Principal, m: Mem, request: Request) -> 
 @router.get("/users/{user_id}/memories", tags=["recall"], response_model=S.RecallOut, responses=WITH_404,
             summary="Recall a user's current memories, best first, with scores")
 async def recall(
-    user_id: str, p: Principal, m: Mem, request: Request,
+    user_id: str, p: Principal, request: Request,
     k: Annotated[int, Query(ge=1, le=1000)] = 5,
     kinds: Annotated[list[str] | None, Query(description="Repeat to allow several kinds")] = None,
     query: Annotated[str | None, Query(max_length=4000)] = None,
@@ -97,6 +100,7 @@ async def recall(
     now: Annotated[float | None, Query(description="Judge expiry and decay at this time (Unix seconds)")] = None,
 ) -> JSONResponse:
     user_id = bound_user(p, user_id)
+    m = request.app.state.memory
     items = await run_engine(request, lambda: m.recall_scored(
         p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
         **read_kw("recall_scored", p)))
@@ -107,8 +111,9 @@ async def recall(
 
 @router.get("/users/{user_id}/memories/{key}/history", tags=["recall"], response_model=S.HistoryOut,
             responses=WITH_404, summary="Every version of a key, oldest first")
-async def history(user_id: str, key: str, p: Principal, m: Mem, request: Request) -> JSONResponse:
+async def history(user_id: str, key: str, p: Principal, request: Request) -> JSONResponse:
     user_id = bound_user(p, user_id)
+    m = request.app.state.memory
     versions = await run_engine(request, lambda: m.history(p.tenant, user_id, key, **read_kw("history", p)))
     if not versions:
         raise ApiProblem(404, "key_not_found", "no such key for this user")
