@@ -18,7 +18,16 @@ from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers, ResolverFn
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import InvalidArgument, ValidationError
-from usermem.model import AuditEvent, Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult, parse_kind
+from usermem.model import (
+    AuditEvent,
+    Candidate,
+    Kind,
+    MemoryRecord,
+    ScoredMemory,
+    WriteRequest,
+    WriteResult,
+    parse_kind,
+)
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
     DEFAULT_FORBIDDEN_KEYS,
@@ -426,7 +435,7 @@ class Memory:
         """
         return dict(self.understanding.plan(tenant, user_id, message).to_dict())
 
-    def extract(self, messages: Any, *, tenant: str | None = None) -> list[Any]:
+    def extract(self, messages: Any, *, tenant: str | None = None) -> list[Candidate]:
         """Propose memories (list[Candidate]) from OpenAI-style {role, content} messages or strings. Writes nothing."""
         return list(self.understanding.extract(messages, tenant=tenant))
 
