@@ -21,6 +21,7 @@ from usermem.errors import (
 from usermem.interfaces.client import Client
 from usermem.model import (
     AuditEvent,
+    Candidate,
     ChangeEvent,
     Kind,
     MemoryClass,
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuditEvent",
+    "Candidate",
     "ChangeEvent",
     "Client",
     "ConfigError",
