@@ -232,3 +232,18 @@ def test_in_process_session_tier_on_sqlite(tmp_path):
     assert m.forget_user("acme", "u1", now=T0 + 4) == 4
     assert m.recall("acme", "u1", k=10, now=T0 + 5) == []
     m.close()
+
+
+def test_a_change_made_by_another_instance_is_seen_at_once(tiered, tmp_path):
+    other = Memory(settings=backends.tiered_settings(tmp_path))
+    try:
+        tiered.write("acme", "u1", "preference", "likes", "tea", source="user_confirmed", now=T0)
+        for _ in range(3):  # fill, then serve from the near cache
+            assert [r.value for r in tiered.recall("acme", "u1", now=T0 + 1)] == ["tea"]
+        assert other.write("acme", "u1", "preference", "likes", "coffee", source="user_confirmed",
+                           now=T0 + 2).op is Op.UPDATE
+        assert [r.value for r in tiered.recall("acme", "u1", now=T0 + 3)] == ["coffee"]
+        other.forget("acme", "u1", "likes", now=T0 + 4)
+        assert tiered.recall("acme", "u1", now=T0 + 5) == []
+    finally:
+        other.close()

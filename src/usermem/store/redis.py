@@ -206,7 +206,8 @@ class RedisTier:
                 token, loaded = p.execute()
             if loaded is None:
                 return None, token
-            near = self._near.get(u)
+            with self._near_lock:
+                near = self._near.get(u)
             if near is not None and near[0] == (token, loaded):
                 return list(near[1]), token  # Redis unchanged since this process decoded it
             with self.client.pipeline(transaction=True) as p:  # one consistent snapshot of the user
