@@ -247,3 +247,20 @@ def test_a_change_made_by_another_instance_is_seen_at_once(tiered, tmp_path):
         assert tiered.recall("acme", "u1", now=T0 + 5) == []
     finally:
         other.close()
+
+
+def test_cli_storage_shows_routes_and_tier_health(tmp_path):
+    from typer.testing import CliRunner
+
+    from usermem.interfaces.cli import _register, app
+
+    _register()
+    env = {"USERMEM_PRESET": "tiered", "USERMEM_REDIS_URL": backends.require_redis(),
+           "USERMEM_KEY_PREFIX": backends.prefix_for(tmp_path), "USERMEM_CONFIG": str(tmp_path / "none.toml")}
+    try:
+        r = CliRunner().invoke(app, ["storage", "--store", backends.postgres_url(tmp_path), "--reconcile"], env=env)
+        assert r.exit_code == 0, r.output
+        assert "schema version 3" in r.output and "reconciled 0 dirty users" in r.output
+        assert "preference" in r.output and "redis" in r.output and "healthy" in r.output
+    finally:
+        backends.tiered_cleanup(tmp_path)
