@@ -31,6 +31,7 @@ def _register() -> None:
     from usermem.interfaces import cli_relevance  # noqa: F401
     from usermem.interfaces import cli_understand  # noqa: F401
     from usermem.interfaces import cli_privacy  # noqa: F401
+    from usermem.interfaces import cli_storage  # noqa: F401
 
 
 def main() -> None:
