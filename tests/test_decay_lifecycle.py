@@ -27,6 +27,17 @@ half_lives = st.sampled_from([spec.half_life_seconds for spec in KIND_REGISTRY.v
 opt_times = st.none() | times
 
 
+@pytest.fixture
+def mem() -> Memory:
+    """A Memory without the embedding indexer: these tests are about lifecycle, not relevance
+    (tests that need recall(query=...) ranking use `hybrid_mem`)."""
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+    yield m
+    m.close()
+
+
 def _d(base: float, hl: float, created: float, confirmed: float | None, used: float | None) -> decay.DecayInput:
     return decay.DecayInput(base, hl, created, confirmed, used)
 
@@ -195,7 +206,7 @@ def test_field_half_life_override_changes_the_crossing(mem: Memory):
     from usermem.policy.contracts import FieldContract
 
     fast = FieldContract(key="mood_music", kind=Kind.PREFERENCE, half_life_seconds=decay.half_life_for(DAY))
-    m = Memory(contracts=mem.contracts.with_contract(fast))
+    m = Memory(settings=mem.settings, contracts=mem.contracts.with_contract(fast))
     m.write("t", "u", "preference", "mood_music", "lofi", source="user_confirmed", now=T0)
     day = m.recall_scored("t", "u", now=T0 + DAY)[0]
     assert day.weight == pytest.approx(math.exp(-1))  # time constant one day

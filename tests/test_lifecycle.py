@@ -17,6 +17,24 @@ T0 = 1_790_000_000.0
 T, U = "edu", "stu1"
 
 
+@pytest.fixture
+def mem() -> Memory:
+    """A Memory without the embedding indexer: these tests are about lifecycle, not relevance
+    (tests that need recall(query=...) ranking use `hybrid_mem`)."""
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def hybrid_mem() -> Memory:
+    m = Memory()
+    yield m
+    m.close()
+
+
 def chain_ok(history: list[MemoryRecord]) -> None:
     """Linear: each version points back to the one before and forward to the one after; one current."""
     assert history, "empty history"
@@ -189,7 +207,7 @@ def test_revert_respects_source_authority_and_guards(mem: Memory):
     from usermem.model import Kind
     from usermem.policy.contracts import FieldContract
 
-    m = Memory(contracts=mem.contracts.with_contract(FieldContract("hobby", Kind.PREFERENCE)))
+    m = Memory(settings=mem.settings, contracts=mem.contracts.with_contract(FieldContract("hobby", Kind.PREFERENCE)))
     m.write(T, U, "preference", "hobby", "chess", source="user_confirmed", now=T0)
     m.write(T, U, "preference", "hobby", "go", source="user_confirmed", now=T0 + 1)
     m._ctx.contracts = m.contracts.with_contract(FieldContract("hobby", Kind.PREFERENCE, enabled=False))
@@ -273,7 +291,8 @@ def test_two_versions_effective_at_once_is_impossible(mem: Memory):
         tx.insert(stale)
 
 
-def test_after_a_change_the_old_value_is_never_recalled(mem: Memory):
+def test_after_a_change_the_old_value_is_never_recalled(hybrid_mem: Memory):
+    mem = hybrid_mem
     mem.write(T, U, "preference", "report_format", "markdown", source="user_confirmed", now=T0)
     mem.write(T, U, "preference", "report_format", "word", source="user_confirmed", now=T0 + 3 * DAY)
     for day in (3, 4, 10, 30, 60):

@@ -17,6 +17,24 @@ T, U = "acme", "u1"
 IDLE = 30 * 60
 
 
+@pytest.fixture
+def mem() -> Memory:
+    """A Memory without the embedding indexer: these tests are about lifecycle, not relevance
+    (tests that need recall(query=...) ranking use `hybrid_mem`)."""
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def hybrid_mem() -> Memory:
+    m = Memory()
+    yield m
+    m.close()
+
+
 def context_keys(m: Memory, user: str = U, now: float = T0, **kw) -> list[str]:
     return [r.key for r in m.recall(T, user, k=50, now=now, **kw) if r.kind is Kind.CONTEXT]
 
@@ -326,7 +344,8 @@ def test_concurrent_closers_archive_once(file_mem: Memory):
     assert len(m.history(T, U, calls[0].episode.key)) == 1
 
 
-def test_closed_context_does_not_leak_through_query_recall_or_event_windows(mem: Memory):
+def test_closed_context_does_not_leak_through_query_recall_or_event_windows(hybrid_mem: Memory):
+    mem = hybrid_mem
     sid = mem.open_session(T, U, now=T0)
     mem.write(T, U, "context", "current_task", "比较两家保险方案 insurance plans", session_id=sid, now=T0)
     hits = mem.recall(T, U, k=10, now=T0 + 1, query="保险 insurance")
