@@ -283,3 +283,12 @@ def test_ensure_services_script_is_idempotent():
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "PostgreSQL: ok" in r.stdout and "Redis: ok" in r.stdout
+
+
+def test_libpq_options_in_the_url_are_kept_beside_the_schema(pg_url):
+    store = PostgresStore(pg_url + "&options=-c%20synchronous_commit%3Doff&application_name=um%20test")
+    with store._conn("probe") as c:
+        assert c.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        assert c.execute("SHOW application_name").fetchone() == ("um test",)
+        assert c.execute("SELECT current_schema()").fetchone() == (store.schema,)
+    store.close()

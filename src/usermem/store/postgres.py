@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -141,7 +141,7 @@ def split_url(url: str) -> tuple[str, dict[str, str]]:
     for k, v in parse_qsl(parts.query, keep_blank_values=True):
         (ours.__setitem__(k, v) if k in _URL_OPTIONS else rest.append((k, v)))
     scheme = "postgresql" if parts.scheme in ("postgresql", "postgres") else parts.scheme
-    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), ours
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), parts.fragment)), ours
 
 
 def _truthy(v: object) -> bool:
@@ -219,8 +219,12 @@ class PostgresStore:
             raise ConfigError(f"pool_min / pool_max must be integers: {exc}", setting="store_url") from None
         self._conninfo = conninfo
         kwargs: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout))}
-        if self.schema is not None:
-            kwargs["options"] = f"-c search_path={self.schema}"
+        if self.schema is not None:  # keep libpq options given in the URL (e.g. -c synchronous_commit=off)
+            try:
+                given = psycopg.conninfo.conninfo_to_dict(conninfo).get("options")
+            except psycopg.ProgrammingError as exc:
+                raise ConfigError(f"invalid PostgreSQL URL: {exc}", setting="store_url") from None
+            kwargs["options"] = f"{given} -c search_path={self.schema}" if given else f"-c search_path={self.schema}"
         self._kwargs = kwargs
         self._closed = False
         self._lock = threading.Lock()
