@@ -48,15 +48,16 @@ class Settings:
     embed_base_url: str | None = None
     embed_model: str | None = None
     embed_api_key: str | None = None
-    # hybrid recall (docs/relevance.md): fused relevance = weighted reciprocal-rank fusion of dense and
-    # BM25 ranks; the query score mixes it with importance x weight. Defaults chosen on LoCoMo/MemoryBank.
-    hybrid_fusion: str = "rrf"  # rrf | minmax
+    # hybrid recall (docs/relevance.md): fused relevance = weighted sum of per-query min-max normalised
+    # cosine and BM25 (or reciprocal-rank fusion); the query score mixes it with importance x weight.
+    # Defaults chosen from the LoCoMo (English) and MemoryBank (Chinese) sweeps in docs/relevance.md.
+    hybrid_fusion: str = "minmax"  # minmax | rrf
     hybrid_dense_weight: float = 1.0
     hybrid_lexical_weight: float = 1.0
     hybrid_lexical_weight_zh: float = 0.5
-    hybrid_rrf_k: float = 60.0
+    hybrid_rrf_k: float = 10.0
     hybrid_relevance_share: float = 0.9
-    hybrid_candidates: int = 200
+    hybrid_candidates: int = 50
     # service
     host: str = "127.0.0.1"
     port: int = 8000

@@ -316,14 +316,16 @@ def _tokens(text: str) -> tuple[str, ...]:
 def _sweep(signals: Sequence[tuple[str, set[str], list[str], np.ndarray, np.ndarray]], n: int,
            k: int) -> list[dict[str, Any]]:
     """recall@10 per category for fusion variants, replaying the candidate stage on stored signals."""
-    variants: list[tuple[str, float, float, float]] = []
-    for rk in (5.0, 10.0, 20.0, 60.0):
-        for lw in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0):
-            variants.append(("rrf", 1.0, lw, rk))
+    variants: list[tuple[str, float, float, float, int]] = []
+    for rk in (10.0, 60.0):
+        for lw in (0.5, 1.0, 1.5):
+            variants.append(("rrf", 1.0, lw, rk, n))
     for lw in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0):
-        variants.append(("minmax", 1.0, lw, 60.0))
+        variants.append(("minmax", 1.0, lw, 60.0, n))
+    for size in sorted({10, 25, 100, 200} - {n}):
+        variants.append(("minmax", 1.0, 1.0, 60.0, size))
     rows: list[dict[str, Any]] = []
-    for method, dw, lw, rk in variants:
+    for method, dw, lw, rk, n in variants:
         sc = Scores()
         for category, evidence, keys, dense, lex in signals:
             cand = set(np.argsort(-dense, kind="stable")[:n].tolist())
@@ -335,7 +337,7 @@ def _sweep(signals: Sequence[tuple[str, set[str], list[str], np.ndarray, np.ndar
             order = sorted(range(len(idx)), key=lambda j: (-fused[j], j))[:k]
             sc.add("hybrid", category, [keys[idx[j]] for j in order], evidence)
         table = sc.table()
-        rows.append({"method": method, "dense_weight": dw, "lexical_weight": lw, "rrf_k": rk,
+        rows.append({"method": method, "dense_weight": dw, "lexical_weight": lw, "rrf_k": rk, "candidates": n,
                      **{cat: cells["hybrid"]["recall@10"] for cat, cells in table.items()}})
     return rows
 
@@ -375,12 +377,13 @@ def render_markdown(result: EvalResult) -> str:
                   f"p95 {m['hybrid_recall_ms']['p95']} ms (includes the query embedding)."]
     if result.sweep:
         cats = ordered_categories({k: 1 for k in result.sweep[0] if k not in
-                                   ("method", "dense_weight", "lexical_weight", "rrf_k")})
-        lines += ["", "## Fusion sweep (recall@10 of the fused ranking over the same candidates)", "",
-                  "| method | w_dense | w_lexical | rrf_k | " + " | ".join(cats) + " |",
-                  "|---|---|---|---|" + "---|" * len(cats)]
+                                   ("method", "dense_weight", "lexical_weight", "rrf_k", "candidates")})
+        lines += ["", "## Fusion sweep (recall@10 of the fused ranking, replayed on the same signals)", "",
+                  "| method | w_dense | w_lexical | rrf_k | candidates | " + " | ".join(cats) + " |",
+                  "|---|---|---|---|---|" + "---|" * len(cats)]
         for row in result.sweep:
             lines.append(f"| {row['method']} | {row['dense_weight']} | {row['lexical_weight']} | {row['rrf_k']} | "
+                         f"{row['candidates']} | "
                          + " | ".join(f"{row.get(c, 0):.3f}" for c in cats) + " |")
     return "\n".join(lines) + "\n"
 

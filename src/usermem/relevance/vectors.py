@@ -273,8 +273,8 @@ class SQLiteVectorIndex(_CacheMixin):
         if not len(idx):
             return {}
         sims = ux.matrix[idx] @ q
-        top = idx[np.argsort(-sims, kind="stable")[:limit]] if len(idx) > limit else idx
-        return {ux.keys[i]: float(ux.matrix[i] @ q) for i in top}
+        best = np.argsort(-sims, kind="stable")[:limit]
+        return {ux.keys[idx[j]]: float(sims[j]) for j in best}
 
     def models(self) -> dict[str, int]:
         with self._lock:
