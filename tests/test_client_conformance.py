@@ -157,7 +157,26 @@ def scenario_onboarding_and_verification(m) -> list[Any]:
             [(p["key"], p["value"], p["status"]) for p in pending], accepted, m.pending_verifications(TENANT, "u6")]
 
 
+def scenario_contracts(m) -> list[Any]:
+    if not hasattr(Memory, "set_contract"):
+        pytest.skip("contracts not in this engine")
+    made = m.set_contract(TENANT, {"key": "shoe_size", "kind": "fact", "description": "鞋码"}, now=T0)
+    off = m.disable_field(TENANT, "shoe_size", now=T0 + 1)
+    rejected = m.write(TENANT, "u7", "fact", "shoe_size", 42, now=T0 + 2)
+    on = m.enable_field(TENANT, "shoe_size", now=T0 + 3)
+    accepted = m.write(TENANT, "u7", "fact", "shoe_size", 42, now=T0 + 4)
+    hist = [(h.get("version"), h.get("enabled")) for h in m.contract_history(TENANT, "shoe_size")]
+    m.delete_contract(TENANT, "shoe_size", now=T0 + 5)
+    policy = m.set_unknown_fields(TENANT, "reject", now=T0 + 6)
+    unknown = m.write(TENANT, "u7", "fact", "never_heard_of", 1, now=T0 + 7)
+    listed = sorted(c.key for c in m.contracts_list(TENANT))
+    episodes = m.episodes(TENANT, "u7", now=T0 + 8)
+    return [type(made).__name__, made.to_dict(), off.enabled, rejected, on.enabled, accepted, len(hist) >= 3, policy,
+            unknown, "shoe_size" in listed, episodes]
+
+
 SCENARIOS: dict[str, Callable[[Any], list[Any]]] = {
+    "contracts": scenario_contracts,
     "onboarding_and_verification": scenario_onboarding_and_verification,
     "lifecycle": scenario_lifecycle, "sessions_and_privacy": scenario_sessions_and_privacy,
     "c007": scenario_c007, "batch_and_ranges": scenario_batch_and_ranges, "get_and_audit": scenario_get_and_audit,

@@ -370,6 +370,35 @@ class Client:
                              tenant, json=_drop_none({"now": now}))
         return bool(data["rejected"])
 
+    def episodes(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
+                 limit: int = 10, now: float | None = None) -> list[MemoryRecord]:
+        data = self._absent_ok("GET", f"/v1/users/{_seg(user_id)}/episodes", tenant,
+                               params=_drop_none({"since": since, "until": until, "limit": limit, "now": now}),
+                               default={"items": []})
+        return [record_from_json(r) for r in data["items"]]
+
+    def opt_in(self, tenant: str, user_id: str, fields: Any, domain: str, *, actor: str | None = None,
+               now: float | None = None) -> list[str]:
+        body = _drop_none({"fields": [fields] if isinstance(fields, str) else list(fields), "domain": domain,
+                           "now": now})
+        return list(self._request("POST", f"/v1/users/{_seg(user_id)}/consents", tenant, json=body)["fields"])
+
+    def opt_out(self, tenant: str, user_id: str, fields: Any, domain: str, *, actor: str | None = None,
+                now: float | None = None) -> int:
+        body = _drop_none({"fields": [fields] if isinstance(fields, str) else list(fields), "domain": domain,
+                           "now": now})
+        return int(self._request("POST", f"/v1/users/{_seg(user_id)}/consents/withdraw", tenant, json=body)["removed"])
+
+    def contract_history(self, tenant: str, key: str) -> list[dict[str, Any]]:
+        return list(self._request("GET", f"/v1/contracts/{_seg(key)}/history", tenant)["items"])
+
+    def delete_contract(self, tenant: str, key: str, *, actor: str | None = None, now: float | None = None) -> None:
+        self._request("DELETE", f"/v1/contracts/{_seg(key)}", tenant)
+
+    def set_unknown_fields(self, tenant: str, policy: str, *, actor: str | None = None,
+                           now: float | None = None) -> str:
+        return str(self._request("PUT", "/v1/settings/unknown-fields", tenant, json={"policy": policy})["policy"])
+
     # -- privacy -------------------------------------------------------------------------------------
 
     def export(self, tenant: str, user_id: str, *, now: float | None = None, actor: str | None = None) -> dict[str, Any]:

@@ -196,6 +196,20 @@ class ItemsOut(S.BaseModel):
     items: list[dict[str, Any]]
 
 
+class PolicyIn(S._In):
+    policy: str = Field(description="accept | reject", max_length=16)
+
+
+class ConsentIn(S._In):
+    fields: list[str] = Field(min_length=1, max_length=200)
+    domain: str = Field(max_length=128)
+    now: float | None = None
+
+
+class MemoryListOut(S.BaseModel):
+    items: list[S.MemoryOut]
+
+
 def _has(name: str) -> bool:
     return callable(getattr(Memory, name, None))
 
@@ -406,6 +420,30 @@ def build_router() -> APIRouter:
             user_id = bound_user(p, user_id)
             return JSONResponse({"rejected": m.reject_verification(p.tenant, user_id, verification_id, now=body.now)})
 
+    if _has("episodes"):
+        @r.get("/users/{user_id}/episodes", tags=["sessions"], response_model=MemoryListOut, responses=COMMON,
+               summary="What happened, most recent event first (event time in [since, until))")
+        def episodes(user_id: str, p: Principal, m: Mem, since: float | None = None, until: float | None = None,
+                     limit: Annotated[int, Query(ge=1, le=1000)] = 10, now: float | None = None) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            items = m.episodes(p.tenant, user_id, since=since, until=until, limit=limit, now=now)
+            return JSONResponse({"items": [record_to_json(x) for x in items]})
+
+    if _has("opt_in"):
+        @r.post("/users/{user_id}/consents", tags=["privacy"], response_model=dict[str, list[str]],
+                responses=COMMON, summary="The user lets a domain use fields whose sharing is explicit opt-in")
+        def opt_in(user_id: str, body: ConsentIn, p: Principal, m: Mem) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            out = m.opt_in(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, None), now=body.now)
+            return JSONResponse({"fields": list(out)})
+
+        @r.post("/users/{user_id}/consents/withdraw", tags=["privacy"], response_model=dict[str, int],
+                responses=COMMON, summary="Withdraw an opt-in")
+        def opt_out(user_id: str, body: ConsentIn, p: Principal, m: Mem) -> JSONResponse:
+            user_id = bound_user(p, user_id)
+            n = m.opt_out(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, None), now=body.now)
+            return JSONResponse({"removed": int(n)})
+
     if _has("export"):
         @r.get("/users/{user_id}/export", tags=["privacy"], response_model=dict[str, Any], responses=COMMON,
                summary="Everything held about a user (memories with history, sessions, grants), as JSON")
@@ -475,6 +513,22 @@ def build_router() -> APIRouter:
                 summary="Disable a field: new writes of it are rejected (admin key)")
         def disable_field(key: str, p: Admin, m: Mem) -> JSONResponse:
             return JSONResponse(m.disable_field(p.tenant, key, actor=actor_of(p, None)).to_dict())
+
+        @r.get("/contracts/{key}/history", tags=["contracts"], response_model=ItemsOut, responses=COMMON,
+               summary="Every version of a field contract (admin key)")
+        def contract_history(key: str, p: Admin, m: Mem) -> JSONResponse:
+            return JSONResponse({"items": m.contract_history(p.tenant, key)})
+
+        @r.delete("/contracts/{key}", tags=["contracts"], response_model=dict[str, bool], responses=COMMON,
+                  summary="Remove the tenant's contract for a field (admin key)")
+        def delete_contract(key: str, p: Admin, m: Mem) -> JSONResponse:
+            m.delete_contract(p.tenant, key, actor=actor_of(p, None))
+            return JSONResponse({"deleted": True})
+
+        @r.put("/settings/unknown-fields", tags=["contracts"], response_model=PolicyIn, responses=COMMON,
+               summary="What happens to keys without a contract: accept (as L1) or reject (admin key)")
+        def unknown_fields(body: PolicyIn, p: Admin, m: Mem) -> JSONResponse:
+            return JSONResponse({"policy": m.set_unknown_fields(p.tenant, body.policy, actor=actor_of(p, None))})
 
     @r.post("/redact", tags=["privacy"], response_model=RedactOut, responses=responses(401, 413, 422, 429),
             summary="Redact PII (ID numbers, phones, cards, e-mail...) from text before it leaves your system")
