@@ -21,6 +21,7 @@ import redis
 
 import backends
 from usermem import Memory, Op
+from usermem.config import Settings
 from usermem.errors import TierUnavailable
 from usermem.model import Kind
 from usermem.store.tiered import DIRTY_TENANT, TieredStore
@@ -84,10 +85,15 @@ def server(tmp_path):
     srv.stop()
 
 
+def _settings(tmp_path: Path, server: RedisServer) -> Settings:
+    # Only the dedicated server is needed here, not the shared Redis.
+    return Settings().with_overrides(store_url=backends.postgres_url(tmp_path), redis_url=server.url,
+                                     preset="tiered", key_prefix="faulttest")
+
+
 @pytest.fixture
 def mem(server, tmp_path):
-    settings = backends.tiered_settings(tmp_path).with_overrides(redis_url=server.url)
-    m = Memory(settings=settings)
+    m = Memory(settings=_settings(tmp_path, server))
     store = m.store
     assert isinstance(store, TieredStore)
     store.retry_interval = 0.0  # retry the tier on every call: deterministic without sleeping
@@ -160,7 +166,7 @@ def test_redis_paused_with_data_never_serves_stale_or_erased_values(server, mem)
 
 
 def test_a_second_instance_that_never_saw_the_outage_stops_serving_stale_data(server, mem, tmp_path):
-    other = Memory(settings=backends.tiered_settings(tmp_path).with_overrides(redis_url=server.url))
+    other = Memory(settings=_settings(tmp_path, server))
     other.store.dirty_check_interval = 0.0
     try:
         mem.write("acme", "u1", "preference", "likes", "tea", source="user_confirmed", now=T0)
