@@ -349,7 +349,7 @@ def test_revert_keeps_the_chain_linear_and_the_newest_version_current(mem: Memor
 
 
 def test_revert_skips_versions_that_only_changed_provenance(mem: Memory):
-    mem.write(T, U, "preference", "report_format", "markdown", source="user_confirmed", now=T0)
+    mem.write(T, U, "preference", "report_format", "markdown", source="extracted", now=T0)
     mem.write(T, U, "preference", "report_format", "word", source="extracted", now=T0 + 1)
     w = mem.write(T, U, "preference", "report_format", "word", source="user_confirmed", now=T0 + 2)
     assert w.op is Op.UPDATE and w.detail == "source_upgrade"
