@@ -246,3 +246,36 @@ def test_chinese_values_round_trip(api):
     assert items[0]["memory"]["value"] == "请用简体中文回复"
     r = write(api, api.key_a, kind="fact", key="id_card", value="身份证 110101199003074578")
     assert r.json()["op"] == "REJECT"
+
+
+@pytest.mark.redis
+def test_readiness_checks_each_tier_of_a_tiered_store():
+    import uuid
+
+    import redis
+    from fastapi.testclient import TestClient
+
+    from usermem import Memory
+    from usermem.config import load_settings
+    from usermem.interfaces.api import create_app
+
+    prefix = "apitest" + uuid.uuid4().hex[:8]
+    settings = load_settings(env={}, embedder="none", preset="tiered", redis_url="redis://127.0.0.1:6379/0",
+                             key_prefix=prefix)
+    m = Memory(settings=settings)
+    try:
+        c = TestClient(create_app(m))
+        r = c.get("/ready")
+        assert r.status_code == 200 and r.json()["checks"] == {"store": "ok", "tier:redis": "ok"}
+        tier = m.store.tiers[0]
+        live_client = tier.client
+        tier.client = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+        r = c.get("/ready")
+        assert r.status_code == 503 and r.json()["checks"]["store"] == "ok"
+        assert r.json()["checks"]["tier:redis"].startswith("error")
+        tier.client = live_client
+    finally:
+        r = redis.Redis(host="127.0.0.1", port=6379)
+        for k in r.scan_iter(f"{prefix}*"):
+            r.delete(k)
+        m.close()

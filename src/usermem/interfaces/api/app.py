@@ -63,7 +63,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     app.state.metrics = Metrics()
     app.state.limiter = RateLimiter(per_minute)
     app.state.inline_engine = _serialised_store(memory) if inline_engine is None else inline_engine
-    checks: dict[str, Callable[[], None]] = {"store": memory.store.ping}
+    checks = backend_checks(memory)
     checks.update(readiness_checks or {})
     app.state.readiness_checks = checks
     problems.install(app)
@@ -94,6 +94,19 @@ def _declare_security(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def backend_checks(memory: Memory) -> dict[str, Callable[[], None]]:
+    """One check per configured backend: the store of record, and each serving tier (Redis, session...)
+    separately — a tiered store's own ping() only degrades when a tier is down, readiness should say so."""
+    store: Any = memory.store
+    record = getattr(store, "record", None)
+    checks: dict[str, Callable[[], None]] = {"store": record.ping if record is not None else store.ping}
+    for tier in getattr(store, "tiers", None) or ():
+        ping = getattr(tier, "ping", None)
+        if callable(ping):
+            checks[f"tier:{getattr(tier, 'name', type(tier).__name__)}"] = ping
+    return checks
 
 
 def _serialised_store(memory: Memory) -> bool:
