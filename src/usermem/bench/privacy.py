@@ -91,3 +91,58 @@ def pii_detect(ctx: BenchContext) -> dict[str, Any]:
     elapsed = time.perf_counter() - t
     return {"sentences": len(corpus), "sentences_per_s": round(len(corpus) / elapsed),
             "mb_per_s": round(chars / elapsed / 1e6, 2), "us_per_sentence": round(elapsed / len(corpus) * 1e6, 1)}
+
+
+@benchmark("privacy.forget_user_tiered")
+def forget_user_tiered(ctx: BenchContext) -> dict[str, Any]:
+    """forget_user on the tiered preset (PostgreSQL store of record + Redis tier with the user's cache filled).
+
+    Uses USERMEM_BENCH_PG_URL (default postgresql://postgres@127.0.0.1:5432/postgres) and
+    USERMEM_BENCH_REDIS_URL (default redis://127.0.0.1:6379/0); a throwaway schema and key prefix.
+    """
+    import os
+    import uuid
+
+    pg = os.environ.get("USERMEM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    rd = os.environ.get("USERMEM_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+    tag = uuid.uuid4().hex[:8]
+    schema, prefix = f"bench_privacy_{tag}", f"benchpriv{tag}"
+    try:
+        import psycopg
+        import redis
+
+        with psycopg.connect(pg, connect_timeout=3) as c:
+            c.execute("SELECT 1")
+        redis.Redis.from_url(rd, socket_connect_timeout=2).ping()
+    except Exception as exc:  # no server: report it, do not fail the other benchmarks
+        return {"skipped": f"PostgreSQL or Redis not reachable: {type(exc).__name__}"}
+    per_user, users = ctx.size(1000, 100), ctx.size(20, 3)
+    settings = load_settings(env={}, store_url=f"{pg}?schema={schema}", redis_url=rd, preset="tiered",
+                             key_prefix=prefix, embedder="none")
+    m = Memory(settings=settings)
+    rng = random.Random(5)
+    try:
+        store: Any = m.store
+        for u in range(users):
+            store.bulk_insert(synthetic_records("bench", f"user-{u}", per_user, T0, rng))
+            m.recall("bench", f"user-{u}", k=10, now=T0 + 1)  # fill the Redis tier for this user
+        samples = []
+        for u in range(users):
+            t = time.perf_counter()
+            m.forget_user("bench", f"user-{u}", now=T0 + 10)
+            samples.append(time.perf_counter() - t)
+        client = redis.Redis.from_url(rd)
+        left = sum(1 for k in client.scan_iter(match=f"{prefix}:*") if b":ver" not in k)
+        client.close()
+    finally:
+        m.close()
+        with psycopg.connect(pg, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        client = redis.Redis.from_url(rd)
+        for k in client.scan_iter(match=f"{prefix}:*"):
+            client.unlink(k)
+        client.close()
+    stats = percentiles(samples)
+    return {"memories_per_user": per_user, "users_erased": users, "forget_user": stats,
+            "redis_keys_left_besides_version_counters": left,
+            "meets_target": stats["p50_ms"] <= 100 and stats["p99_ms"] <= 800}
