@@ -111,3 +111,19 @@ def test_defaults_are_valid_contracts():
     base = ContractSet()
     for c in DEFAULT_CONTRACTS:
         validate_contract(c, base)
+
+
+def test_disabled_field_is_not_extracted_for_that_tenant():
+    from usermem import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    try:
+        msgs = [{"role": "user", "content": "以后报告都用 Markdown 格式，回复简洁一点"}]
+        assert {c.key for c in m.extract(msgs, tenant="acme")} >= {"report_format", "reply_length"}
+        m.disable_field("acme", "report_format")
+        assert "report_format" not in {c.key for c in m.extract(msgs, tenant="acme")}
+        assert "report_format" in {c.key for c in m.extract(msgs, tenant="beta")}
+        m.ingest("acme", "u", msgs, now=T0)
+        assert "report_format" not in {r.key for r in m.recall("acme", "u", k=20, now=T0)}
+    finally:
+        m.close()
