@@ -177,31 +177,40 @@ class Client:
 
     def recall(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                kinds: Iterable[str | Kind] | None = None, query: str | None = None,
-               keys: Sequence[str] | None = None, mark_used: bool = False) -> list[MemoryRecord]:
+               keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
+               event_until: float | None = None, actor: str | None = None,
+               domain: str | None = None) -> list[MemoryRecord]:
         return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
-                                                     keys=keys, mark_used=mark_used)]
+                                                     keys=keys, mark_used=mark_used, event_from=event_from,
+                                                     event_until=event_until, actor=actor, domain=domain)]
 
     def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                       kinds: Iterable[str | Kind] | None = None, query: str | None = None,
-                      keys: Sequence[str] | None = None, mark_used: bool = False) -> list[ScoredMemory]:
+                      keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
+                      event_until: float | None = None, actor: str | None = None,
+                      domain: str | None = None) -> list[ScoredMemory]:
         if isinstance(k, bool) or not isinstance(k, int):
             raise E.InvalidArgument(f"k must be an int, got {type(k).__name__}")
         if k < 1:
             raise E.ValidationError("k must be at least 1", field="k")
         params = _drop_none({"k": k, "now": now, "kinds": _kinds(kinds), "query": query,
                              "keys": list(keys) if keys is not None else None,
-                             "mark_used": "true" if mark_used else None})
+                             "mark_used": "true" if mark_used else None, "event_from": event_from,
+                             "event_until": event_until, "actor": actor, "domain": domain})
         data = self._absent_ok("GET", f"/v1/users/{_seg(user_id)}/memories", tenant, params=params,
                                default={"items": []})
         return [scored_from_json(s) for s in data["items"]]
 
-    def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
-        data = self._absent_ok("GET", f"/v1/memories/{_seg(memory_id)}", tenant, default=None)
+    def get(self, tenant: str, memory_id: str, *, actor: str | None = None,
+            now: float | None = None) -> MemoryRecord | None:
+        data = self._absent_ok("GET", f"/v1/memories/{_seg(memory_id)}", tenant,
+                               params=_drop_none({"actor": actor, "now": now}), default=None)
         return None if data is None else record_from_json(data)
 
-    def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
+    def history(self, tenant: str, user_id: str, key: str, *, actor: str | None = None,
+                now: float | None = None) -> list[MemoryRecord]:
         data = self._absent_ok("GET", f"/v1/users/{_seg(user_id)}/memories/{_seg(key)}/history", tenant,
-                               default={"items": []})
+                               params=_drop_none({"actor": actor, "now": now}), default={"items": []})
         return [record_from_json(r) for r in data["items"]]
 
     def audit(self, tenant: str, *, user_id: str | None = None, action: str | None = None,

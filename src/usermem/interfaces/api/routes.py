@@ -22,23 +22,26 @@ from usermem.model import WriteRequest
 from usermem.store.base import LiveQuery
 
 router = APIRouter(prefix="/v1")
-
-
-def _takes_actor(name: str) -> bool:
-    fn = getattr(Memory, name, None)
-    return fn is not None and "actor" in inspect.signature(fn).parameters
-
-
-# Reads of L2/L3 fields are gated by grants, judged for the reader: the calling key.
-_READ_ACTOR = {name: _takes_actor(name) for name in ("recall_scored", "history", "get")}
-
-
-def read_kw(name: str, p: ApiKey) -> dict[str, Any]:
-    return {"actor": actor_of(p, None)} if _READ_ACTOR[name] else {}
 COMMON = responses(401, 403, 413, 422, 429, 503)
 WITH_404 = responses(401, 403, 404, 413, 422, 429, 503)
 
-UserPath = Annotated[str, "user id"]
+
+def _params(name: str) -> frozenset[str]:
+    fn = getattr(Memory, name, None)
+    return frozenset(inspect.signature(fn).parameters) if fn is not None else frozenset()
+
+
+# Engine keyword arguments the running engine accepts (the API passes only those it knows).
+_ACCEPTS = {name: _params(name) for name in ("recall_scored", "history", "get")}
+
+
+def read_kw(name: str, p: ApiKey, actor: str | None = None, **optional: Any) -> dict[str, Any]:
+    """Reads of L2/L3 fields are gated by grants, judged for the reader: the calling key (+ `actor`)."""
+    accepted = _ACCEPTS[name]
+    out = {k: v for k, v in optional.items() if v is not None and k in accepted}
+    if "actor" in accepted:
+        out["actor"] = actor_of(p, actor)
+    return out
 
 
 def user_exists(m: Memory, tenant: str, user_id: str) -> bool:
@@ -80,9 +83,10 @@ async def write_batch(body: S.BatchIn, p: Principal, request: Request) -> JSONRe
 
 @router.get("/memories/{memory_id}", tags=["memories"], response_model=S.MemoryOut, responses=WITH_404,
             summary="One memory version by id")
-async def get_memory(memory_id: str, p: Principal, request: Request) -> JSONResponse:
+async def get_memory(memory_id: str, p: Principal, request: Request, now: float | None = None,
+                     actor: Annotated[str | None, Query(max_length=128)] = None) -> JSONResponse:
     m = request.app.state.memory
-    r = await run_engine(request, lambda: m.get(p.tenant, memory_id, **read_kw("get", p)))
+    r = await run_engine(request, lambda: m.get(p.tenant, memory_id, **read_kw("get", p, actor, now=now)))
     if r is None or (p.user_id is not None and r.user_id != p.user_id):
         raise ApiProblem(404, "memory_not_found", "no such memory")
     return JSONResponse(record_to_json(r))
@@ -98,12 +102,16 @@ async def recall(
     keys: Annotated[list[str] | None, Query(description="Only these keys")] = None,
     mark_used: bool = False,
     now: Annotated[float | None, Query(description="Judge expiry and decay at this time (Unix seconds)")] = None,
+    event_from: Annotated[float | None, Query(description="Episodes: event time from (Unix seconds)")] = None,
+    event_until: Annotated[float | None, Query(description="Episodes: event time until (exclusive)")] = None,
+    domain: Annotated[str | None, Query(max_length=128, description="The reader's domain (sharing rules)")] = None,
+    actor: Annotated[str | None, Query(max_length=128, description="Recorded after the key id")] = None,
 ) -> JSONResponse:
     user_id = bound_user(p, user_id)
     m = request.app.state.memory
     items = await run_engine(request, lambda: m.recall_scored(
         p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
-        **read_kw("recall_scored", p)))
+        **read_kw("recall_scored", p, actor, event_from=event_from, event_until=event_until, domain=domain)))
     if not items and not await run_engine(request, lambda: user_exists(m, p.tenant, user_id)):
         raise ApiProblem(404, "user_not_found", "no such user")
     return JSONResponse({"user_id": user_id, "items": [scored_to_json(s) for s in items]})
@@ -111,10 +119,12 @@ async def recall(
 
 @router.get("/users/{user_id}/memories/{key}/history", tags=["recall"], response_model=S.HistoryOut,
             responses=WITH_404, summary="Every version of a key, oldest first")
-async def history(user_id: str, key: str, p: Principal, request: Request) -> JSONResponse:
+async def history(user_id: str, key: str, p: Principal, request: Request, now: float | None = None,
+                  actor: Annotated[str | None, Query(max_length=128)] = None) -> JSONResponse:
     user_id = bound_user(p, user_id)
     m = request.app.state.memory
-    versions = await run_engine(request, lambda: m.history(p.tenant, user_id, key, **read_kw("history", p)))
+    versions = await run_engine(request, lambda: m.history(p.tenant, user_id, key,
+                                                           **read_kw("history", p, actor, now=now)))
     if not versions:
         raise ApiProblem(404, "key_not_found", "no such key for this user")
     return JSONResponse({"user_id": user_id, "key": key, "items": [record_to_json(r) for r in versions]})
