@@ -200,3 +200,8 @@ def test_random_mobiles_always_found():
     for _ in range(500):
         n = "1" + rng.choice("3456789") + "".join(rng.choice(string.digits) for _ in range(9))
         assert _kinds(f"我的电话{n}谢谢") == ["cn_mobile"], n
+
+
+@pytest.mark.parametrize("text", ["the spin is fast", "bypass=true", "opinion: great", "our passport: blue one"])
+def test_password_labels_are_whole_words(text):
+    assert detect(text) == []

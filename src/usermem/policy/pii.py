@@ -172,7 +172,7 @@ def _find_emails(text: str) -> Iterator[Finding]:
 
 _PW_LABEL = (
     r"(?:(?:登录|登陆|支付|交易|取款|银行卡|账户|账号|邮箱|wifi|WiFi|WIFI)?密码|口令|pin码|PIN码|"
-    r"pass(?:word|wd|code|phrase)?|pwd|pin)"
+    r"(?<![A-Za-z])(?:pass(?:word|wd|code|phrase)?|pwd|pin))"  # whole English words: not "spin is", "bypass="
 )
 # Label, then an explicit separator ("是", "为", ":", "=", "is"), then the secret. A secret never
 # contains CJK characters, so "密码：请在设置里修改" states no password.
