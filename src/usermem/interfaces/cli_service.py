@@ -92,7 +92,7 @@ def serve(
         settings = settings.with_overrides(**overrides)
     memory = Memory(settings=settings)
     example = local_key(memory, _key_file(settings.store_url, key_file))
-    application = create_app(memory, close_memory=True)
+    application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds))
     base = f"http://{settings.host}:{settings.port}"
     console.print(f"[bold]usermem[/bold] serving {settings.store_url} on {base}", soft_wrap=True)
     console.print(f"  docs     {base}/docs   (OpenAPI: {base}/openapi.json)", soft_wrap=True)

@@ -36,7 +36,8 @@ stable `code`. Write decisions — REJECT included — are 200 responses.
 def create_app(memory: Memory | None = None, *, settings: Settings | None = None, keys: KeyRing | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit_per_minute: int | None = None,
                readiness_checks: dict[str, Callable[[], None]] | None = None,
-               close_memory: bool | None = None, inline_engine: bool | None = None) -> FastAPI:
+               close_memory: bool | None = None, inline_engine: bool | None = None,
+               close_timeout: float = 20.0) -> FastAPI:
     """Build the app. With no `memory`, one is opened from `settings` (or the environment) and closed on shutdown.
 
     `readiness_checks` adds named callables that raise when a backend is down (the store is always checked).
@@ -52,9 +53,11 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        # uvicorn has drained in-flight requests by now (graceful shutdown); close the store last.
+        # uvicorn has drained in-flight requests by now (graceful shutdown); close the engine last. Every
+        # acknowledged write is already committed; closing only drains derived work (the vector-index queue).
+        # Bound it, so a long backlog cannot keep a terminating server alive (`usermem reindex` repairs).
         if close:
-            memory.close()
+            _close_bounded(memory, close_timeout)
 
     app = FastAPI(title="usermem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                   docs_url="/docs", redoc_url="/redoc", openapi_url="/openapi.json")
@@ -94,6 +97,26 @@ def _declare_security(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _close_bounded(memory: Memory, timeout: float) -> None:
+    import threading
+
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            memory.close()
+        except Exception:
+            log.exception("closing the engine failed")
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="usermem-close", daemon=True).start()
+    if not done.wait(timeout):
+        log.warning("engine did not close within %.0f s (indexing backlog?); exiting anyway — acknowledged "
+                    "writes are committed, run `usermem reindex` if recall(query=...) misses recent memories",
+                    timeout)
 
 
 def backend_checks(memory: Memory) -> dict[str, Callable[[], None]]:
