@@ -109,3 +109,16 @@ def test_live_field_with_http_resolver(mem, billing_url):
     assert [r.value for r in mem.recall("acme", "u7", now=T0, keys=["plan"])] == ["plan-of-u7"]
     assert mem.recall("acme", "missing", now=T0, keys=["plan"]) == []
     assert mem.recall("acme", "u7", now=T0, keys=["city"]) == []  # not asked for: not resolved
+
+
+def test_export_covers_sessions_pushback_and_verifications(mem):
+    s = mem.open_session("acme", "u", now=T0)
+    mem.opt_in("acme", "u", ["likes"], "shop", now=T0)
+    for i in range(3):
+        mem.record_pushback("acme", "u", "reply_length", "太长了", value="short", now=T0 + i)
+    data = mem.export("acme", "u", now=T0 + 10)
+    docs = data["documents"]
+    assert [d["key"] for d in docs["sessions"]] == [s if isinstance(s, str) else s.id]
+    assert "consents" in docs and "pushback" in docs
+    mem.forget_user("acme", "u", now=T0 + 11)
+    assert mem.export("acme", "u", now=T0 + 12)["documents"] == {}
