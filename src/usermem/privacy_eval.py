@@ -300,6 +300,10 @@ def _benign_samples(b: _Builder, n: int) -> None:
         ("hotline", "zh", lambda: f"办公室电话 0{rng.randint(10, 999)}-{_digits(rng, 8, '2345678')} 转 {rng.randint(100, 9999)}"),
         ("long_id", "zh", lambda: f"微信支付交易单号 {_digits(rng, 28, '4')}，商户单号 {_digits(rng, 24)}"),
         ("long_id", "en", lambda: f"Batch {_digits(rng, rng.choice((20, 24, 32)))} processed {rng.randint(1, 99999)} rows in {rng.randint(1, 999)}.{rng.randint(0, 99)} s"),
+        ("masked", "zh", lambda: f"身份证 {_digits(rng, 6, '1234568')}********{_digits(rng, 3)}X 已核验，手机 1{rng.choice('3589')}{_digits(rng, 1)}****{_digits(rng, 4)}"),
+        ("masked", "zh", lambda: f"尾号{_digits(rng, 4)}的银行卡已绑定，卡号 6222 **** **** {_digits(rng, 4)}"),
+        ("datetime", "en", lambda: f"{en.date_time().isoformat()}+08:00 job {rng.randint(1, 99999)} took {rng.randint(1, 9999)} ms"),
+        ("coordinates", "en", lambda: f"lat {en.latitude()}, lng {en.longitude()}, alt {rng.randint(1, 8848)} m"),
         ("token_talk", "en", lambda: rng.choice(["The token expired, please log in again.", "token: none", "Use your API key from the dashboard.",
                                                f"Token count: {rng.randint(1000, 99999)} tokens used"])),
     ]
