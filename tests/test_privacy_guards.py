@@ -54,3 +54,28 @@ def test_batch_with_a_sensitive_item_writes_the_others(mem):
                                        {"kind": "fact", "key": "occupation", "value": "电话13800138000"}], now=T0)
     assert [r.op for r in res] == [Op.ADD, Op.REJECT]
     assert [r.key for r in mem.recall("acme", "u", now=T0)] == ["city"]
+
+
+def test_corpus_every_pii_sentence_is_refused_and_benign_ones_stored():
+    """The seed's write-quality bar: 100 % of sensitive values rejected; ordinary numbers still stored."""
+    from usermem import Memory, load_settings
+    from usermem.privacy_eval import build_corpus
+
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    try:
+        corpus = build_corpus(pii=300, benign=300)
+        pii = [s.text for s in corpus if not s.benign]
+        benign = [s.text for s in corpus if s.benign]
+        res = []
+        for i in range(0, len(pii), 100):
+            res += m.write_many("acme", "u", [{"kind": "episode", "key": f"note_{i + j}", "value": t}
+                                              for j, t in enumerate(pii[i:i + 100])], now=T0)
+        refused = [r for r in res if r.op is Op.REJECT and r.reason is Reason.SENSITIVE_VALUE]
+        assert len(refused) == len(pii)
+        ok = []
+        for i in range(0, len(benign), 100):
+            ok += m.write_many("acme", "u", [{"kind": "episode", "key": f"fine_{i + j}", "value": t}
+                                             for j, t in enumerate(benign[i:i + 100])], now=T0)
+        assert [r.detail for r in ok if r.reason is Reason.SENSITIVE_VALUE] == []
+    finally:
+        m.close()
