@@ -136,3 +136,12 @@ def test_cross_domain_sharing_and_opt_in(mem):
         ["opt_in", "opt_in", "opt_out"]
     with pytest.raises(ValidationError):
         mem.opt_in("acme", "u", ["size"], "Bad Domain")
+
+
+def test_purge_removes_expired_grants_physically(m):
+    old = m.grant("acme", "u1", "L2", "old case", ttl=60, now=T0)
+    new = m.grant("acme", "u1", "L2", "new case", ttl=3600, now=T0 + 3000)
+    m.purge(now=T0 + 3100, retention_days=0)
+    kept = m.grants("acme", "u1", now=T0 + 3100, include_expired=True)
+    assert [g.id for g in kept] == [new]
+    assert m.revoke(old) is False  # its index entry went too

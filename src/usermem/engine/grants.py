@@ -157,6 +157,19 @@ class GrantsPipeline:
                                       actor=actor, detail={"grant_id": grant_id}))
         return True
 
+    def sweep(self, deleted_before: float, expired_before: float) -> int:
+        """Physically remove grants that expired before `expired_before` (a purge hook, all tenants)."""
+        store = self.ctx.store
+        n = 0
+        for gid, idx in store.list_docs(INDEX_TENANT, NS_INDEX, limit=1_000_000):
+            tenant = str(idx.get("tenant"))
+            doc = store.get_doc(tenant, NS, gid)
+            if doc is None or float(doc["expires_at"]) <= expired_before:
+                if doc is not None:
+                    n += int(store.delete_doc(tenant, NS, gid))
+                store.delete_doc(INDEX_TENANT, NS_INDEX, gid)
+        return n
+
     def active(self, tenant: str, user_id: str, now: float) -> list[Grant]:
         docs = self.ctx.store.list_docs(tenant, NS, user_id=user_id, now=now)
         return [g for g in (Grant.from_dict(d) for _, d in docs) if g.active(now)]

@@ -88,6 +88,7 @@ class Memory:
         self._ctx.contract_provider = self._contracts.for_tenant
         self._grants = GrantsPipeline(self._ctx)
         self._recall.gate_for = self._grants.gate
+        self._erasure.extra_purgers.append(self._grants.sweep)  # expired grants leave with the purge
         self._live = LiveResolvers(self._ctx)
         self._recall.live = self._live
         # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).

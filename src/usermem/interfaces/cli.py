@@ -26,12 +26,15 @@ err_console = Console(stderr=True)
 
 def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
-    from usermem.interfaces import cli_core, cli_service  # noqa: F401
-    from usermem.interfaces import cli_lifecycle  # noqa: F401
-    from usermem.interfaces import cli_relevance  # noqa: F401
-    from usermem.interfaces import cli_understand  # noqa: F401
-    from usermem.interfaces import cli_privacy  # noqa: F401
-    from usermem.interfaces import cli_storage  # noqa: F401
+    from usermem.interfaces import (  # noqa: F401
+        cli_core,
+        cli_lifecycle,
+        cli_privacy,
+        cli_relevance,
+        cli_service,
+        cli_storage,
+        cli_understand,
+    )
 
 
 def main() -> None:
