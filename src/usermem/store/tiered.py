@@ -257,8 +257,7 @@ class TieredStore:
                     except TierUnavailable as exc:
                         self._down(tier, exc)
                         self._mark_dirty(tier, tenant, user_id)
-                for r in tracking.change.inserted:
-                    self._remember(r)
+                self._remember_all(tracking.change.inserted)
         except BaseException:
             if body_done:  # the commit itself failed after the tiers saw the change: drop their copy
                 for tier, _ in applied:
@@ -342,12 +341,15 @@ class TieredStore:
 
     # -- reads -------------------------------------------------------------------------------------
 
-    def _remember(self, r: MemoryRecord) -> None:
+    def _remember_all(self, records: Sequence[MemoryRecord]) -> None:
+        """id -> (user, key, kind) for touch(), which gets ids only; insertion-ordered, bounded."""
+        seen = self._seen
         with self._lock:
-            self._seen[r.id] = (r.user_id, r.key, r.kind)
-            self._seen.move_to_end(r.id)
-            while len(self._seen) > 100_000:
-                self._seen.popitem(last=False)
+            for r in records:
+                if r.id not in seen:
+                    seen[r.id] = (r.user_id, r.key, r.kind)
+            while len(seen) > 100_000:
+                seen.popitem(last=False)
 
     def _tier_records(self, tier: Tier, q: LiveQuery) -> list[MemoryRecord]:
         """Live records of the tier's kinds matching q: from the tier, else from the store of record."""
@@ -380,18 +382,26 @@ class TieredStore:
         out = self.record.live(replace(q, kinds=rest)) if rest else []
         for tier in tiers:
             out.extend(self._tier_records(tier, q))
-        for r in out:
-            self._remember(r)
+        self._remember_all(out)
         return out
 
     def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
         rest, tiers = self._split(q)
         out = self.record.live_scores(replace(q, kinds=rest)) if rest else []
+        if out:  # so touch() knows these ids belong to no tier without asking the store of record
+            seen = self._seen
+            with self._lock:
+                for row in out:
+                    if row.id not in seen:
+                        seen[row.id] = (q.user_id, row.key, Kind(row.kind))
+                while len(seen) > 100_000:
+                    seen.popitem(last=False)
         stash: dict[str, MemoryRecord] = {}
         for tier in tiers:
-            for r in self._tier_records(tier, q):
+            records = self._tier_records(tier, q)
+            self._remember_all(records)
+            for r in records:
                 stash[r.id] = r
-                self._remember(r)
                 out.append(ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
                                     r.last_used_at, r.last_confirmed_at))
         self._stash.records = stash  # the recall path asks get_many for the winners right after
