@@ -232,7 +232,7 @@ class SQLiteStore:
             for part in chunked(list(ids)):
                 marks = ",".join("?" * len(part))
                 for row in self._conn.execute(
-                        f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND id IN ({marks}) AND deleted_at IS NULL",
+                        f"SELECT {SELECT_LIST} FROM memories WHERE +tenant=? AND id IN ({marks}) AND deleted_at IS NULL",
                         (tenant, *part)):
                     found[row[0]] = record_from_row(row)
         return [found[i] for i in ids if i in found]
