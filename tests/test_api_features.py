@@ -4,8 +4,8 @@ scenarios cover): admin-only rights, transcripts kept by the API, problem codes.
 from __future__ import annotations
 
 import pytest
-from apihelp import T0, make_api
 
+from apihelp import T0, make_api
 from usermem import Memory
 
 pytestmark = pytest.mark.skipif(not hasattr(Memory, "open_session") or not hasattr(Memory, "grant"),
