@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import hashlib
 import os
+import re
 import subprocess
 import threading
 import uuid
@@ -88,10 +89,22 @@ def require_postgres() -> str:
 
         name = f"usermem_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(pg_url(), autocommit=True) as c:
+            _drop_orphans(c)
             c.execute(f'CREATE DATABASE "{name}"')
         _state["db"] = pg_url(name)
         atexit.register(_drop_database, name)
         return str(_state["db"])
+
+
+def _drop_orphans(c: Any) -> None:
+    """Drop throwaway databases left by test sessions that were killed (their process is gone)."""
+    if not Path("/proc/self").exists():
+        return
+    for (name,) in c.execute("SELECT datname FROM pg_database WHERE datname LIKE 'usermem\\_test\\_%'").fetchall():
+        m = re.fullmatch(r"usermem_test_(\d+)_[0-9a-f]{8}", name)
+        if m and not Path(f"/proc/{m.group(1)}").exists():
+            with contextlib.suppress(Exception):
+                c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _drop_database(name: str) -> None:
