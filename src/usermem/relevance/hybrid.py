@@ -169,11 +169,7 @@ class HybridRelevance:
         kind_names = [k.value for k in kinds] if kinds is not None else None
         state = _QueryState(tenant, user_id, query, None, tokenize(query), ux)
         keys: set[str] = set()
-        if self.embedder is not None:
-            state.qvec = self.embedder.query(query)
-            state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
-                                           at_until=at_until)
-            keys.update(state.dense)
+        lexical_keys: list[str] = []
         if ux.keys:
             lex = ux.bm25.scores(state.tokens)
             state.lexical = lex
@@ -181,7 +177,14 @@ class HybridRelevance:
             hits = np.flatnonzero(masked > 0)
             if len(hits) > n:
                 hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
-            keys.update(ux.keys[i] for i in hits)
+            lexical_keys = [ux.keys[i] for i in hits]
+            keys.update(lexical_keys)
+        if self.embedder is not None:
+            state.qvec = self.embedder.query(query)
+            # The best n by cosine, and the cosine of the lexical candidates (one pass / one round trip).
+            state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
+                                           at_until=at_until, also=lexical_keys)
+            keys.update(state.dense)
         if self.indexer is not None:
             keys.update(self.indexer.pending_keys(tenant, user_id))
         self._local.state = state

@@ -98,8 +98,8 @@ class VectorIndex(Protocol):
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None) -> dict[str, float]:
-        """Cosine similarity by key: the best `limit` rows, or exactly the rows of `keys`."""
+              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
+        """Cosine similarity by key: the best `limit` rows (plus the rows of `also`), or exactly the rows of `keys`."""
 
     def models(self) -> dict[str, int]:
         """Vectors stored per model id."""
@@ -260,7 +260,7 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None) -> dict[str, float]:
+              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
         ux = self.load(tenant, user_id)
         if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
             return {}
@@ -274,7 +274,12 @@ class SQLiteVectorIndex(_CacheMixin):
             return {}
         sims = ux.matrix[idx] @ q
         best = np.argsort(-sims, kind="stable")[:limit]
-        return {ux.keys[idx[j]]: float(sims[j]) for j in best}
+        out = {ux.keys[idx[j]]: float(sims[j]) for j in best}
+        for k in also:
+            p = ux.position.get(k)
+            if p is not None and k not in out and ux.has_vec[p]:
+                out[k] = float(ux.matrix[p] @ q)
+        return out
 
     def models(self) -> dict[str, int]:
         with self._lock:
@@ -428,7 +433,7 @@ class PgVectorIndex(_CacheMixin):
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None) -> dict[str, float]:
+              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
         where = ["tenant=%s", "user_id=%s", "model=%s"]
         args: list[Any] = [tenant, user_id, self.model_id]
         if keys is not None:
@@ -444,10 +449,16 @@ class PgVectorIndex(_CacheMixin):
             where.append("at < %s")
             args.append(at_until)
         qv = _pgvec(q)
-        sql = (f"SELECT key, 1 - (vec {self._cos} %s::{self._vector}) FROM relevance_vectors"
-               f" WHERE {' AND '.join(where)} ORDER BY vec {self._cos} %s::{self._vector} LIMIT %s")
+        sim = f"1 - (vec {self._cos} %s::{self._vector})"
+        sql = (f"(SELECT key, {sim} FROM relevance_vectors WHERE {' AND '.join(where)}"
+               f" ORDER BY vec {self._cos} %s::{self._vector} LIMIT %s)")
+        params: list[Any] = [qv, *args, qv, limit if keys is None else len(keys)]
+        if also:  # the lexical candidates' cosines, in the same round trip
+            sql += (f" UNION (SELECT key, {sim} FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND model=%s"
+                    " AND key = ANY(%s))")
+            params += [qv, tenant, user_id, self.model_id, list(also)]
         with self._connect() as conn:
-            rows = conn.execute(sql, [qv, *args, qv, limit if keys is None else len(keys)]).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         return {r[0]: float(r[1]) for r in rows}
 
     def models(self) -> dict[str, int]:
