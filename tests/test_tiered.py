@@ -264,3 +264,62 @@ def test_cli_storage_shows_routes_and_tier_health(tmp_path):
         assert "preference" in r.output and "redis" in r.output and "healthy" in r.output
     finally:
         backends.tiered_cleanup(tmp_path)
+
+
+# -- property: whatever happens to Redis, the tiered preset answers like the store of record alone --------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_KIND = {"likes": "preference", "tone": "preference", "topic": "context", "city": "fact"}
+_OPS = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(["u1", "u2"]), st.sampled_from(sorted(_KIND)),
+              st.sampled_from(["tea", "咖啡", "short", "long"]),
+              st.sampled_from(["user_confirmed", "extracted", "agent_confirmed"])),
+    st.tuples(st.just("forget"), st.sampled_from(["u1", "u2"]), st.sampled_from(sorted(_KIND))),
+    st.tuples(st.just("forget_user"), st.sampled_from(["u1", "u2"])),
+    st.tuples(st.just("recall_mark"), st.sampled_from(["u1", "u2"])),
+    st.tuples(st.just("evict_field"), st.sampled_from(["u1", "u2"]), st.sampled_from(["likes", "tone", "topic"])),
+    st.tuples(st.just("flush")),
+)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    tiered = Memory(settings=backends.tiered_settings(tmp_path))
+    plain = Memory(backends.postgres_url(tmp_path))  # the same schema, no tier
+    yield tiered, plain
+    tiered.close()
+    plain.close()
+    backends.tiered_cleanup(tmp_path)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_OPS, min_size=1, max_size=25))
+def test_tiered_answers_like_the_store_of_record_whatever_redis_does(pair, ops):
+    import uuid
+
+    tiered, plain = pair
+    tier = _redis(tiered)
+    tenant = "p-" + uuid.uuid4().hex[:8]
+    now = T0
+    for op in ops:
+        now += 30
+        if op[0] == "write":
+            _, user, k, value, source = op
+            tiered.write(tenant, user, _KIND[k], k, value, source=source, now=now,
+                         session_id="s1" if _KIND[k] == "context" else None)
+        elif op[0] == "forget":
+            tiered.forget(tenant, op[1], op[2], now=now)
+        elif op[0] == "forget_user":
+            tiered.forget_user(tenant, op[1], now=now)
+        elif op[0] == "recall_mark":
+            tiered.recall(tenant, op[1], k=50, now=now, mark_used=True)
+        elif op[0] == "evict_field":  # what maxmemory eviction or an expired hash does
+            tier.client.delete(tier.user_prefix(tenant, op[1]) + f":f:{op[2]}")
+        else:
+            tier.drop_prefix()  # a restart without persistence
+        for user in ("u1", "u2"):
+            got, want = ([(r.key, r.value, r.id, r.last_used_at, r.source.value)
+                          for r in m.recall(tenant, user, k=50, now=now)] for m in (tiered, plain))
+            assert sorted(got) == sorted(want), op
