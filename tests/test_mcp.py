@@ -176,3 +176,27 @@ def test_streamable_http_key_decides_tenant_and_user(http_server):
     assert [r.value for r in m.recall("acme", "alice")] == ["Paris"]
     assert [r.value for r in m.recall("globex", "alice")] == ["Oslo"]
     m.close()
+
+
+def test_usermem_serve_also_serves_mcp_at_slash_mcp(tmp_path):
+    from apihelp import Server
+
+    server = Server(tmp_path / "both.db", env={"USERMEM_EMBEDDER": "none"})
+    try:
+        url = server.url + "/mcp"
+        assert httpx.post(url, json={}).status_code == 401
+
+        async def go():
+            async with _client(url, server.key) as c:
+                assert {t.name for t in (await c.list_tools()).tools} >= TOOLS
+                r = await c.call_tool("remember", {"key": "city", "value": "Lisbon", "user_id": "zoe",
+                                                   "source": "user_confirmed"})
+                assert r.structured_content["op"] == "ADD", r.content
+
+        run(go)
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}) as http:
+            items = http.get("/v1/users/zoe/memories").json()["items"]
+        assert [i["memory"]["value"] for i in items] == ["Lisbon"]
+        assert items[0]["memory"]["tenant"] == "local" and items[0]["memory"]["actor"].startswith("mcp:key:")
+    finally:
+        server.stop()

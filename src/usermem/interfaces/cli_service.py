@@ -71,6 +71,7 @@ def serve(
     key_file: Annotated[str | None, typer.Option(help="Where the local example key is kept (mode 600)")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     graceful_seconds: Annotated[int, typer.Option(help="On SIGTERM, wait this long for in-flight requests")] = 15,
+    with_mcp: Annotated[bool, typer.Option("--mcp/--no-mcp", help="Also serve the MCP tools at /mcp (API key)")] = True,
 ) -> None:
     """Serve the HTTP API (docs at /docs, OpenAPI at /openapi.json). Prints an example key for tenant 'local'.
 
@@ -92,11 +93,14 @@ def serve(
         settings = settings.with_overrides(**overrides)
     memory = Memory(settings=settings)
     example = local_key(memory, _key_file(settings.store_url, key_file))
-    application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds))
+    application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds),
+                             mcp_path="/mcp" if with_mcp else None, host=settings.host)
     base = f"http://{settings.host}:{settings.port}"
     console.print(f"[bold]usermem[/bold] serving {settings.store_url} on {base}", soft_wrap=True)
     console.print(f"  docs     {base}/docs   (OpenAPI: {base}/openapi.json)", soft_wrap=True)
     console.print(f"  health   {base}/health  ready: {base}/ready  metrics: {base}/metrics", soft_wrap=True)
+    if with_mcp:
+        console.print(f"  mcp      {base}/mcp  (streamable HTTP; Authorization: Bearer <key>)", soft_wrap=True)
     console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{example}[/bold]", soft_wrap=True)
     console.print(f"  try: curl -H 'Authorization: Bearer {example}' {base}/v1/whoami", soft_wrap=True)
     uvicorn.run(application, host=settings.host, port=settings.port, log_level=log_level,

@@ -203,3 +203,17 @@ def http_app(memory: Memory, *, keys: KeyRing | None = None, tenant: str | None 
     server = build_server(memory, tenant=tenant, user_id=user_id, keys=keys)
     inner = server.streamable_http_app(streamable_http_path=path)
     return RequireKey(inner, keys)
+
+
+def mount_on(app: Any, memory: Memory, keys: KeyRing, *, path: str = "/mcp", host: str = "127.0.0.1") -> MCPServer:
+    """Serve the MCP tools on an existing Starlette/FastAPI app at `path` (streamable HTTP, API key required).
+    The caller must run `server.session_manager.run()` for the app's lifetime (create_app's lifespan does)."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+    from starlette.routing import Route
+
+    server = build_server(memory, keys=keys)
+    server.streamable_http_app(streamable_http_path=path, host=host)  # creates the session manager
+    endpoint = RequireKey(StreamableHTTPASGIApp(server.session_manager), keys)
+    app.router.routes.append(Route(path, endpoint=endpoint, methods=["GET", "POST", "DELETE"],
+                                   include_in_schema=False))
+    return server

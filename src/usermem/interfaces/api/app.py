@@ -37,8 +37,10 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit_per_minute: int | None = None,
                readiness_checks: dict[str, Callable[[], None]] | None = None,
                close_memory: bool | None = None, inline_engine: bool | None = None,
-               close_timeout: float = 20.0) -> FastAPI:
+               close_timeout: float = 20.0, mcp_path: str | None = None, host: str = "127.0.0.1") -> FastAPI:
     """Build the app. With no `memory`, one is opened from `settings` (or the environment) and closed on shutdown.
+
+    `mcp_path` (e.g. "/mcp") also serves the MCP tools there over streamable HTTP, authenticated by API key.
 
     `readiness_checks` adds named callables that raise when a backend is down (the store is always checked).
     """
@@ -50,9 +52,15 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     per_minute = settings.rate_limit_per_minute if rate_limit_per_minute is None else rate_limit_per_minute
     close = owned if close_memory is None else close_memory
 
+    mcp_box: dict[str, Any] = {}
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        if "server" in mcp_box:
+            async with mcp_box["server"].session_manager.run():
+                yield
+        else:
+            yield
         # uvicorn has drained in-flight requests by now (graceful shutdown); close the engine last. Every
         # acknowledged write is already committed; closing only drains derived work (the vector-index queue).
         # Bound it, so a long backlog cannot keep a terminating server alive (`usermem reindex` repairs).
@@ -70,6 +78,10 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     checks.update(readiness_checks or {})
     app.state.readiness_checks = checks
     problems.install(app)
+    if mcp_path:
+        from usermem.interfaces.mcp import mount_on
+
+        mcp_box["server"] = mount_on(app, memory, app.state.keys, path=mcp_path, host=host)
     app.include_router(router)
     app.include_router(build_router())
     _ops_routes(app)
