@@ -15,6 +15,7 @@ import random
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from usermem.policy.pii import PIIKind, cn_id_check_digit, detect, luhn_ok
@@ -255,25 +256,34 @@ def _digits(rng: random.Random, n: int, first: str = string.digits) -> str:
     return rng.choice(first) + "".join(rng.choice(string.digits) for _ in range(n - 1))
 
 
+_SPAN = (datetime(2001, 1, 1), datetime(2030, 12, 31))
+
+
+def _dt(fake: Any) -> datetime:
+    """A date-time from a fixed span (Faker's defaults end at *now*, which would make the corpus drift)."""
+    value: datetime = fake.date_time_between(start_date=_SPAN[0], end_date=_SPAN[1])
+    return value
+
+
 def _benign_samples(b: _Builder, n: int) -> None:
     rng, zh, en = b.rng, b.zh, b.en
     makers: list[tuple[str, str, Callable[[], str]]] = [
-        ("amount", "zh", lambda: f"本月账单金额为¥{rng.randint(1, 99999)}.{rng.randint(0, 99):02d}，已于{zh.date()}扣款。"),
-        ("amount", "en", lambda: f"Your invoice total is ${rng.randint(1, 999999):,}.{rng.randint(0, 99):02d} due {en.date()}."),
+        ("amount", "zh", lambda: f"本月账单金额为¥{rng.randint(1, 99999)}.{rng.randint(0, 99):02d}，已于{_dt(zh).date().isoformat()}扣款。"),
+        ("amount", "en", lambda: f"Your invoice total is ${rng.randint(1, 999999):,}.{rng.randint(0, 99):02d} due {_dt(en).date().isoformat()}."),
         ("amount", "zh", lambda: f"共{rng.randint(2, 60)}件商品，合计{rng.randint(100, 9_999_999)}元，优惠{rng.randint(1, 500)}元。"),
         ("amount", "en", lambda: f"Revenue grew to {rng.randint(10_000_000, 99_999_999_999):,} USD in Q{rng.randint(1, 4)}."),
         ("amount", "zh", lambda: f"余额 {rng.randint(1000000, 9999999999)} 分，折合人民币{rng.randint(10000, 99999999)}元"),
-        ("date", "zh", lambda: f"会议定在{zh.date_between('-3y', '+1y').strftime('%Y年%m月%d日')} {zh.time()}，地点{zh.city()}。"),
-        ("date", "en", lambda: f"The contract runs from {en.date()} to {en.date()} ({en.date_time().isoformat()})."),
-        ("date", "zh", lambda: f"日志时间 {zh.date_time().strftime('%Y%m%d%H%M%S')}，共 {rng.randint(1, 99999)} 条记录"),
-        ("time", "en", lambda: f"Flight {rng.choice(['CA', 'MU', 'UA', 'BA'])}{rng.randint(100, 9999)} departs at {en.time()} from gate {rng.randint(1, 120)}."),
+        ("date", "zh", lambda: f"会议定在{_dt(zh).strftime('%Y年%m月%d日')} {_dt(zh).time().isoformat()}，地点{zh.city()}。"),
+        ("date", "en", lambda: f"The contract runs from {_dt(en).date().isoformat()} to {_dt(en).date().isoformat()} ({_dt(en).isoformat()})."),
+        ("date", "zh", lambda: f"日志时间 {_dt(zh).strftime('%Y%m%d%H%M%S')}，共 {rng.randint(1, 99999)} 条记录"),
+        ("time", "en", lambda: f"Flight {rng.choice(['CA', 'MU', 'UA', 'BA'])}{rng.randint(100, 9999)} departs at {_dt(en).time().isoformat()} from gate {rng.randint(1, 120)}."),
         ("timestamp", "en", lambda: f"created_at={rng.randint(1_500_000_000, 1_900_000_000)} updated_ms={rng.randint(1_500_000_000_000, 1_900_000_000_000)}"),
         ("order", "zh", lambda: f"订单号：{_digits(rng, rng.choice((16, 17, 18, 19)), '123456789')}，请耐心等待发货。"),
         ("order", "zh", lambda: f"您的订单 {_digits(rng, rng.choice((12, 15, 16, 18, 19)), '123456789')} 已签收"),
         ("order", "en", lambda: f"Order #{_digits(rng, rng.choice((10, 13, 16, 19)), '123456789')} has shipped."),
-        ("order", "en", lambda: f"Invoice No. {_digits(rng, rng.choice((13, 16)), '123456789')} was paid on {en.date()}."),
+        ("order", "en", lambda: f"Invoice No. {_digits(rng, rng.choice((13, 16)), '123456789')} was paid on {_dt(en).date().isoformat()}."),
         ("order", "zh", lambda: f"工单编号 {_digits(rng, 16, '123456789')} 已转给二线处理"),
-        ("order", "zh", lambda: f"交易流水号{zh.date_time().strftime('%Y%m%d')}{_digits(rng, 10)}"),
+        ("order", "zh", lambda: f"交易流水号{_dt(zh).strftime('%Y%m%d')}{_digits(rng, 10)}"),
         ("tracking", "zh", lambda: f"顺丰运单号 SF{_digits(rng, 13)}，预计{rng.randint(1, 5)}天送达"),
         ("tracking", "zh", lambda: f"快递单号：{_digits(rng, rng.choice((12, 13, 14, 15)), '3456789')}"),
         ("tracking", "en", lambda: f"Tracking number {_digits(rng, rng.choice((12, 15, 20, 22)), '123456789')} via FedEx."),
@@ -302,7 +312,7 @@ def _benign_samples(b: _Builder, n: int) -> None:
         ("long_id", "en", lambda: f"Batch {_digits(rng, rng.choice((20, 24, 32)))} processed {rng.randint(1, 99999)} rows in {rng.randint(1, 999)}.{rng.randint(0, 99)} s"),
         ("masked", "zh", lambda: f"身份证 {_digits(rng, 6, '1234568')}********{_digits(rng, 3)}X 已核验，手机 1{rng.choice('3589')}{_digits(rng, 1)}****{_digits(rng, 4)}"),
         ("masked", "zh", lambda: f"尾号{_digits(rng, 4)}的银行卡已绑定，卡号 6222 **** **** {_digits(rng, 4)}"),
-        ("datetime", "en", lambda: f"{en.date_time().isoformat()}+08:00 job {rng.randint(1, 99999)} took {rng.randint(1, 9999)} ms"),
+        ("datetime", "en", lambda: f"{_dt(en).isoformat()}+08:00 job {rng.randint(1, 99999)} took {rng.randint(1, 9999)} ms"),
         ("coordinates", "en", lambda: f"lat {en.latitude()}, lng {en.longitude()}, alt {rng.randint(1, 8848)} m"),
         ("token_talk", "en", lambda: rng.choice(["The token expired, please log in again.", "token: none", "Use your API key from the dashboard.",
                                                f"Token count: {rng.randint(1000, 99999)} tokens used"])),
