@@ -323,3 +323,14 @@ def test_tiered_answers_like_the_store_of_record_whatever_redis_does(pair, ops):
             got, want = ([(r.key, r.value, r.id, r.last_used_at, r.source.value)
                           for r in m.recall(tenant, user, k=50, now=now)] for m in (tiered, plain))
             assert sorted(got) == sorted(want), op
+
+
+def test_passwords_never_appear_in_configuration_errors(tmp_path):
+    settings = load_settings(env={}, store_url=f"sqlite:///{tmp_path}/a.db", preset="tiered",
+                             redis_url="redis://:s3cret-pw@127.0.0.1:1/0")
+    with pytest.raises(ConfigError) as e:
+        Memory(settings=settings)
+    assert "s3cret-pw" not in str(e.value) and "***" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        Memory("postgresql://postgres:s3cret-pw@127.0.0.1:1/x")
+    assert "s3cret-pw" not in str(e.value)

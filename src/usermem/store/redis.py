@@ -173,7 +173,7 @@ class RedisTier:
             self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                                retry=Retry(NoBackoff(), 0), decode_responses=True)
         except (ValueError, *self._errors) as exc:
-            raise ConfigError(f"cannot use Redis URL {url!r}: {exc}", setting="redis_url") from None
+            raise ConfigError(f"cannot use Redis URL {redact_url(url)!r}: {exc}", setting="redis_url") from None
         # Near cache: the last decoded records per user, used only while the user's `ver` and `loaded`
         # in Redis are exactly what they were when decoded (every change moves `ver`).
         self.near_users = near_users
@@ -192,7 +192,7 @@ class RedisTier:
         return _Keys(self.user_prefix(tenant, user_id))
 
     def _fail(self, what: str, exc: BaseException) -> TierUnavailable:
-        return TierUnavailable(f"redis tier ({self.url}) failed during {what}: {exc}")
+        return TierUnavailable(f"redis tier ({redact_url(self.url)}) failed during {what}: {exc}")
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -414,6 +414,20 @@ class RedisTier:
     def close(self) -> None:
         with contextlib.suppress(*self._errors):
             self.client.close()
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+            return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "<unparseable URL>"
+    return url
 
 
 def _tag(s: str) -> str:

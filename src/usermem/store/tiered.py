@@ -32,7 +32,7 @@ from typing import Any
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import AuditEvent, Kind, MemoryRecord, parse_kind
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
-from usermem.store.redis import Change, RedisTier, SessionTier, Tier
+from usermem.store.redis import Change, RedisTier, SessionTier, Tier, redact_url
 
 log = logging.getLogger("usermem.store")
 
@@ -79,7 +79,7 @@ def build_store(settings: Any) -> Store:
                                   f"{sorted(k.value for k, r in routes.items() if r == 'redis')} to Redis, "
                                   "but no redis_url is set (USERMEM_REDIS_URL)", setting="redis_url")
             if not str(settings.redis_url).startswith(("redis://", "rediss://", "unix://")):
-                raise ConfigError(f"unknown Redis URL scheme in {settings.redis_url!r}; use redis://host:6379/0",
+                raise ConfigError(f"unknown Redis URL scheme in {redact_url(settings.redis_url)!r}; use redis://host:6379/0",
                                   setting="redis_url")
             tier = RedisTier(settings.redis_url, [k for k, r in routes.items() if r == "redis"],
                              prefix=settings.key_prefix)
@@ -87,7 +87,8 @@ def build_store(settings: Any) -> Store:
                 tier.ping()
             except TierUnavailable as exc:
                 tier.close()
-                raise ConfigError(f"cannot reach Redis at {settings.redis_url}: {exc}", setting="redis_url") from None
+                raise ConfigError(f"cannot reach Redis at {redact_url(settings.redis_url)}: {exc}",
+                                  setting="redis_url") from None
             tiers.append(tier)
         if "session" in wanted:
             tiers.append(SessionTier([k for k, r in routes.items() if r == "session"]))
