@@ -114,6 +114,8 @@ def test_redis_stopped_mid_run_then_restarted_empty(server, mem):
     assert _values(mem, "u1", T0 + 1) == {"occupation": "teacher", "likes": "tea"}
     assert _values(mem, "u2", T0 + 1) == {"likes": "coffee"}
 
+    mem.store.put_doc("acme", "notes", "u2-note", {"text": "u2 的备注"}, now=T0, user_id="u2")
+
     server.stop()
     # store-of-record kinds keep working
     assert mem.write("acme", "u1", "fact", "city", "杭州", source="user_confirmed", now=T0 + 2).op is Op.ADD
@@ -129,6 +131,7 @@ def test_redis_stopped_mid_run_then_restarted_empty(server, mem):
     with pytest.raises(TierUnavailable, match="retry"):
         mem.forget_user("acme", "u2", now=T0 + 6)
     assert _values(mem, "u2", T0 + 7) == {}
+    assert mem.store.get_doc("acme", "notes", "u2-note") is None  # the user's documents went too
 
     server.start()  # a restart without persistence: empty
     assert _values(mem, "u1", T0 + 8) == {"occupation": "teacher", "city": "杭州", "likes": "milk"}

@@ -77,6 +77,8 @@ class Memory:
         self._write = WritePipeline(self._ctx)
         self._recall = RecallPipeline(self._ctx)
         self._erasure = ErasurePipeline(self._ctx)
+        if hasattr(store, "erase_tiers"):  # Redis / session tiers: erased after the store of record
+            self._erasure.extra_erasers.append(store.erase_tiers)
         # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
         self._lifecycle = LifecyclePipeline(self._ctx, self._write)
         self._sessions = SessionManager(self._ctx, self._write, self._recall)

@@ -276,26 +276,57 @@ class TieredStore:
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None) -> list[str]:
+        """Soft-delete in the store of record, then erase the tiers' copies.
+
+        A tier that cannot be reached does not fail this call: the user is marked dirty (no read uses
+        that tier for the user until it is reconciled) and the failure is kept for `erase_tiers`, which
+        the erasure pipeline calls after deleting the user's documents and which raises it.
+        """
         ids = self.record.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
                                       created_until=created_until)
         by_key = keys if keys is not None and created_from is None and created_until is None else None
-        failed: list[str] = []
+        failed: dict[str, str] = {}
         for tier in self.tiers:
             try:
                 tier.erase(tenant, user_id, by_key)
             except TierUnavailable as exc:
                 self._down(tier, exc)
                 self._mark_dirty(tier, tenant, user_id)
-                failed.append(f"{tier.name} ({exc})")
+                failed[tier.name] = str(exc)
+        pending = self._pending_erasures()
+        pending[(tenant, user_id)] = failed
         with self._lock:
             for i in ids:
                 self._seen.pop(i, None)
-        if failed:
-            raise TierUnavailable(
-                f"erasure incomplete: the store of record deleted {len(ids)} rows of {user_id!r}, but tier "
-                f"{', '.join(failed)} could not be erased. Reads no longer use that tier for this user; "
-                "retry the call to finish the erasure.")
         return ids
+
+    def _pending_erasures(self) -> dict[tuple[str, str], dict[str, str]]:
+        pending = getattr(self._stash, "erasures", None)
+        if pending is None:
+            pending = self._stash.erasures = {}
+        return pending
+
+    def erase_tiers(self, tenant: str, user_id: str, keys: Sequence[str] | None = None) -> None:
+        """The erasure pipeline's extra eraser: finish erasing the user's copies in every tier, or raise.
+
+        Retries the tiers the preceding soft_delete could not reach (all tiers when called on its own);
+        raises TierUnavailable naming the tiers still unreachable. Idempotent: a retry finishes the job.
+        """
+        failed = self._pending_erasures().pop((tenant, user_id), None)
+        todo = self.tiers if failed is None else [t for t in self.tiers if t.name in failed]
+        errors: list[str] = []
+        for tier in todo:
+            try:
+                tier.erase(tenant, user_id, keys)
+            except TierUnavailable as exc:
+                self._down(tier, exc)
+                self._mark_dirty(tier, tenant, user_id)
+                errors.append(f"{tier.name} ({exc})")
+        if errors:
+            raise TierUnavailable(
+                f"erasure incomplete: the store of record is erased for {user_id!r}, but tier "
+                f"{', '.join(errors)} could not be erased. Reads no longer use that tier for this user; "
+                "retry the call to finish the erasure.")
 
     def touch(self, tenant: str, ids: Sequence[str], *, used_at: float | None = None,
               confirmed_at: float | None = None) -> int:
