@@ -238,3 +238,14 @@ def test_unreachable_server_is_a_store_error():
     client = usermem.Client(f"http://127.0.0.1:{free_port()}", "umk_x", timeout=2)
     with pytest.raises(usermem.StoreError, match="cannot reach"):
         client.recall(TENANT, "u1")
+
+
+def test_a_wrong_base_url_is_an_error_not_an_empty_answer():
+    api = make_api()
+    client = usermem.Client("http://testserver/not-usermem", api.key_a, http=TestClient(api.app))
+    client._http.base_url = "http://testserver/not-usermem"
+    with pytest.raises(usermem.UsermemError, match="no such endpoint"):
+        client.recall(TENANT, "u1")
+    with pytest.raises(usermem.UsermemError, match="no such endpoint"):
+        client.get(TENANT, "x")
+    api.memory.close()

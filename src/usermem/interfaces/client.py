@@ -123,6 +123,11 @@ class Client:
             return RateLimited(f"rate limited: {detail}", retry_after=float(retry) if retry else None)
         if status in (401, 403):
             return E.PermissionDenied(f"{code or status}: {detail}")
+        data_absent = code == "not_found" or ((code or "").endswith("_not_found") and code != "route_not_found")
+        if status == 404 and not data_absent:
+            # Not a usermem answer about data: a wrong base URL, a proxy, or a server without this endpoint.
+            return RemoteError(f"HTTP 404 from {resp.request.url}: no such endpoint (is {self.url} a usermem "
+                               f"server of this version?)", status=404, problem_code=code)
         cls = _ERRORS_BY_CODE.get(code or "") or _ERRORS_BY_STATUS.get(status)
         if cls is E.ValidationError:
             return E.ValidationError(str(detail), field=body.get("field") if isinstance(body, dict) else None)

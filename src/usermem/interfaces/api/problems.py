@@ -130,7 +130,8 @@ def install(app: FastAPI) -> None:
         if status == 400:  # an unreadable body (bad encoding, broken JSON): an input problem with a field
             return problem_response(422, "validation_error", str(exc.detail) if exc.detail else "unreadable body",
                                     field="body", errors=[{"field": "body", "message": "unreadable body"}])
-        code = CODES_BY_STATUS.get(status, "error")
+        # Raised by routing only (handlers raise ApiProblem): a 404 here means no such endpoint.
+        code = "route_not_found" if status == 404 else CODES_BY_STATUS.get(status, "error")
         return problem_response(status, code, str(exc.detail) if exc.detail else None,
                                 headers=dict(exc.headers) if exc.headers else None)
 
