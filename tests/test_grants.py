@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -145,3 +146,53 @@ def test_purge_removes_expired_grants_physically(m):
     kept = m.grants("acme", "u1", now=T0 + 3100, include_expired=True)
     assert [g.id for g in kept] == [new]
     assert m.revoke(old) is False  # its index entry went too
+
+
+# --- property: what recall shows equals what the active grants allow, whatever the sequence ------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_examples = itertools.count()
+
+_LEVEL = {"phone": 2, "address": 2, "allergy": 3, "city": 1}
+_scopes = st.one_of(st.sampled_from(["L2", "L3"]), st.lists(st.sampled_from(["phone", "address", "allergy"]),
+                                                            min_size=1, max_size=3, unique=True))
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("grant"), _scopes, st.integers(1, 120), st.sampled_from([None, "a", "b"])),
+    st.tuples(st.just("revoke"), st.integers(0, 20)),
+    st.tuples(st.just("wait"), st.integers(1, 90)),
+    st.tuples(st.just("read"), st.sampled_from([None, "a", "b"])),
+), max_size=25)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_ops)
+def test_property_visibility_matches_active_grants(m, ops):
+    tenant = f"p{next(_examples)}"  # a fresh tenant per example, same store
+    for key, value in (("phone", PHONE), ("allergy", "花生"), ("city", "上海"), ("address", "人民路 1 号")):
+        m.write(tenant, "u1", "fact", key, value, source="user_confirmed", now=T0)
+    now = T0
+    model: list[tuple[str, object, float, str | None]] = []  # (id, scope, expires, grantee)
+    for op in ops:
+        now += 1
+        if op[0] == "grant":
+            _, scope, ttl, grantee = op
+            gid = m.grant(tenant, "u1", scope, "property", ttl=ttl, grantee=grantee, now=now)
+            model.append((gid, scope, now + ttl, grantee))
+        elif op[0] == "revoke" and model:
+            gid = model.pop(op[1] % len(model))[0]
+            m.revoke(tenant, gid, now=now)
+        elif op[0] == "wait":
+            now += op[1]
+        elif op[0] == "read":
+            reader = op[1]
+            seen = {r.key for r in m.recall(tenant, "u1", k=10, now=now, actor=reader)}
+            expected = {"city"}
+            for _gid, scope, expires, grantee in model:
+                if now >= expires or (grantee is not None and grantee != reader):
+                    continue
+                for key, level in _LEVEL.items():
+                    if (isinstance(scope, str) and level <= int(scope[1])) or (isinstance(scope, list) and key in scope):
+                        expected.add(key)
+            assert seen == expected, (ops, reader)
