@@ -127,3 +127,39 @@ def test_disabled_field_is_not_extracted_for_that_tenant():
         assert "report_format" not in {r.key for r in m.recall("acme", "u", k=20, now=T0)}
     finally:
         m.close()
+
+
+# --- property: collection and recall follow the contract switches, whatever the order ------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_KEYS = ["city", "occupation", "reply_length", "language"]
+_KIND = {"city": "fact", "occupation": "fact", "reply_length": "preference", "language": "preference"}
+_examples = iter(range(10**9))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["write", "disable", "enable", "read"]), st.sampled_from(_KEYS)),
+                max_size=30))
+def test_property_switches_take_effect_at_once(mem, ops):
+    tenant = f"c{next(_examples)}"
+    enabled = dict.fromkeys(_KEYS, True)
+    stored: dict[str, str] = {}
+    now = T0
+    for i, (op, key) in enumerate(ops):
+        now += 1
+        if op == "write":
+            r = mem.write(tenant, "u", _KIND[key], key, f"v{i}", source="user_confirmed", now=now)
+            if enabled[key]:
+                assert r.op in (Op.ADD, Op.UPDATE)
+                stored[key] = f"v{i}"
+            else:
+                assert r.reason is Reason.FIELD_DISABLED
+        elif op in ("disable", "enable"):
+            (mem.disable_field if op == "disable" else mem.enable_field)(tenant, key, now=now)
+            enabled[key] = op == "enable"
+        else:
+            got = {r.key: r.value for r in mem.recall(tenant, "u", k=10, now=now)}
+            assert got == {k: v for k, v in stored.items() if enabled[k]}
+    assert mem.recall("other", "u", now=now) == []
