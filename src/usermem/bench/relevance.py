@@ -8,6 +8,7 @@ first run; the queries are never cached.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -138,7 +139,8 @@ def _measure(ctx: BenchContext, mem: Any, n_queries: int) -> dict[str, Any]:
             rest.append(time.perf_counter() - t)
     finally:
         rel.embedder = live
-    return {"recall_query": percentiles(samples), "query_embedding_alone": percentiles(embed_only),
+    return {"host_load_1m": round(os.getloadavg()[0], 2),
+            "recall_query": percentiles(samples), "query_embedding_alone": percentiles(embed_only),
             "recall_query_without_embedding": percentiles(rest),
             "recall_query_last_30_days": percentiles(window)}
 
