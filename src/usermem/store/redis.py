@@ -169,9 +169,17 @@ class RedisTier:
         self.grace = int(grace)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._watch_error = redis.WatchError
+        self.cluster = url.startswith(("redis+cluster://", "rediss+cluster://"))
         try:
-            self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                               retry=Retry(NoBackoff(), 0), decode_responses=True)
+            if self.cluster:  # Redis Cluster: keys of a user share one hash slot (docs/scaling.md)
+                from redis.cluster import RedisCluster
+
+                self.client = RedisCluster.from_url(url.replace("+cluster", "", 1), socket_timeout=timeout,
+                                                    socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0),
+                                                    decode_responses=True)
+            else:
+                self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                                   retry=Retry(NoBackoff(), 0), decode_responses=True)
         except (ValueError, *self._errors) as exc:
             raise ConfigError(f"cannot use Redis URL {redact_url(url)!r}: {exc}", setting="redis_url") from None
         # Near cache: the last decoded records per user, used only while the user's `ver` and `loaded`
@@ -366,7 +374,7 @@ class RedisTier:
             if names:
                 n += int(self.client.unlink(*names))
             batch: list[str] = []
-            for name in self.client.scan_iter(match=_glob_escape(k.prefix) + ":*", count=1000):
+            for name in self._scan_user(k):
                 if name != k.ver:
                     batch.append(name)
                 if len(batch) >= 500:
@@ -397,11 +405,19 @@ class RedisTier:
             raise self._fail("drop_prefix", exc) from exc
         return n
 
+    def _scan_user(self, k: _Keys) -> Iterable[str]:
+        """SCAN for the user's keys; on a cluster only the node that owns the user's hash slot."""
+        match = _glob_escape(k.prefix) + ":*"
+        if self.cluster:
+            node = self.client.get_node_from_key(k.ver)
+            return self.client.scan_iter(match=match, count=1000, target_nodes=node)  # type: ignore[no-any-return]
+        return self.client.scan_iter(match=match, count=1000)  # type: ignore[no-any-return]
+
     def keys_of(self, tenant: str, user_id: str) -> list[str]:
         """Every Redis key of the user (SCAN), for tests and operators."""
         k = self._k(tenant, user_id)
         try:
-            return sorted(self.client.scan_iter(match=_glob_escape(k.prefix) + ":*", count=1000))
+            return sorted(self._scan_user(k))
         except self._errors as exc:
             raise self._fail("scan", exc) from exc
 

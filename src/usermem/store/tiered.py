@@ -78,8 +78,10 @@ def build_store(settings: Any) -> Store:
                 raise ConfigError(f"preset {settings.preset!r} routes "
                                   f"{sorted(k.value for k, r in routes.items() if r == 'redis')} to Redis, "
                                   "but no redis_url is set (USERMEM_REDIS_URL)", setting="redis_url")
-            if not str(settings.redis_url).startswith(("redis://", "rediss://", "unix://")):
-                raise ConfigError(f"unknown Redis URL scheme in {redact_url(settings.redis_url)!r}; use redis://host:6379/0",
+            if not str(settings.redis_url).startswith(("redis://", "rediss://", "unix://", "redis+cluster://",
+                                                       "rediss+cluster://")):
+                raise ConfigError(f"unknown Redis URL scheme in {redact_url(settings.redis_url)!r}; use "
+                                  "redis://host:6379/0 (or redis+cluster://host:7000 for Redis Cluster)",
                                   setting="redis_url")
             tier = RedisTier(settings.redis_url, [k for k, r in routes.items() if r == "redis"],
                              prefix=settings.key_prefix)
