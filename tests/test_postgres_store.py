@@ -18,6 +18,7 @@ from usermem.model import AuditEvent, Kind, MemoryRecord, Source
 from usermem.store.base import LiveQuery
 from usermem.store.postgres import PostgresStore
 
+pytestmark = [pytest.mark.postgres]
 T0 = 1_790_000_000.0
 
 

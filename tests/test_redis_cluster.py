@@ -16,6 +16,7 @@ from usermem.config import Settings
 from usermem.model import Kind
 from usermem.store.redis import RedisTier
 
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 T0 = 1_790_000_000.0
 
 

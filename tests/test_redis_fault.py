@@ -26,6 +26,7 @@ from usermem.errors import TierUnavailable
 from usermem.model import Kind
 from usermem.store.tiered import DIRTY_TENANT, TieredStore
 
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 T0 = 1_790_000_000.0
 
 

@@ -16,6 +16,7 @@ from usermem.store.redis import RedisTier, SessionTier
 from usermem.store.sqlite import SQLiteStore
 from usermem.store.tiered import DIRTY_TENANT, TieredStore, build_store, resolve_routes
 
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 T0 = 1_790_000_000.0
 
 
