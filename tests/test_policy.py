@@ -45,7 +45,7 @@ def test_field_order_overrides_global_order():
 def test_source_order_is_declared_order():
     ranks = [SOURCE_RANK[s] for s in Source]
     assert ranks == sorted(ranks, reverse=True)
-    assert list(Source)[0] is Source.SYSTEM and list(Source)[-1] is Source.INFERRED
+    assert next(iter(Source)) is Source.SYSTEM and list(Source)[-1] is Source.INFERRED
 
 
 @pytest.mark.parametrize("key", ["a", "plan", "reply_length", "x.y-z_1", "k" * 64])

@@ -10,12 +10,12 @@ from usermem.config import Settings, load_settings
 from usermem.engine.context import Clock, EngineContext, Listener, new_id
 from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
-from usermem.engine.lifecycle import ChangeSetRevert, LifecyclePipeline
-from usermem.engine.sessions import CloseHook, Session, SessionClosed, SessionManager, Transcript, episodes
 from usermem.engine.export import export_user
 from usermem.engine.grants import Grant, GrantsPipeline
+from usermem.engine.lifecycle import ChangeSetRevert, LifecyclePipeline
 from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers, ResolverFn
+from usermem.engine.sessions import CloseHook, Session, SessionClosed, SessionManager, Transcript, episodes
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import (
