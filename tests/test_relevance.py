@@ -82,11 +82,12 @@ def test_vectors_are_written_with_model_id_and_replaced_on_update(loaded):
     assert index.indexed("acme", "u1")["ep.invoice"][0] == r.memory.id != old_id
 
 
-def test_context_memories_are_not_indexed_but_still_searchable(loaded):
-    loaded.write("acme", "u1", "context", "current_issue", "asking about a refund right now", session_id="s1",
+def test_context_memories_are_indexed_and_searchable_while_their_session_is_open(loaded):
+    sid = loaded.open_session("acme", "u1", now=T0)
+    loaded.write("acme", "u1", "context", "current_issue", "asking about a refund right now", session_id=sid,
                  now=T0)
     loaded.flush()
-    assert "current_issue" not in loaded._relevance.index.indexed("acme", "u1")
+    assert "current_issue" in loaded._relevance.index.indexed("acme", "u1")
     keys = [r.key for r in loaded.recall("acme", "u1", 3, query="refund", now=T0, kinds=["context"])]
     assert keys == ["current_issue"]
 
