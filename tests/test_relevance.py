@@ -284,3 +284,39 @@ def test_reindex_command_rebuilds_lost_vectors(tmp_path):
     m = Memory(url)
     assert "ep.zh.coupon" in m._relevance.index.indexed("acme", "u1")
     m.close()
+
+
+class _BrokenEmbedder(_ToyEmbedder):
+    """Indexes fine, then the endpoint goes down."""
+
+    broken = False
+
+    def query(self, text: str) -> np.ndarray:
+        if self.broken:
+            from usermem.errors import ProviderError
+
+            raise ProviderError("embedding endpoint failed: connection refused")
+        return super().query(text)
+
+    def passages(self, texts):  # type: ignore[no-untyped-def]
+        if self.broken:
+            from usermem.errors import ProviderError
+
+            raise ProviderError("embedding endpoint failed: connection refused")
+        return super().passages(texts)
+
+
+def test_a_failing_embedder_degrades_to_lexical_instead_of_failing_recall(tmp_path, caplog):
+    m = Memory(f"sqlite:///{tmp_path}/m.db")
+    emb = _BrokenEmbedder()
+    install(m, embedder=emb, background=False)
+    _load(m)
+    emb.broken = True
+    m._relevance.indexer.background = True  # a write now queues; its embedding will fail later
+    m.write("acme", "u1", "episode", "ep.fresh", "Blender replacement shipped", now=T0)
+    top = m.recall("acme", "u1", 2, query="blender refund", now=T0)
+    assert top[0].key in ("ep.refund", "ep.fresh")
+    assert any("BM25 only" in r.message for r in caplog.records)
+    m.flush()
+    assert m._relevance.indexer.errors >= 1  # logged, counted; `usermem reindex` repairs
+    m.close()

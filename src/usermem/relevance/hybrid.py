@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from usermem.config import Settings
+from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.embed import Embedder
 from usermem.relevance.lexical import BM25Index, tokenize
@@ -123,6 +124,7 @@ class _QueryState:
     ux: UserIndex | None
     dense: dict[str, float] = field(default_factory=dict)
     lexical: np.ndarray | None = None  # BM25 per row of ux
+    dense_failed: bool = False  # the embedder failed for this query: lexical only
 
 
 class HybridRelevance:
@@ -179,8 +181,8 @@ class HybridRelevance:
                 hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
             lexical_keys = [ux.keys[i] for i in hits]
             keys.update(lexical_keys)
-        if self.embedder is not None:
-            state.qvec = self.embedder.query(query)
+        state.qvec = self._query_vector(query, state)
+        if state.qvec is not None:
             # The best n by cosine, and the cosine of the lexical candidates (one pass / one round trip).
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
                                            at_until=at_until, also=lexical_keys)
@@ -229,9 +231,9 @@ class HybridRelevance:
             lexical = [float(x) for x in bm.scores(state.tokens)]
         # Dense: stored vectors of the current version, else embedded now (records not indexed yet).
         dense: list[float | None] = [None] * len(records)
-        if self.embedder is not None:
-            if state.qvec is None:
-                state.qvec = self.embedder.query(query)
+        if state.qvec is None and not state.dense_failed:
+            state.qvec = self._query_vector(query, state)
+        if self.embedder is not None and state.qvec is not None:
             q = state.qvec
             known: dict[str, float] = dict(state.dense)
             need_db: list[str] = []
@@ -253,10 +255,26 @@ class HybridRelevance:
                     if r.key in got and dense[i] is None:
                         dense[i] = got[r.key]
             if missing:
-                mat = self.embedder.passages([text(i) for i in missing])
-                for i, row in zip(missing, mat, strict=True):
-                    dense[i] = float(row @ q)
+                try:
+                    mat = self.embedder.passages([text(i) for i in missing])
+                except ProviderError as exc:
+                    log.warning("relevance: embedding %d unindexed memories failed (%s); they rank by BM25 only",
+                                len(missing), exc)
+                else:
+                    for i, row in zip(missing, mat, strict=True):
+                        dense[i] = float(row @ q)
         return dense, lexical
+
+    def _query_vector(self, query: str, state: _QueryState) -> np.ndarray | None:
+        """The query's vector, or None (lexical only) when there is no embedder or it fails."""
+        if self.embedder is None:
+            return None
+        try:
+            return self.embedder.query(query)
+        except ProviderError as exc:
+            state.dense_failed = True
+            log.warning("relevance: the embedder failed (%s); this recall ranks by BM25 only", exc)
+            return None
 
     def __call__(self, query: str, records: Sequence[MemoryRecord]) -> list[float]:
         dense, lexical = self.signals(query, records)
