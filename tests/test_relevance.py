@@ -320,3 +320,15 @@ def test_a_failing_embedder_degrades_to_lexical_instead_of_failing_recall(tmp_pa
     m.flush()
     assert m._relevance.indexer.errors >= 1  # logged, counted; `usermem reindex` repairs
     m.close()
+
+
+def test_relevance_benchmark_quick_mode(tmp_path):
+    from usermem.bench import BenchContext
+    from usermem.bench.relevance import bench_sqlite, synthetic_episodes
+
+    assert len({t for _, t, _ in synthetic_episodes(300)}) == 300  # distinct texts, not one repeated
+    out = bench_sqlite(BenchContext(out_dir=tmp_path, quick=True))
+    assert out["memories"] == 300
+    for name in ("recall_query", "query_embedding_alone", "recall_query_without_embedding"):
+        assert out[name]["n"] > 0 and out[name]["p95_ms"] > 0
+    assert (tmp_path / "cache").is_dir()
