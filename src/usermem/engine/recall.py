@@ -76,7 +76,6 @@ class RecallPipeline:
         # Live fields (engine/resolvers.py): values read from the system of record at recall time.
         self.live: Any = None
 
-
     def _scope_context(self, tenant: str, user_id: str, rows: list[ScoreRow], full: dict[str, MemoryRecord] | None,
                        now: float, session_id: str | None) -> set[str]:
         """Ids of the context rows recall may return: only while their session is open (engine/sessions.py)."""
@@ -217,8 +216,9 @@ class RecallPipeline:
 
     def recall(self, tenant: str, user_id: str, k: int, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
-               mark_used: bool = False, event_from: float | None = None, event_until: float | None = None,
-               actor: str | None = None, domain: str | None = None) -> list[ScoredMemory]:
+               mark_used: bool = False, event_from: float | None = None,
+               event_until: float | None = None, actor: str | None = None,
+               domain: str | None = None) -> list[ScoredMemory]:
         top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
                           limit=k, event_from=event_from, event_until=event_until, actor=actor, domain=domain)
         if mark_used and top:
