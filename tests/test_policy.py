@@ -101,3 +101,14 @@ def test_kind_defaults_match_the_seed_intent():
 def test_decay_never_rises_with_time(age, extra):
     d = decay.DecayInput(1.0, 30 * 86400.0, 0.0)
     assert decay.weight(d, age + extra) <= decay.weight(d, age)
+
+
+@pytest.mark.parametrize("tenant", ["*", "_system", "_anything"])
+def test_reserved_tenants_are_refused(tenant):
+    from usermem import Memory, ValidationError, load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    with pytest.raises(ValidationError, match="reserved"):
+        m.write(tenant, "u", "fact", "city", "x")
+    with pytest.raises(ValidationError, match="reserved"):
+        m.recall(tenant, "u")

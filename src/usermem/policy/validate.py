@@ -49,7 +49,14 @@ def check_identifier(name: str, value: Any) -> str:
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if not ID_PATTERN.match(value) or value.strip() == "":
         raise InputProblem(f"{name} must be 1-128 printable characters, got {value!r:.80}", name)
+    if name == "tenant" and is_reserved_tenant(value):
+        raise InputProblem(f"tenant {value!r} is reserved for usermem's own records", name)
     return value
+
+
+def is_reserved_tenant(tenant: str) -> bool:
+    """`*` and names starting with `_` hold usermem's own index documents (sessions, grants, API keys)."""
+    return tenant == "*" or tenant.startswith("_")
 
 
 def check_key(key: Any) -> str:

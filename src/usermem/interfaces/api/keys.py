@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from usermem.errors import NotFound, ValidationError
+from usermem.policy.validate import is_reserved_tenant
 from usermem.store.base import Store
 
 SYSTEM_TENANT = "_system"
@@ -68,8 +69,8 @@ class KeyRing:
     def create(self, tenant: str, *, admin: bool = False, name: str = "", user_id: str | None = None,
                now: float | None = None) -> tuple[str, ApiKey]:
         """Returns (plaintext key, record). The plaintext is shown once and never stored."""
-        if tenant == SYSTEM_TENANT:
-            raise ValidationError(f"tenant {SYSTEM_TENANT!r} is reserved", field="tenant")
+        if tenant == SYSTEM_TENANT or (isinstance(tenant, str) and is_reserved_tenant(tenant)):
+            raise ValidationError(f"tenant {tenant!r} is reserved (`*` and names starting with `_`)", field="tenant")
         if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
             raise ValidationError("tenant must be 1-128 characters of letters, digits and _.:-", field="tenant")
         at = time.time() if now is None else now
