@@ -91,15 +91,74 @@ def run(names: Sequence[str] | None, out_dir: Path, quick: bool = False, progres
               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": quick, "results": results,
               "notes": ctx.notes}
     suffix = "-quick" if quick else ""
-    (out_dir / f"bench{suffix}.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    (out_dir / f"bench{suffix}.md").write_text(render_markdown(report), encoding="utf-8")
+    json_path = out_dir / f"bench{suffix}.json"
+    if names and json_path.exists():
+        # A partial run updates its own entries and keeps the others' last measurements.
+        try:
+            previous = json.loads(json_path.read_text(encoding="utf-8")).get("results", {})
+        except (OSError, ValueError):
+            previous = {}
+        report["results"] = {**previous, **results}
+    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    plot = render_plot(report, out_dir / f"bench{suffix}.png")
+    (out_dir / f"bench{suffix}.md").write_text(render_markdown(report, plot), encoding="utf-8")
     return report
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def latency_rows(report: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(label, p50, p95) for every latency distribution in the report."""
+    rows = []
+    for name, res in report["results"].items():
+        for key, value in _flatten(res):
+            if key.endswith("p95_ms"):
+                stem = key[: -len("p95_ms")]
+                p50 = dict(_flatten(res)).get(stem + "p50_ms")
+                if isinstance(p50, int | float) and isinstance(value, int | float):
+                    rows.append((f"{name}.{stem.rstrip('._')}", float(p50), float(value)))
+    return rows
+
+
+def render_plot(report: dict[str, Any], path: Path) -> Path | None:
+    """Horizontal bars of p50 and p95 for every latency in the report (log scale)."""
+    rows = latency_rows(report)
+    if not rows:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    height = max(3.0, 0.28 * len(rows) + 1.2)
+    fig, ax = plt.subplots(figsize=(10, height))
+    ys = range(len(rows))
+    ax.barh([y + 0.2 for y in ys], [r[2] for r in rows], height=0.4, label="p95", color="#d95f02")
+    ax.barh([y - 0.2 for y in ys], [r[1] for r in rows], height=0.4, label="p50", color="#1b9e77")
+    ax.set_yticks(list(ys), [r[0] for r in rows], fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("milliseconds (log scale)")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right")
+    ax.set_title(f"usermem latencies ({report['at']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render_markdown(report: dict[str, Any], plot: Path | None = None) -> str:
     lines = [f"# usermem benchmarks ({report['at']})", "",
              f"Machine: {report['machine']['platform']}, {report['machine']['cpus']} CPUs, "
              f"Python {report['machine']['python']}", ""]
+    targets = [(name, k, v) for name, res in report["results"].items() for k, v in _flatten(res)
+               if k.endswith("meets_target") or k.startswith("meets_")]
+    if targets:
+        lines += ["## Targets", "", "| benchmark | check | met |", "|---|---|---|"]
+        lines += [f"| {name} | {k} | {'yes' if v else 'NO'} |" for name, k, v in targets]
+        lines.append("")
+    if plot is not None:
+        lines += [f"![latencies]({plot.name})", ""]
     for name, res in report["results"].items():
         lines.append(f"## {name}")
         lines.append("")
