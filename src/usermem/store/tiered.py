@@ -330,6 +330,15 @@ class TieredStore:
                 f"{', '.join(errors)} could not be erased. Reads no longer use that tier for this user; "
                 "retry the call to finish the erasure.")
 
+    def drop_local(self, tenant: str, user_id: str) -> int:
+        """Drop what this process caches about the user in memory (events from other instances call this)."""
+        n = 0
+        for tier in self.tiers:
+            drop = getattr(tier, "drop_local", None)
+            if drop is not None:
+                n += int(drop(tenant, user_id))
+        return n
+
     def touch(self, tenant: str, ids: Sequence[str], *, used_at: float | None = None,
               confirmed_at: float | None = None) -> int:
         n = self.record.touch(tenant, ids, used_at=used_at, confirmed_at=confirmed_at)

@@ -1,0 +1,388 @@
+"""`EventBus`: the NATS JetStream connection of one process, in a background thread (docs/events.md).
+
+Publishing never blocks or fails the caller: `publish()` hands the message to the bus thread's
+asyncio loop and returns; a bounded queue holds messages while NATS is slow or away (beyond
+`queue_size` new messages are dropped and counted). The thread connects, creates the stream if it
+is missing, publishes in order and waits for each JetStream acknowledgement; a failed publish is
+retried after the connection comes back, up to `attempts` times, then counted as failed. Every
+failure is logged (the first of a run at WARNING, repeats at DEBUG) and counted in `stats()`.
+
+Subscriptions are ordered push consumers starting at the time `subscribe()` was called, so events
+published while the consumer is being created (or while NATS was away, within the stream's
+retention) are still delivered. Callbacks run on one dispatcher thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from usermem.events.payload import BadPayload, RemoteChange, decode
+
+log = logging.getLogger("usermem.events")
+
+Callback = Callable[[RemoteChange], None]
+
+
+@dataclass
+class _Sub:
+    subject: str
+    callback: Callback
+    start: float
+    ready: threading.Event = field(default_factory=threading.Event)
+    handle: Any = None
+    attaching: bool = False
+
+
+class EventBus:
+    """One NATS connection, a publishing queue and the subscriptions of this process."""
+
+    def __init__(self, url: str, *, stream: str = "USERMEM", subject_prefix: str = "usermem",
+                 queue_size: int = 10_000, max_age: float = 86_400.0, attempts: int = 3,
+                 connect_timeout: float = 2.0, retry_interval: float = 1.0, name: str = "usermem") -> None:
+        self.url = url
+        self.stream = stream
+        self.prefix = subject_prefix
+        self.queue_size = queue_size
+        self.max_age = max_age
+        self.attempts = attempts
+        self.connect_timeout = connect_timeout
+        self.retry_interval = retry_interval
+        self.name = name
+        self._counts = {"enqueued": 0, "published": 0, "failed": 0, "dropped": 0, "received": 0, "delivered": 0,
+                        "bad_payloads": 0, "callback_errors": 0, "connects": 0, "disconnects": 0,
+                        "connect_errors": 0, "publish_errors": 0, "purged": 0}
+        self._latencies: deque[float] = deque(maxlen=10_000)  # enqueue -> JetStream ack, seconds
+        self._last_error: str | None = None
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+        self._subs: list[_Sub] = []
+        self._closed = False
+        self._nc: Any = None
+        self._js: Any = None
+        self._connected = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._queue: asyncio.Queue[tuple[str, str, bytes, float]] | None = None
+        self._inflight = 0
+        self._idle = threading.Condition()
+        self._dispatch: queue.Queue[tuple[_Sub, RemoteChange] | None] = queue.Queue(maxsize=queue_size)
+        self._thread = threading.Thread(target=self._run, name=f"{name}-nats", daemon=True)
+        self._dispatcher = threading.Thread(target=self._dispatch_loop, name=f"{name}-events", daemon=True)
+        self._started = threading.Event()
+        self._thread.start()
+        self._dispatcher.start()
+        self._started.wait(5)
+
+    # -- public -------------------------------------------------------------------------------------
+
+    def publish(self, subject: str, data: bytes) -> bool:
+        """Queue one message; returns False when it was dropped (bus closed or queue full). Never raises."""
+        return self._submit("publish", subject, data)
+
+    def purge(self, subject: str) -> bool:
+        """Queue the removal of the stream's stored messages on `subject` (erasure), ahead of later publishes."""
+        return self._submit("purge", subject, b"")
+
+    def _submit(self, op: str, subject: str, data: bytes) -> bool:
+        if self._closed:
+            self._count("dropped")
+            return False
+        with self._idle:
+            if self._inflight >= self.queue_size:
+                full = True
+            else:
+                full = False
+                self._inflight += 1
+                self._counts["enqueued"] += 1
+        if full:
+            self._count("dropped")
+            self._problem("publish queue full, dropping new events", f"{self.queue_size} waiting")
+            return False
+        try:
+            self._loop.call_soon_threadsafe(self._enqueue, op, subject, data, time.perf_counter())
+            return True
+        except RuntimeError:  # loop closed under us
+            self._settle()
+            self._count("dropped")
+            return False
+
+    def subscribe(self, callback: Callback, subject: str | None = None, *, ready_timeout: float = 5.0) -> _Sub:
+        """Deliver every message on `subject` (default: all of usermem's) published from now on.
+
+        Waits up to `ready_timeout` seconds for the consumer to exist when NATS is reachable; when it is
+        not, returns at once and the consumer is created when the connection comes up (events since
+        this call are then delivered, within the stream's retention).
+        """
+        sub = _Sub(subject or f"{self.prefix}.>", callback, time.time())
+        with self._lock:
+            self._subs.append(sub)
+        if self._connected.is_set():
+            asyncio.run_coroutine_threadsafe(self._attach(sub), self._loop)
+            sub.ready.wait(ready_timeout)
+        return sub
+
+    def unsubscribe(self, sub: _Sub) -> None:
+        with self._lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+        if sub.handle is not None and not self._closed:
+            asyncio.run_coroutine_threadsafe(self._detach(sub), self._loop)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued message is published, failed or dropped; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._inflight > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = dict(self._counts)
+            lat = sorted(self._latencies)
+        out["connected"] = self.connected
+        out["queued"] = self._inflight
+        out["last_error"] = self._last_error
+        if lat:
+            out["publish_p50_ms"] = round(lat[len(lat) // 2] * 1000, 3)
+            out["publish_p99_ms"] = round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, 3)
+        return out
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Publish what is queued (up to `timeout` seconds), then disconnect and stop the threads."""
+        if self._closed:
+            return
+        if self.connected:  # nothing can be published while NATS is away: do not wait for it
+            self.flush(timeout)
+        self._closed = True
+        try:
+            fut = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+            fut.result(timeout)
+        except Exception as exc:  # a close must not raise
+            log.debug("event bus shutdown: %s", exc)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        self._dispatch.put(None)
+        self._dispatcher.join(timeout)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def _settle(self) -> None:
+        with self._idle:
+            self._inflight -= 1
+            if self._inflight <= 0:
+                self._idle.notify_all()
+
+    def _problem(self, what: str, exc: BaseException | str) -> None:
+        self._last_error = f"{what}: {exc}"
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning("usermem events: %s (NATS %s); writes are unaffected, events wait in a bounded "
+                        "queue and publishing resumes when NATS is back", self._last_error, self.url)
+        else:
+            log.debug("usermem events: %s", self._last_error)
+
+    # -- the bus thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._queue = asyncio.Queue()
+        self._loop.create_task(self._publisher())
+        self._loop.create_task(self._connector())
+        self._started.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.run_until_complete(asyncio.sleep(0))
+            self._loop.close()
+
+    def _enqueue(self, op: str, subject: str, data: bytes, t0: float) -> None:
+        assert self._queue is not None
+        self._queue.put_nowait((op, subject, data, t0))  # unbounded: `_submit` enforces queue_size
+
+    async def _connector(self) -> None:
+        import nats
+
+        async def disconnected() -> None:
+            self._connected.clear()
+            if self._closed:
+                return
+            self._count("disconnects")
+            self._problem("disconnected", "connection lost")
+
+        async def reconnected() -> None:
+            self._connected.set()
+            self._warned.difference_update({"disconnected", "cannot connect", "connection error"})
+            log.info("usermem events: reconnected to NATS %s", self.url)
+
+        async def error(exc: Exception) -> None:
+            if self._connected.is_set():
+                self._problem("connection error", exc)
+            else:
+                self._count("connect_errors")
+                self._problem("cannot connect", exc)
+
+        while not self._closed:
+            nc: Any = None
+            try:
+                nc = await nats.connect(self.url, name=self.name, connect_timeout=self.connect_timeout,
+                                        allow_reconnect=True, max_reconnect_attempts=-1,
+                                        reconnect_time_wait=self.retry_interval, disconnected_cb=disconnected,
+                                        reconnected_cb=reconnected, error_cb=error)
+                js = nc.jetstream()
+                await self._ensure_stream(js)
+            except Exception as exc:
+                self._count("connect_errors")
+                self._problem("cannot connect", exc)
+                if nc is not None:
+                    with contextlib.suppress(Exception):
+                        await nc.close()
+                await asyncio.sleep(self.retry_interval)
+                continue
+            self._nc, self._js = nc, js
+            self._count("connects")
+            self._warned.discard("cannot connect")
+            log.info("usermem events: connected to NATS %s, stream %s", self.url, self.stream)
+            self._connected.set()
+            with self._lock:
+                subs = list(self._subs)
+            for sub in subs:
+                await self._attach(sub)
+            return
+
+    async def _ensure_stream(self, js: Any) -> None:
+        from nats.js.api import StreamConfig
+        from nats.js.errors import NotFoundError
+
+        try:
+            await js.stream_info(self.stream)
+        except NotFoundError:
+            await js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.prefix}.>"],
+                                             max_age=self.max_age))
+
+    async def _publisher(self) -> None:
+        assert self._queue is not None
+        while True:
+            op, subject, data, t0 = await self._queue.get()
+            try:
+                await self._publish_one(op, subject, data, t0)
+            finally:
+                self._settle()
+
+    async def _publish_one(self, op: str, subject: str, data: bytes, t0: float) -> None:
+        for attempt in range(1, self.attempts + 1):
+            while not self._connected.is_set():
+                if self._closed:
+                    self._count("failed")
+                    return
+                await asyncio.sleep(0.05)
+            try:
+                if op == "purge":
+                    await self._js.purge_stream(self.stream, subject=subject)
+                    self._count("purged")
+                    return
+                await self._js.publish(subject, data, stream=self.stream, timeout=2.0)
+            except Exception as exc:
+                self._count("publish_errors")
+                self._problem(f"{op} failed", exc)
+                if attempt < self.attempts:
+                    await asyncio.sleep(min(self.retry_interval, 0.2 * attempt))
+                continue
+            with self._lock:
+                self._counts["published"] += 1
+                self._latencies.append(time.perf_counter() - t0)
+            return
+        self._count("failed")
+        log.error("usermem events: giving up on an event for %s after %d attempts (%s)", subject, self.attempts,
+                  self._last_error)
+
+    async def _attach(self, sub: _Sub) -> None:
+        if sub.handle is not None or sub.attaching or self._js is None:
+            return
+        sub.attaching = True
+        from nats.js.api import ConsumerConfig, DeliverPolicy
+
+        async def on_message(msg: Any) -> None:
+            self._count("received")
+            seq = getattr(getattr(msg, "metadata", None), "sequence", None)
+            try:
+                change = decode(msg.data, subject=msg.subject, stream_seq=getattr(seq, "stream", None))
+            except BadPayload as exc:
+                self._count("bad_payloads")
+                log.warning("usermem events: ignoring a malformed event on %s: %s", msg.subject, exc)
+                return
+            try:
+                self._dispatch.put_nowait((sub, change))
+            except queue.Full:
+                self._count("dropped")
+                self._problem("receive queue full, dropping received events", "callbacks too slow")
+
+        start = dt.datetime.fromtimestamp(sub.start, dt.UTC)
+        try:
+            sub.handle = await self._js.subscribe(
+                sub.subject, cb=on_message, stream=self.stream, ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start))
+        except Exception as exc:
+            self._problem("subscribe failed", exc)
+        finally:
+            sub.ready.set()
+
+    async def _detach(self, sub: _Sub) -> None:
+        try:
+            await sub.handle.unsubscribe()
+        except Exception as exc:
+            log.debug("unsubscribe: %s", exc)
+
+    async def _shutdown(self) -> None:
+        nc = self._nc
+        if nc is not None:
+            try:
+                await nc.drain()
+            except Exception:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+        self._connected.clear()
+
+    # -- the dispatcher thread ----------------------------------------------------------------------
+
+    def _dispatch_loop(self) -> None:
+        while True:
+            item = self._dispatch.get()
+            if item is None:
+                return
+            sub, change = item
+            with self._lock:
+                active = sub in self._subs
+            if not active:
+                continue
+            try:
+                sub.callback(change)
+                self._count("delivered")
+            except Exception:
+                self._count("callback_errors")
+                log.exception("usermem events: callback %r failed for %s", sub.callback, change.action)
