@@ -413,3 +413,44 @@ def test_publishing_resumes_after_the_server_comes_back(tmp_path):
         m.close()
         server.terminate()
         server.wait(10)
+
+
+# -- CLI -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.nats
+def test_events_tail_prints_the_tenants_changes(bus_settings, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from usermem.interfaces.cli import _register, app
+
+    _register()
+    monkeypatch.setenv("USERMEM_NATS_STREAM", bus_settings.nats_stream)
+    monkeypatch.setenv("USERMEM_NATS_SUBJECT_PREFIX", bus_settings.nats_subject_prefix)
+    m = Memory(settings=bus_settings)
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        # tail follows events from the moment it subscribes: write until it has printed one.
+        i = 0
+        while not stop.is_set() and i < 500:
+            m.write("other", "x", "preference", "reply_length", f"v{i}", source="user_confirmed")
+            m.write("acme", "张三", "preference", "reply_length", f"简洁{i}", source="user_confirmed",
+                    client_id="app")
+            i += 1
+            stop.wait(0.02)
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        out = CliRunner().invoke(app, ["events", "tail", "--tenant", "acme", "-n", "2", "--timeout", "20",
+                                       "--url", NATS_URL])
+    finally:
+        stop.set()
+        writer.join()
+        m.close()
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.output.splitlines() if "张三" in line]
+    assert len(lines) == 2 and all("acme/张三" in line and "write" in line and "client=app" in line for line in lines)
+    assert "简洁" in lines[0] and "other/" not in out.output
+    out = CliRunner().invoke(app, ["events", "tail", "--user", "u1", "--url", NATS_URL])
+    assert out.exit_code != 0

@@ -171,6 +171,8 @@ class EventBus:
         """Publish what is queued (up to `timeout` seconds), then disconnect and stop the threads."""
         if self._closed:
             return
+        if self._inflight and not self.connected and self._counts["connect_errors"] == 0:
+            self._connected.wait(timeout)  # a short-lived process: the first connection is still under way
         if self.connected:  # nothing can be published while NATS is away: do not wait for it
             self.flush(timeout)
         self._closed = True

@@ -28,6 +28,7 @@ def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
     from usermem.interfaces import (  # noqa: F401
         cli_core,
+        cli_events,
         cli_lifecycle,
         cli_privacy,
         cli_relevance,
