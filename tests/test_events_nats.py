@@ -454,3 +454,16 @@ def test_events_tail_prints_the_tenants_changes(bus_settings, tmp_path, monkeypa
     assert "简洁" in lines[0] and "other/" not in out.output
     out = CliRunner().invoke(app, ["events", "tail", "--user", "u1", "--url", NATS_URL])
     assert out.exit_code != 0
+
+
+@pytest.mark.nats
+def test_events_benchmark_quick_mode(nats_ok, tmp_path):
+    from usermem.bench import BenchContext
+    from usermem.bench.events import bench_events
+
+    out = bench_events(BenchContext(out_dir=tmp_path, quick=True))
+    assert "error" not in out, out
+    assert out["delivery_a_to_b"]["lost"] == 0 and out["delivery_a_to_b"]["n"] == 100
+    assert out["write_nats_down"]["n"] == 100 and out["write_nats_down"]["published"] == 0
+    assert out["burst_publish"]["events"] == 300 and out["burst_publish"]["failed"] == 0
+    assert out["bus_only"]["events"] == 1_000

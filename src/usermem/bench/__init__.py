@@ -20,7 +20,7 @@ BenchFn = Callable[["BenchContext"], dict[str, Any]]
 REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
 MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage",
-           "usermem.bench.relevance", "usermem.bench.privacy", "usermem.bench.http")
+           "usermem.bench.relevance", "usermem.bench.privacy", "usermem.bench.http", "usermem.bench.events")
 
 
 def benchmark(name: str) -> Callable[[BenchFn], BenchFn]:

@@ -31,6 +31,7 @@ from usermem.events.payload import BadPayload, RemoteChange, decode
 log = logging.getLogger("usermem.events")
 
 Callback = Callable[[RemoteChange], None]
+_BATCH = 256  # publishes in flight at once
 
 
 @dataclass
@@ -290,11 +291,23 @@ class EventBus:
     async def _publisher(self) -> None:
         assert self._queue is not None
         while True:
-            op, subject, data, t0 = await self._queue.get()
-            try:
-                await self._publish_one(op, subject, data, t0)
-            finally:
-                self._settle()
+            # Publishes are pipelined in batches (written to the connection in queue order, acknowledged
+            # together); a purge is a barrier that runs alone, after what was queued before it.
+            batch = [await self._queue.get()]
+            barrier = None
+            if batch[0][0] == "publish":
+                while len(batch) < _BATCH and not self._queue.empty():
+                    item = self._queue.get_nowait()
+                    if item[0] != "publish":
+                        barrier = item
+                        break
+                    batch.append(item)
+            for group in ([batch] if barrier is None else [batch, [barrier]]):
+                try:
+                    await asyncio.gather(*(self._publish_one(*item) for item in group))
+                finally:
+                    for _ in group:
+                        self._settle()
 
     async def _publish_one(self, op: str, subject: str, data: bytes, t0: float) -> None:
         for attempt in range(1, self.attempts + 1):
