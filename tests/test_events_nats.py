@@ -232,6 +232,8 @@ def test_what_a_receiver_does_with_a_remote_event_is_not_echoed_back(federated):
     def apply_locally(change: RemoteChange) -> None:
         # A federated receiver applying the change to its own state: nothing of this may loop back.
         at_miniapp(change)
+        if change.action == "forget_user":
+            miniapp.forget_user(change.tenant, change.user_id)
         for key, value in change.values.items():
             miniapp.write(change.tenant, change.user_id, "preference", key, value, source="user_confirmed",
                           client_id="miniapp")
@@ -251,6 +253,14 @@ def test_what_a_receiver_does_with_a_remote_event_is_not_echoed_back(federated):
     marker = wait_for(lambda: at_app.where(action="write"), what="the miniapp's own change at the app")
     assert [c.keys for c in at_app.items] == [("theme",)] and marker[0].client_id == "miniapp"
     assert miniapp.events.stats()["suppressed"] == 2 and miniapp.events.stats()["published"] == 1
+    # The same for an erasure applied by the receiver to its own store.
+    app.forget_user("acme", "u1")
+    wait_for(lambda: at_miniapp.where(action="forget_user"), what="the erasure at the miniapp")
+    wait_for(lambda: miniapp.events.stats()["suppressed"] == 3, what="the receiver's erasure to be suppressed")
+    assert miniapp.recall("acme", "u1") == []
+    miniapp.write("acme", "u2", "preference", "theme", "light", source="user_confirmed", client_id="miniapp")
+    wait_for(lambda: len(at_app.items) == 2, what="the second marker")
+    assert [c.action for c in at_app.items] == ["write", "write"] and at_app.items[1].user_id == "u2"
 
 
 @pytest.mark.nats
