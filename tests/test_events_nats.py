@@ -407,9 +407,13 @@ def test_publishing_resumes_after_the_server_comes_back(tmp_path):
                                          hybrid_lexical_weight=0.0, nats_url=url, nats_stream="RESUME",
                                          nats_subject_prefix="resume")
     m = Memory(settings=settings)
+    other = Memory(settings=settings.with_overrides(store_url=f"sqlite:///{tmp_path}/other.db"))
+    inbox = Inbox()
+    other.on_remote_change(inbox)
     try:
         m.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed", now=T0)
         wait_for(lambda: m.events.stats()["bus"]["published"] == 1, what="the first publish")
+        wait_for(lambda: inbox.items, what="the first event at the other instance")
         server.terminate()
         server.wait(10)
         wait_for(lambda: not m.events.stats()["bus"]["connected"], what="the disconnect")
@@ -419,8 +423,12 @@ def test_publishing_resumes_after_the_server_comes_back(tmp_path):
         server = start()
         wait_for(lambda: m.events.stats()["bus"]["published"] == 2, timeout=30, what="the publish after reconnect")
         assert _stream_state("RESUME", url=url)[0] == 2
+        # The receiver's consumer is recreated after the restart and continues after what it saw.
+        wait_for(lambda: len(inbox.items) == 2, timeout=30, what="the event after the restart at the receiver")
+        assert [c.values["reply_length"] for c in inbox.items] == ["concise", "detailed"]
     finally:
         m.close()
+        other.close()
         server.terminate()
         server.wait(10)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from usermem.events.payload import BadPayload, RemoteChange, decode
+from usermem.store.redis import redact_url
 
 log = logging.getLogger("usermem.events")
 
@@ -49,7 +50,8 @@ class EventBus:
 
     def __init__(self, url: str, *, stream: str = "USERMEM", subject_prefix: str = "usermem",
                  queue_size: int = 10_000, max_age: float = 86_400.0, attempts: int = 3,
-                 connect_timeout: float = 2.0, retry_interval: float = 1.0, name: str = "usermem") -> None:
+                 connect_timeout: float = 2.0, retry_interval: float = 1.0, heartbeat: float = 2.0,
+                 name: str = "usermem") -> None:
         self.url = url
         self.stream = stream
         self.prefix = subject_prefix
@@ -58,10 +60,11 @@ class EventBus:
         self.attempts = attempts
         self.connect_timeout = connect_timeout
         self.retry_interval = retry_interval
+        self.heartbeat = heartbeat  # consumer idle heartbeat: two missed -> the consumer is recreated
         self.name = name
         self._counts = {"enqueued": 0, "published": 0, "failed": 0, "dropped": 0, "received": 0, "delivered": 0,
                         "bad_payloads": 0, "callback_errors": 0, "connects": 0, "disconnects": 0,
-                        "connect_errors": 0, "publish_errors": 0, "purged": 0}
+                        "connect_errors": 0, "publish_errors": 0, "purged": 0, "skipped_old": 0}
         self._latencies: deque[float] = deque(maxlen=10_000)  # enqueue -> JetStream ack, seconds
         self._last_error: str | None = None
         self._warned: set[str] = set()
@@ -103,11 +106,11 @@ class EventBus:
             else:
                 full = False
                 self._inflight += 1
-                self._counts["enqueued"] += 1
         if full:
             self._count("dropped")
             self._problem("publish queue full, dropping new events", f"{self.queue_size} waiting")
             return False
+        self._count("enqueued")
         try:
             self._loop.call_soon_threadsafe(self._enqueue, op, subject, data, time.perf_counter())
             return True
@@ -203,8 +206,14 @@ class EventBus:
         self._last_error = f"{what}: {exc}"
         if what not in self._warned:
             self._warned.add(what)
-            log.warning("usermem events: %s (NATS %s); writes are unaffected, events wait in a bounded "
-                        "queue and publishing resumes when NATS is back", self._last_error, self.url)
+            if what in ("cannot connect", "disconnected", "connection error"):
+                hint = "events wait in a bounded queue and publishing resumes when NATS is back"
+            elif "queue full" in what:
+                hint = "dropped events are counted (stats()['dropped']); receivers re-read the store"
+            else:
+                hint = "see stats() for counters"
+            log.warning("usermem events: %s (NATS %s); writes are unaffected, %s", self._last_error,
+                        redact_url(self.url), hint)
         else:
             log.debug("usermem events: %s", self._last_error)
 
@@ -241,7 +250,7 @@ class EventBus:
         async def reconnected() -> None:
             self._connected.set()
             self._warned.difference_update({"disconnected", "cannot connect", "connection error"})
-            log.info("usermem events: reconnected to NATS %s", self.url)
+            log.info("usermem events: reconnected to NATS %s", redact_url(self.url))
 
         async def error(exc: Exception) -> None:
             if self._connected.is_set():
@@ -270,7 +279,7 @@ class EventBus:
             self._nc, self._js = nc, js
             self._count("connects")
             self._warned.discard("cannot connect")
-            log.info("usermem events: connected to NATS %s, stream %s", self.url, self.stream)
+            log.info("usermem events: connected to NATS %s, stream %s", redact_url(self.url), self.stream)
             self._connected.set()
             with self._lock:
                 subs = list(self._subs)
@@ -344,9 +353,18 @@ class EventBus:
 
         async def on_message(msg: Any) -> None:
             self._count("received")
-            seq = getattr(getattr(msg, "metadata", None), "sequence", None)
             try:
-                change = decode(msg.data, subject=msg.subject, stream_seq=getattr(seq, "stream", None))
+                meta = msg.metadata
+                seq, stamp = meta.sequence.stream, meta.timestamp.timestamp()
+            except Exception:
+                seq, stamp = None, None
+            if stamp is not None and stamp < sub.start:
+                # An ordered consumer that restarts before its first message replays from the stream's
+                # start (nats-py resets to sequence 1): keep "from the moment of subscribe()".
+                self._count("skipped_old")
+                return
+            try:
+                change = decode(msg.data, subject=msg.subject, stream_seq=seq)
             except BadPayload as exc:
                 self._count("bad_payloads")
                 log.warning("usermem events: ignoring a malformed event on %s: %s", msg.subject, exc)
@@ -358,10 +376,13 @@ class EventBus:
                 self._problem("receive queue full, dropping received events", "callbacks too slow")
 
         start = dt.datetime.fromtimestamp(sub.start, dt.UTC)
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
         try:
-            sub.handle = await self._js.subscribe(
-                sub.subject, cb=on_message, stream=self.stream, ordered_consumer=True,
-                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start))
+            sub.handle = await self._js.subscribe(sub.subject, cb=on_message, stream=self.stream,
+                                                  ordered_consumer=True, idle_heartbeat=self.heartbeat, config=config)
+            # nats-py keeps this config to recreate the consumer after a gap (server restart, missed
+            # heartbeats) "by start sequence"; a start time left in it would make the server refuse that.
+            config.opt_start_time = None
         except Exception as exc:
             self._problem("subscribe failed", exc)
         finally:

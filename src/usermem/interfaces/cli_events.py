@@ -52,6 +52,7 @@ def tail(
     from usermem.config import load_settings
     from usermem.errors import InvalidArgument
     from usermem.events import EventBus, filter_subject
+    from usermem.store.redis import redact_url
 
     settings = load_settings()
     nats_url = url or settings.nats_url
@@ -80,7 +81,8 @@ def tail(
 
     try:
         if not bus.wait_connected(min(timeout, 5.0) if timeout else 5.0):
-            console.print(f"[yellow]waiting for NATS at {nats_url}[/yellow] ({bus.stats()['last_error']})")
+            console.print(f"[yellow]waiting for NATS at {redact_url(nats_url)}[/yellow] "
+                          f"({bus.stats()['last_error']})")
         bus.subscribe(show, filter_subject(bus.prefix, tenant, user))
         if not as_json:
             scope = "all tenants" if tenant is None else f"tenant {tenant}" + (f", user {user}" if user else "")
