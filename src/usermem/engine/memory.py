@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from usermem.config import Settings, load_settings
 from usermem.engine.context import Clock, EngineContext, Listener, new_id
@@ -38,6 +38,9 @@ from usermem.policy.contracts import (
 )
 from usermem.store.base import AuditQuery, Store
 from usermem.store.tiered import build_store
+
+if TYPE_CHECKING:
+    from usermem.events.payload import RemoteChange
 
 
 def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
@@ -120,7 +123,7 @@ class Memory:
         """Call `listener(ChangeEvent)` after every committed change."""
         self._ctx.listeners.append(listener)
 
-    def on_remote_change(self, callback: Any) -> None:
+    def on_remote_change(self, callback: Callable[[RemoteChange], None]) -> None:
         """Call `callback(RemoteChange)` for each change made by another instance (needs `nats_url`).
 
         Runs on the event dispatcher thread after this process's caches of the user are dropped;
