@@ -20,6 +20,8 @@ NOT_REMOTE = {
     "expire_idle_sessions": "operator job across the tenant (run it beside the server)",
     "touch_session": "remote: adding messages counts as activity",
     "extract": "stateless helper; remote: ingest",
+    "on_remote_change": "in-process callback; remote processes subscribe to NATS (usermem.events.EventBus)",
+    "events": "this process's event-bus state (docs/events.md)",
 }
 
 
