@@ -6,6 +6,7 @@ Each test uses its own stream and subject prefix, deleted afterwards. Waits are 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import socket
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from usermem import Memory
 from usermem.config import Settings
@@ -163,6 +167,32 @@ def test_payload_carries_l1_values_only_and_never_the_user_id_in_the_subject():
     assert subject.rsplit(".", 1)[0] + ".*" == filter_subject("usermem", "acme", "13800138000")
     change = decode(raw, subject=subject)
     assert change.values == {"reply_length": "concise", "unknown_key": "x"} and change.client_id == "app"
+
+
+_CONTRACTS = ContractSet()
+_KEYS = [*sorted(c.key for c in _CONTRACTS), "unknown_a", "unknown_b"]
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_KEYS), st.sampled_from(list(Kind)), st.text(min_size=1, max_size=30),
+                          st.booleans()), min_size=1, max_size=8),
+       st.sampled_from(["l1", "none"]), st.text(min_size=1, max_size=20))
+def test_no_l2_or_l3_value_is_ever_encoded(items, values, user):
+    # Property: whatever is written, the encoded event holds a value only for L1 fields that are not
+    # private, only with values="l1", and never a retracted one.
+    records = []
+    for i, (key, kind, text, retracted) in enumerate(items):
+        r = _record(key, f"SECRET{i}:{text}", kind)
+        records.append(r.with_changes(retracted=retracted))
+    event = ChangeEvent("acme", user, "write", T0, keys=tuple(r.key for r in records),
+                        memory_ids=tuple(r.id for r in records), records=tuple(records))
+    raw = encode(to_payload(event, event_id="e", origin="o", contracts=_CONTRACTS, values=values)).decode()
+    for r in records:
+        contract = _CONTRACTS.get(r.key)
+        public = contract is None or (contract.sensitivity.value == "L1" and contract.sharing.value != "private")
+        shown = json.dumps(r.value, ensure_ascii=False)[1:-1] in raw
+        assert shown == (values == "l1" and public and not r.retracted), (r.key, values, r.retracted)
+    assert json.loads(raw)["user_id"] == user
 
 
 def test_tenants_that_are_not_subject_tokens_are_hashed_and_stay_apart():
