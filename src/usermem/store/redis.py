@@ -10,7 +10,7 @@ Redis layout, all keys of one user under one prefix with a hash tag, so that era
 SCAN and a Redis Cluster keeps them in one slot (multi-key transactions stay legal)::
 
     {prefix}:{<tenant>|<user>}:ver            version counter; every change increments it
-    {prefix}:{<tenant>|<user>}:loaded         present when the user's cache is complete (value: fill token)
+    {prefix}:{<tenant>|<user>}:loaded         present when the user's cache is complete (value: fill token:nonce)
     {prefix}:{<tenant>|<user>}:fields         SET of the cached memory keys
     {prefix}:{<tenant>|<user>}:f:<key>        HASH: the current record of that memory field
     {prefix}:{<tenant>|<user>}:s:<session>    SET of context keys of that session
@@ -144,7 +144,10 @@ return n
 _COMMITTED = """
 redis.call('INCR', KEYS[2])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+local loaded = redis.call('GET', KEYS[1])
+if loaded and string.sub(loaded, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. ':' then
+  return redis.call('DEL', KEYS[1])
+end
 return 0
 """
 
@@ -265,7 +268,10 @@ class RedisTier:
                 if records:
                     p.sadd(k.fields, *[r.key for r in records])
                     p.expire(k.fields, self.cache_ttl)
-                p.set(k.loaded, "0" if token is None else str(token), ex=self.cache_ttl)
+                # "<fill token>:<nonce>": the nonce makes every fill distinct, so after Redis lost the
+                # user's keys (restart, flush) and `ver` counts up again, a near-cache entry decoded
+                # before can never match the new state (same ver and loaded by coincidence).
+                p.set(k.loaded, f"{'0' if token is None else token}:{uuid.uuid4().hex[:16]}", ex=self.cache_ttl)
                 p.execute()
                 return True
         except self._watch_error:
