@@ -77,3 +77,17 @@ def test_purge_respects_retention(make_memory):
     assert m.purge(now=T0 + 61 * DAY) == 2  # deleted 60 days ago; expired (30 d TTL) 31 days ago
     assert m.store.count("t") == 0
     assert m.audit("*", action="purge")[-1].detail["rows"] == 2
+
+
+def test_forget_rejects_bad_keys_without_touching_anything(make_memory):
+    from usermem import InvalidArgument
+
+    m = make_memory()
+    m.write("t", "u", "fact", "city", "Hangzhou", now=T0)
+    with pytest.raises(ValidationError):
+        m.forget("t", "u", "", now=T0)
+    with pytest.raises(ValidationError):
+        m.forget("t", "u", "Bad Key", now=T0)
+    with pytest.raises(InvalidArgument):
+        m.forget("t", "u", 42, now=T0)
+    assert [r.key for r in m.recall("t", "u", now=T0)] == ["city"]

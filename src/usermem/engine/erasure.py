@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from usermem.engine.context import EngineContext
 from usermem.engine.write import check_ids
-from usermem.errors import ValidationError
+from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
+from usermem.policy.validate import KEY_PATTERN
 
 
 class ErasurePipeline:
@@ -25,8 +26,12 @@ class ErasurePipeline:
                now: float | None = None, actor: str | None = None) -> int:
         """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted."""
         check_ids(tenant, user_id)
-        if keys is not None and any(not isinstance(k, str) for k in keys):
-            raise ValidationError("keys must be strings", field="keys")
+        if keys is not None:
+            for key in keys:
+                if not isinstance(key, str):
+                    raise InvalidArgument(f"key must be a str, got {type(key).__name__}")
+                if not KEY_PATTERN.match(key):
+                    raise ValidationError(f"key must match [a-z0-9_.-]{{1,64}}, got {key!r:.80}", field="key")
         at = self.ctx.now(now)
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
                                          created_until=created_until)

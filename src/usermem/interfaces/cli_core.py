@@ -105,5 +105,6 @@ def forget(
     Example: usermem forget cloudledger C007 --key plan
     """
     m = open_memory(store)
-    n = m.forget(tenant, user_id, key) if key else m.forget_user(tenant, user_id)
+    # `--key ""` must not fall through to erasing the whole user.
+    n = m.forget(tenant, user_id, key) if key is not None else m.forget_user(tenant, user_id)
     console.print(f"forgot [bold]{n}[/bold] rows")
