@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 JSONValue: TypeAlias = Any
 """A JSON-serialisable value (str, number, bool, None, list, dict)."""
@@ -166,12 +166,6 @@ class MemoryRecord:
         """Current, not retracted and not expired at `now`."""
         return self.is_current and not self.retracted and (self.expires_at is None or self.expires_at > now)
 
-    def anchor_time(self) -> float:
-        """Start of decay: the latest confirmation, else creation."""
-        if self.last_confirmed_at is not None and self.last_confirmed_at > self.created_at:
-            return self.last_confirmed_at
-        return self.created_at
-
     def with_changes(self, **changes: Any) -> MemoryRecord:
         return replace(self, **changes)
 
@@ -181,9 +175,6 @@ class MemoryRecord:
 
 def _plain(value: Any) -> Any:
     return value.value if isinstance(value, StrEnum) else value
-
-
-OpName = Literal["ADD", "UPDATE", "NOOP", "REJECT"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from usermem.engine.context import EngineContext
 from usermem.engine.sessions import visible_context
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
 from usermem.policy.contracts import FieldContract
-from usermem.policy.decay import DecayInput, weight, weight_of
+from usermem.policy.decay import weight_of
 from usermem.store.base import LiveQuery, ScoreRow
 
 # (query, records) -> relevance in [0, 1] per record, same order. Plugged in by the relevance package
@@ -89,12 +89,6 @@ class RecallPipeline:
             found = self.ctx.store.live(LiveQuery(tenant, user_id, now, keys=["language"]))
             cache["lang"] = language_code(found[0].value) if found else None
         return cache["lang"]
-
-    def weigh(self, record: MemoryRecord, now: float) -> float:
-        contract = self.ctx.contracts.get(record.key)
-        half_life = (contract.half_life_seconds if contract else None) or KIND_REGISTRY[record.kind].half_life_seconds
-        return weight(DecayInput(record.confidence, half_life, record.created_at, record.last_confirmed_at,
-                                 record.last_used_at), now)
 
     def scored(self, tenant: str, user_id: str, *, now: float, kinds: Sequence[Kind] | None = None,
                keys: Sequence[str] | None = None, session_id: str | None = None,

@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from usermem.model import DAY, KIND_REGISTRY, Kind, Source, parse_kind
+from usermem.model import KIND_REGISTRY, Kind, Source, parse_kind
 from usermem.policy.pii import PIIKind
 
 
@@ -283,7 +283,3 @@ class ContractSet:
     def is_forbidden(self, key: str) -> bool:
         return is_forbidden_key(key, self.forbidden_keys)
 
-
-DEFAULT_TTL_DAYS: Mapping[Kind, float | None] = {
-    k: (spec.ttl_seconds / DAY if spec.ttl_seconds else None) for k, spec in KIND_REGISTRY.items()
-}
