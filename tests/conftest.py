@@ -60,6 +60,25 @@ def mem() -> Memory:
 
 
 @pytest.fixture
+def hybrid_mem() -> Memory:
+    """The default Memory, with the embedding indexer, for tests that rank with recall(query=...)."""
+    m = Memory()
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def lean_mem() -> Memory:
+    """A Memory without the embedding indexer or lexical scoring: for tests that are not about relevance
+    (faster set-up and close, no background embedding work)."""
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+    yield m
+    m.close()
+
+
+@pytest.fixture
 def file_mem(tmp_path) -> Memory:
     m = Memory(f"sqlite:///{tmp_path}/usermem.db")
     yield m

@@ -28,14 +28,9 @@ opt_times = st.none() | times
 
 
 @pytest.fixture
-def mem() -> Memory:
-    """A Memory without the embedding indexer: these tests are about lifecycle, not relevance
-    (tests that need recall(query=...) ranking use `hybrid_mem`)."""
-    from usermem.config import load_settings
-
-    m = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
-    yield m
-    m.close()
+def mem(lean_mem: Memory) -> Memory:
+    """These tests are about lifecycle, not relevance (those that rank with recall(query=...) use `hybrid_mem`)."""
+    return lean_mem
 
 
 def _d(base: float, hl: float, created: float, confirmed: float | None, used: float | None) -> decay.DecayInput:

@@ -18,21 +18,9 @@ T, U = "edu", "stu1"
 
 
 @pytest.fixture
-def mem() -> Memory:
-    """A Memory without the embedding indexer: these tests are about lifecycle, not relevance
-    (tests that need recall(query=...) ranking use `hybrid_mem`)."""
-    from usermem.config import load_settings
-
-    m = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
-    yield m
-    m.close()
-
-
-@pytest.fixture
-def hybrid_mem() -> Memory:
-    m = Memory()
-    yield m
-    m.close()
+def mem(lean_mem: Memory) -> Memory:
+    """These tests are about lifecycle, not relevance (those that rank with recall(query=...) use `hybrid_mem`)."""
+    return lean_mem
 
 
 def chain_ok(history: list[MemoryRecord]) -> None:
