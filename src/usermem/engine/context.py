@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from usermem.config import Settings
-from usermem.model import ChangeEvent
+from usermem.model import ChangeEvent, new_id
 from usermem.policy.contracts import ContractSet
 from usermem.policy.validate import Limits
 from usermem.store.base import Store
@@ -18,13 +17,7 @@ Clock = Callable[[], float]
 Listener = Callable[[ChangeEvent], None]
 log = logging.getLogger("usermem")
 
-
-def new_id() -> str:
-    """Time-ordered unique ids (UUIDv7 layout), so ids sort roughly by creation across backends."""
-    ms = time.time_ns() // 1_000_000
-    rand = uuid.uuid4().int & ((1 << 74) - 1)
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
-    return uuid.UUID(int=value).hex
+__all__ = ["Clock", "EngineContext", "Listener", "new_id"]  # new_id lives in usermem.model (re-exported)
 
 
 @dataclass

@@ -41,6 +41,7 @@ from usermem.store.tiered import build_store
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
+    from usermem.relevance.hybrid import HybridRelevance
 
 
 def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
@@ -132,6 +133,12 @@ class Memory:
         if self._events is None:
             raise InvalidArgument("remote changes need the event bus: set nats_url (USERMEM_NATS_URL)")
         self._events.add_callback(callback)
+
+    @property
+    def relevance(self) -> HybridRelevance | None:
+        """The hybrid relevance plug-in of recall(query=...) (embedder, vector index, indexer), or None."""
+        rel: HybridRelevance | None = self._relevance
+        return rel
 
     @property
     def events(self) -> Any:

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from usermem.config import redact_url
 from usermem.events.payload import BadPayload, RemoteChange, decode
-from usermem.store.redis import redact_url
 
 log = logging.getLogger("usermem.events")
 

@@ -21,10 +21,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from usermem.engine.context import new_id
 from usermem.events.bus import EventBus, _Sub
 from usermem.events.payload import RemoteChange, encode, filter_subject, subject_for, to_payload
-from usermem.model import ChangeEvent
+from usermem.model import ChangeEvent, new_id
 
 if TYPE_CHECKING:
     from usermem.engine.memory import Memory

@@ -10,9 +10,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from usermem.engine.context import new_id
 from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
-from usermem.model import AuditEvent, Candidate, Kind, ScoredMemory, WriteRequest, WriteResult
+from usermem.model import AuditEvent, Candidate, Kind, ScoredMemory, WriteRequest, WriteResult, new_id
 from usermem.policy.contracts import ContractSet
 from usermem.understand import onboarding as ob
 from usermem.understand import verification as vf
