@@ -51,7 +51,7 @@ def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
 class Memory:
     """Long-term user memory.
 
-    >>> m = Memory()                                 # private in-memory SQLite
+    >>> m = Memory()        # USERMEM_* settings; no USERMEM_STORE_URL: private in-memory SQLite
     >>> r = m.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed")
     >>> r.op
     <Op.ADD: 'ADD'>
@@ -60,7 +60,9 @@ class Memory:
     def __init__(self, url: str | None = None, *, settings: Settings | None = None, store: Store | None = None,
                  clock: Clock | None = None, contracts: ContractSet | None = None) -> None:
         if settings is None:
-            settings = load_settings(env={}) if url is None else load_settings(env={}, store_url=url)
+            # Defaults < usermem.toml (or USERMEM_CONFIG) < USERMEM_* environment < explicit arguments.
+            # Without a URL anywhere the store is a private in-memory SQLite database ("sqlite://").
+            settings = load_settings() if url is None else load_settings(store_url=url)
         elif url is not None:
             settings = settings.with_overrides(store_url=url)
         self.settings = settings

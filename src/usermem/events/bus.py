@@ -159,6 +159,11 @@ class EventBus:
     def wait_connected(self, timeout: float) -> bool:
         return self._connected.wait(timeout)
 
+    def reset_latencies(self, keep: int | None = None) -> None:
+        """Forget the publish latencies measured so far; keep the last `keep` from now on (benchmarks)."""
+        with self._lock:
+            self._latencies = deque(maxlen=keep if keep is not None else self._latencies.maxlen)
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = dict(self._counts)

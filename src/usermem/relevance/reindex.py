@@ -20,6 +20,7 @@ class ReindexPlan:
     users: int
     todo: list[MemoryRecord]
     current: int  # memories already embedded by the current model
+    model: str = ""  # the embedder's model id
 
 
 def _indexed(memory: RelevanceHost) -> tuple[VectorIndex, Indexer]:
@@ -47,7 +48,7 @@ def plan_reindex(memory: RelevanceHost, *, force: bool = False, now: float | Non
                 current += 1
             else:
                 todo.append(r)
-    return ReindexPlan(len(pairs), todo, current)
+    return ReindexPlan(len(pairs), todo, current, embedder.model_id)
 
 
 def run_reindex(memory: RelevanceHost, plan: ReindexPlan, *, batch: int = 64,
