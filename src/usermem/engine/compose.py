@@ -18,8 +18,10 @@ relevance (hybrid)          ``Engine.use_relevance``: ``RecallPipeline.use_relev
 events (NATS)               ``events.sync.connect(...)``; ``on_local_change`` as a change listener
 ==========================  =====================================================================
 
-Plug-in packages (relevance, understand, events) never import the engine; the engine imports them
-only here and in `memory.py` (types). See docs/architecture.md.
+Plug-in packages (relevance, understand, events) never import the engine (import-linter enforces it),
+so there is no cycle to dodge. Two plug-ins are still imported where they are first needed, for start-up
+time only: `understand` (pydantic models, ~0.5 s) when the conversation pipelines are first used, and
+`events` (asyncio, NATS) when `nats_url` is set. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from usermem.config import Settings
 from usermem.engine.context import Clock, EngineContext
@@ -41,8 +43,6 @@ from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers
 from usermem.engine.sessions import SessionClosed, SessionManager
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.events.sync import FederatedSync
-from usermem.events.sync import connect as connect_events
 from usermem.model import Kind, ScoredMemory, WriteRequest, WriteResult
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
@@ -55,7 +55,10 @@ from usermem.relevance.embed import Embedder, make_embedder
 from usermem.relevance.vectors import VectorIndex
 from usermem.store.base import Store
 from usermem.store.tiered import TieredStore, build_store
-from usermem.understand.service import Understanding
+
+if TYPE_CHECKING:
+    from usermem.events.sync import FederatedSync
+    from usermem.understand.service import Understanding
 
 # -- store capabilities ----------------------------------------------------------------------------------
 # ADAPTER (temporary, until `store.capabilities` lands from the store work, plan.md): the two questions
@@ -156,6 +159,8 @@ class Engine:
             with self._lock:
                 und = self._understanding
                 if und is None:
+                    from usermem.understand.service import Understanding  # start-up time, see the docstring
+
                     und = self._understanding = Understanding(EngineHost(self))
         return und
 
@@ -256,6 +261,8 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
         engine.use_relevance("hybrid")
     # Change events on NATS JetStream (events/, docs/events.md): federated sync, erasure broadcast.
     if settings.nats_url:
+        from usermem.events.sync import connect as connect_events  # start-up time, see the docstring
+
         sync = connect_events(settings, contracts_for=ctx.contracts_for,
                               drop_local=tiers.drop_local if tiers is not None else None)
         ctx.subscribe(sync.on_local_change)
