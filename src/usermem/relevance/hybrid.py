@@ -38,7 +38,7 @@ from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.embed import Embedder
 from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.text import INDEXED_KINDS, memory_text
-from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
+from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow, open_index
 
 log = logging.getLogger("usermem.relevance")
 
@@ -494,19 +494,3 @@ def uninstall(memory: Any) -> None:
                 hooks.remove(fn)
     memory._recall.relevance = None
     memory._relevance = None
-
-
-def open_index(store: Any, model_id: str | None) -> VectorIndex | None:
-    """The vector index for a store: SQLite table, pgvector table, or None (no vector support)."""
-    from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, pgvector_available
-
-    if type(store).__name__ == "TieredStore":
-        store = store.record  # vectors live beside the store of record
-    if hasattr(store, "_conn") and type(store).__name__ == "SQLiteStore":
-        return SQLiteVectorIndex(store, model_id)
-    connect = getattr(store, "connection", None)
-    if connect is not None and type(store).__name__.startswith("Postgres"):
-        if pgvector_available(connect):
-            return PgVectorIndex(connect, model_id)
-        return None
-    return None

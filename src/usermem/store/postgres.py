@@ -41,7 +41,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
 from usermem.model import AuditEvent, Kind, MemoryRecord, Source
 from usermem.store import migrations
-from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow
+from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow, StoreCapabilities
 
 _COLUMNS: tuple[str, ...] = (
     "id", "tenant", "user_id", "kind", "key", "value", "source", "confidence", "importance", "created_at",
@@ -56,6 +56,7 @@ _KINDS = {k.value: k for k in Kind}
 _SOURCES = {s.value: s for s in Source}
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TABLES = ("memories", "audit", "documents")
+_VECTOR_TABLES = ("relevance_vectors", "relevance_generation")  # migration 0004, where pgvector exists
 log = logging.getLogger("usermem.store")
 _NOT_YET = re.compile(r"(\d+) are dead but not yet removable|(\d+) dead row versions cannot be removed yet")
 _URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum")
@@ -241,6 +242,12 @@ class PostgresStore:
                                   setting="store_url")
             self._migrate(first)
             self._schema_name = self.schema or str(first.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
+            # Tables of this schema (the optional ones only where their migration was applied).
+            self._tables = tuple(t for t in _TABLES + _VECTOR_TABLES
+                                 if first.execute("SELECT to_regclass(%s)", (t,)).fetchone() != (None,))
+            vectors = all(t in self._tables for t in _VECTOR_TABLES)
+            self.capabilities = StoreCapabilities(dialect="postgres", vectors="pgvector" if vectors else None,
+                                                  row_level_security=self.rls)
             if self.rls:
                 self._enable_rls(first)
         finally:
@@ -273,18 +280,38 @@ class PostgresStore:
                     conn.execute("CREATE TABLE schema_migrations"
                                  " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)")
                 done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-                for version, fname, text in migrations.load("postgres"):
-                    if version in done:
+                for m in migrations.load_migrations("postgres"):
+                    if m.version in done:
                         continue
-                    conn.execute(text.encode("utf-8"))  # several statements: simple query protocol
-                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, now())", (version, fname))
+                    if m.requires:
+                        self._apply_optional(conn, m)
+                        continue
+                    conn.execute(m.sql.encode("utf-8"))  # several statements: simple query protocol
+                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, now())", (m.version, m.name))
         except UsermemError:
             raise
         except psycopg.Error as exc:
             raise ConfigError(f"cannot apply migrations: {str(exc).strip()}", setting="store_url") from None
 
+    def _apply_optional(self, conn: psycopg.Connection[Any], m: migrations.Migration) -> None:
+        """Apply a migration that needs extensions, if they are installed or can be installed here;
+        otherwise leave it pending (it is tried again at the next start)."""
+        text = m.sql
+        for ext in m.requires:
+            schema = _extension_schema(conn, ext)
+            if schema is None:
+                log.info("migration %s left pending: PostgreSQL extension %r is not available", m.name, ext)
+                return
+            text = text.replace(f"@extschema:{ext}@", sql.Identifier(schema).as_string(conn))
+        try:
+            with conn.transaction():  # a savepoint: a refusal leaves the other migrations applied
+                conn.execute(text.encode("utf-8"))
+                conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, now())", (m.version, m.name))
+        except psycopg.Error as exc:
+            log.warning("migration %s left pending: %s", m.name, str(exc).strip())
+
     def _enable_rls(self, conn: psycopg.Connection[Any]) -> None:
-        for table in _TABLES:
+        for table in self._tables:
             row = conn.execute("SELECT relrowsecurity AND relforcerowsecurity FROM pg_class"
                                " WHERE oid = to_regclass(%s)", (table,)).fetchone()
             if row and row[0]:
@@ -330,9 +357,21 @@ class PostgresStore:
                 yield conn
 
     @contextmanager
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for plug-ins (see Store.sql): autocommit, or with `write=True` one
+        transaction; with row-level security on, scoped to `tenant` (None: every tenant)."""
+        with self._conn("plug-in", tenant, write=write) as conn:
+            yield conn
+
+    def analyze(self) -> None:
+        with self._conn("analyze") as c:
+            for table in self._tables:
+                c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+
+    @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in transaction mode (commit on success, rollback on error), for plug-ins
-        that keep their own tables in this database (e.g. the pgvector index)."""
+        that keep their own tables in this database. Kept for compatibility: prefer `sql()`."""
         with _errors("plug-in"), self._pool.connection() as conn:
             conn.autocommit = False
             try:
@@ -419,12 +458,17 @@ class PostgresStore:
                 self._user_lock(c, tenant, user)
                 n += c.execute(f"DELETE FROM memories WHERE tenant=%s AND user_id=%s AND {cond}",
                                (tenant, user, deleted_before, expired_before)).rowcount
+        vector_tables = [t for t in _VECTOR_TABLES if t in self._tables]
         if n:
             self.vacuum()
+        elif vector_tables:  # vectors erased by forget / drop_orphans since the last purge
+            self.vacuum(tables=vector_tables)
         return n
 
-    def vacuum(self, full: bool | None = None, *, attempts: int = 20) -> int:
+    def vacuum(self, full: bool | None = None, *, attempts: int = 20, tables: Sequence[str] | None = None) -> int:
         """Make deleted rows' bytes leave the table files; returns dead rows that could not be removed.
+
+        `tables`: which of the store's tables (default: memories, documents and the vector tables).
 
         FULL rewrites the tables into new files (a brief exclusive lock). A dead row that some open
         snapshot might still see (a long transaction, a concurrent ANALYZE) is copied, not removed, so
@@ -433,11 +477,13 @@ class PostgresStore:
         mode = ("full" if full else "plain") if full is not None else self.purge_vacuum
         if mode == "none":
             return 0
-        kept = 0
+        total = 0
+        names = [t for t in (tables if tables is not None else self._tables) if t in self._tables and t != "audit"]
         with _errors("vacuum"), psycopg.connect(self._conninfo, autocommit=True, **self._kwargs) as c:
             notices: list[str] = []
             c.add_notice_handler(lambda d: notices.append(f"{d.message_primary or ''} {d.message_detail or ''}"))
-            for table in ("memories", "documents"):
+            for table in names:
+                kept = 0
                 stmt = "VACUUM (FULL, VERBOSE) {}" if mode == "full" else "VACUUM (VERBOSE) {}"
                 for attempt in range(attempts):
                     notices.clear()
@@ -447,10 +493,11 @@ class PostgresStore:
                         break
                     time.sleep(min(0.05 * (attempt + 1), 0.5))
                 if kept:
+                    total += kept
                     log.warning("vacuum of %s left %d dead row versions that an open snapshot may still see",
                                 table, kept)
                 c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
-        return kept
+        return total
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -608,6 +655,30 @@ def _live_where(q: LiveQuery) -> tuple[str, list[Any]]:
         where.append("session_id=%s")
         args.append(q.session_id)
     return " AND ".join(where), args
+
+
+def _extension_schema(conn: psycopg.Connection[Any], name: str) -> str | None:
+    """The schema of an installed extension; installs it (in public) when available and allowed."""
+    query = ("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+             " WHERE e.extname = %s")
+    row = conn.execute(query, (name,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name=%s", (name,)).fetchone() is None:
+        return None
+    # Stores of several schemas may start at once: one creates the extension, the others wait and see it.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"usermem.extension:{name}",))
+    row = conn.execute(query, (name,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {} SCHEMA public").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        log.warning("PostgreSQL extension %r is available but could not be created: %s", name, str(exc).strip())
+        return None
+    row = conn.execute(query, (name,)).fetchone()
+    return str(row[0]) if row is not None else None
 
 
 def _redact_url(url: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from usermem.errors import IntegrityError, StoreError
 from usermem.model import AuditEvent, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow, chunked
+from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, chunked
 from usermem.store.rows import COLUMNS, SELECT_LIST, record_from_row, row_from_record
 
 _LIVE_WHERE = "superseded_by IS NULL AND deleted_at IS NULL"
@@ -103,6 +103,7 @@ class SQLiteStore:
         c.execute("PRAGMA secure_delete=ON")
         c.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite")
 
     # -- schema ----------------------------------------------------------------------------------------
 
@@ -128,6 +129,34 @@ class SQLiteStore:
         with self._lock:
             row = self._conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
             return int(row[0] or 0)
+
+    def analyze(self) -> None:
+        with self._lock:
+            self._conn.execute("ANALYZE")
+
+    # -- plug-ins ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The store's connection under its lock (see Store.sql); `write=True` wraps the block in one
+        `BEGIN IMMEDIATE` transaction. Plug-in tables share the file, its transactions and its
+        secure_delete setting, so deleting their rows zeroes the bytes too. `tenant` is not used (no RLS)."""
+        with self._lock:
+            c = self._conn
+            if not write:
+                yield c
+                return
+            try:
+                c.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"could not start a write transaction: {exc}") from exc
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            else:
+                c.execute("COMMIT")
 
     # -- writes ----------------------------------------------------------------------------------------
 
