@@ -228,7 +228,7 @@ class SQLiteVectorIndex(_CacheMixin):
         with self._sql(write=True) as c:
             users = c.execute(f"SELECT DISTINCT tenant, user_id FROM relevance_vectors WHERE {orphan}",
                               args).fetchall()
-            n = c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount
+            n = int(c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount)
             c.executemany(_BUMP, users)
         return n
 
