@@ -293,3 +293,34 @@ def test_libpq_options_in_the_url_are_kept_beside_the_schema(pg_url):
         assert c.execute("SHOW application_name").fetchone() == ("um test",)
         assert c.execute("SELECT current_schema()").fetchone() == (store.schema,)
     store.close()
+
+
+def test_migrations_that_need_an_extension_wait_for_it(pg_url, monkeypatch):
+    """An optional migration (`-- usermem: requires extension x`) is applied where x is installed, with
+    @extschema:x@ replaced; where x is missing it stays pending, and the store still starts."""
+    from usermem.store import migrations
+
+    real = migrations.load_migrations("postgres")
+    vector = [m for m in real if m.requires]
+    assert [(m.name, m.requires) for m in vector] == [("0004_relevance_vectors.sql", ("vector",))]
+    extra = [
+        migrations.Migration(98, "0098_plpgsql.sql", "CREATE TABLE t98 (x text DEFAULT '@extschema:plpgsql@')",
+                             ("plpgsql",)),
+        migrations.Migration(99, "0099_missing.sql", "CREATE TABLE t99 (x int)", ("usermem_no_such_extension",)),
+    ]
+    monkeypatch.setattr(migrations, "load_migrations", lambda backend: [*real, *extra])
+    store = PostgresStore(pg_url)
+    with store.sql() as c:
+        applied = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
+        assert c.execute("SELECT column_default FROM information_schema.columns WHERE table_name='t98'"
+                         " AND table_schema=current_schema()").fetchone()[0] == "'\"pg_catalog\"'::text"
+        assert c.execute("SELECT to_regclass('t99')").fetchone()[0] is None
+        pgvector = c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone() is not None
+    assert 98 in applied and 99 not in applied
+    # pgvector decides migration 0004 and the declared capability (Debian's PostgreSQL 15 has no pgvector)
+    assert (4 in applied) == pgvector
+    assert store.capabilities.vectors == ("pgvector" if pgvector else None)
+    store.close()
+    again = PostgresStore(pg_url)  # a restart retries the pending one and applies nothing twice
+    assert again.schema_version() == 98
+    again.close()
