@@ -164,7 +164,7 @@ class TieredStore:
                       "reconciled": 0}
         # The store of record's SQL (and vector tables) plus tiers, whose erasure runs after the record's.
         self.capabilities = replace(record.capabilities, tiers=True, erase_tiers=self.erase_tiers,
-                                    drop_local=self.drop_local)
+                                    drop_local=self.drop_local, serialised=False)  # tiers answer on their own
 
     # -- tier health -------------------------------------------------------------------------------
 
