@@ -80,6 +80,8 @@ def test_fields_json_is_complete(fields: dict[str, dict[str, Any]]) -> None:
         assert f["sensitivity"] in SENSITIVITY, key
         assert f["value_type"] in VALUE_TYPES, key
         assert _CJK.search(f["zh"]) and f["en"] and f["description"], key
+        values = f.get("canonical_values")
+        assert values is None or (values and len(set(values)) == len(values)), key
     assert {k for k, f in fields.items() if f["sensitivity"] == "L3"} >= {"allergy", "medical_history"}
     assert all(fields[k]["sensitivity"] == "L2" for k in ("email", "phone", "address"))
 
@@ -106,6 +108,8 @@ def test_utterance_schema_and_spans(utterances: list[dict[str, Any]], fields: di
             assert turns[ti]["content"][start:end] == lab["value"], f"{rid}: span does not match the value"
             assert lab["value"] == lab["value"].strip(), f"{rid}: value has surrounding spaces"
             assert "canonical" not in lab or (isinstance(lab["canonical"], str) and lab["canonical"]), rid
+            allowed = fields[lab["field"]].get("canonical_values")
+            assert allowed is None or lab.get("canonical") in allowed, f"{rid}: canonical of {lab['field']}"
             assert "attrs" not in lab or all(isinstance(k, str) and isinstance(v, str)
                                              for k, v in lab["attrs"].items()), rid
         if r["negative"] == "corrected":
