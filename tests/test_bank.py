@@ -145,6 +145,10 @@ def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
     assert set(positives) == set(fields), f"fields without positives: {set(fields) - set(positives)}"
     well_covered = [k for k in fields if positives[k] >= 15]
     assert len(well_covered) >= 30 and len(well_covered) == len(fields), positives
+    for split in SPLITS:  # every field can be trained on and measured in every split
+        per_split = Counter(lab["field"] for r in utterances if r["split"] == split for lab in r["labels"])
+        thin = {k: per_split[k] for k in fields if per_split[k] < 3}
+        assert not thin, f"{split}: fields with fewer than 3 positives: {thin}"
     kinds = Counter(r["negative"] for r in utterances if r["negative"])
     assert set(kinds) == NEGATIVES and min(kinds.values()) >= 15, kinds
     langs = Counter(r["lang"] for r in utterances)
