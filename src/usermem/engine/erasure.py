@@ -8,7 +8,7 @@ from usermem.engine.context import EngineContext
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
-from usermem.policy.validate import KEY_PATTERN
+from usermem.policy.validate import KEY_PATTERN, MAX_TTL_SECONDS, number_arg
 
 
 class ErasurePipeline:
@@ -53,8 +53,7 @@ class ErasurePipeline:
         """Physically remove rows soft-deleted or expired more than `retention_days` ago."""
         at = self.ctx.now(now)
         days = self.ctx.settings.retention_days if retention_days is None else retention_days
-        if days < 0:
-            raise ValidationError("retention_days must not be negative", field="retention_days")
+        days = number_arg("retention_days", days, 0.0, MAX_TTL_SECONDS / DAY)  # finite, ≥ 0 (policy/validate.py)
         cutoff = at - days * DAY
         for drop in self.extra_purgers:
             drop(cutoff, cutoff)

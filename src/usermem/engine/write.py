@@ -28,7 +28,15 @@ from usermem.policy.guards import check_guards, loggable_key
 from usermem.policy.injection import instruction_like
 from usermem.policy.pii import redact
 from usermem.policy.resolve import Head, resolve
-from usermem.policy.validate import InputProblem, canonical_json, check_identifier, check_unit, check_write
+from usermem.policy.validate import (
+    InputProblem,
+    canonical_json,
+    check_identifier,
+    check_ttl,
+    check_unit,
+    check_write,
+    optional_time,
+)
 from usermem.store.base import WriteTx
 
 DEFAULT_CONFIDENCE = {Source.INFERRED: 0.6}
@@ -107,12 +115,8 @@ class WritePipeline:
             checked = check_write(req.kind, req.key, req.value, req.source, self.ctx.limits)
             importance = check_unit("importance", req.importance)
             confidence = check_unit("confidence", req.confidence)
-            for name in ("event_at", "ttl_seconds"):
-                v = getattr(req, name)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
-                    raise InputProblem(f"{name} must be a number of seconds", name)
-            if req.ttl_seconds is not None and req.ttl_seconds <= 0:
-                raise InputProblem("ttl_seconds must be positive", "ttl_seconds")
+            optional_time("event_at", req.event_at)  # finite and in range (policy/validate.py)
+            check_ttl("ttl_seconds", req.ttl_seconds)
             for name in ("session_id", "client_id"):
                 if getattr(req, name) is not None:
                     check_identifier(name, getattr(req, name))

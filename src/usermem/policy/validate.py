@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import Kind, Source, parse_kind
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
@@ -102,15 +103,111 @@ def check_value(value: Any, limits: Limits = DEFAULT_LIMITS) -> str:
     return encoded
 
 
+# --- numbers ---------------------------------------------------------------------------------------------
+# Every number an operation accepts is finite and inside a range in which arithmetic on it stays finite:
+# a time plus the longest TTL is still a finite, representable Unix time, so nothing non-finite (nor
+# anything that overflows to infinity later, like `now=1e308, ttl_seconds=1e308`) reaches storage.
+
+MIN_UNIX_SECONDS = -62_135_596_800.0  # 0001-01-01T00:00:00Z (the datetime range)
+MAX_UNIX_SECONDS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+MAX_TTL_SECONDS = 1000 * 366 * 86_400.0  # a thousand years
+MAX_SEQ = 2**63 - 1  # audit sequence numbers are signed 64-bit integers
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_number(name: str, value: Any, lo: float, hi: float) -> float:
+    """`value` as a float if it is a finite number in [lo, hi].
+
+    TypeError for a non-number (bools included); InputProblem for NaN, ±infinity and numbers out of
+    range. Integers too large for a float are compared exactly, never converted first (no OverflowError).
+    """
+    if not _is_number(value):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputProblem(f"{name} must be a finite number, got {value}", name)
+    if not lo <= value <= hi:
+        shown = f"{value:.6g}" if isinstance(value, float) else (str(value) if abs(value) < 10**20 else "a huge integer")
+        raise InputProblem(f"{name} must be between {lo:.12g} and {hi:.12g}, got {shown}", name)
+    return float(value)
+
+
+def finite_time(name: str, value: Any) -> float:
+    """A Unix time in seconds (`now`, `event_at`, `since`...): finite, within years 1-9999."""
+    return check_number(name, value, MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)
+
+
+def optional_time(name: str, value: Any) -> float | None:
+    return None if value is None else finite_time(name, value)
+
+
+def check_ttl(name: str, value: Any) -> float | None:
+    """A time to live in seconds: None, or finite, > 0 and at most MAX_TTL_SECONDS."""
+    if value is None:
+        return None
+    seconds = check_number(name, value, -math.inf, MAX_TTL_SECONDS)
+    if seconds <= 0:
+        raise InputProblem(f"{name} must be positive", name)
+    return seconds
+
+
 def check_unit(name: str, value: Any) -> float | None:
     """importance / confidence: None, or a number in [0, 1]."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not (0.0 <= float(value) <= 1.0) or math.isnan(value):
-        raise InputProblem(f"{name} must be between 0 and 1, got {value}", name)
-    return float(value)
+    return check_number(name, value, 0.0, 1.0)
+
+
+def check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    """An integer argument (limits, counts, sequence numbers) in [lo, hi]; bools and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InputProblem(f"{name} must be between {lo} and {hi}", name)
+    return value
+
+
+def typed_error(exc: TypeError | InputProblem) -> InvalidArgument | ValidationError:
+    """The usermem error for a check's exception: InputProblem → ValidationError (naming the field),
+    TypeError → InvalidArgument. Both answer 422 `invalid_input` over HTTP."""
+    if isinstance(exc, InputProblem):
+        return ValidationError(str(exc), field=exc.field)
+    return InvalidArgument(str(exc))
+
+
+def time_arg(name: str, value: Any) -> float:
+    """`finite_time` for engine entry points: raises ValidationError / InvalidArgument (→ 422 invalid_input)."""
+    try:
+        return finite_time(name, value)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
+
+
+def optional_time_arg(name: str, value: Any) -> float | None:
+    return None if value is None else time_arg(name, value)
+
+
+def time_range_arg(since: Any, until: Any, names: tuple[str, str] = ("since", "until")) -> tuple[float | None, float | None]:
+    """Both bounds of a [since, until) window checked as times (either may be None)."""
+    return optional_time_arg(names[0], since), optional_time_arg(names[1], until)
+
+
+def number_arg(name: str, value: Any, lo: float, hi: float) -> float:
+    """`check_number` for engine entry points: raises ValidationError / InvalidArgument."""
+    try:
+        return check_number(name, value, lo, hi)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
+
+
+def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    """`check_int` for engine entry points: raises ValidationError / InvalidArgument."""
+    try:
+        return check_int(name, value, lo, hi)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
 
 
 def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = DEFAULT_LIMITS) -> Checked:
