@@ -25,7 +25,7 @@ class ErasurePipeline:
                created_from: float | None = None, created_until: float | None = None,
                now: float | None = None, actor: str | None = None) -> int:
         """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted."""
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor)
         if keys is not None:
             for key in keys:
                 if not isinstance(key, str):

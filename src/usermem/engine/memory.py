@@ -210,7 +210,7 @@ class Memory:
         when their contract shares them, or (explicit_opt_in) after `opt_in`; private ones never.
         """
         event_from, event_until = time_range_arg(event_from, event_until, ("event_from", "event_until"))
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor)
         if isinstance(k, bool) or not isinstance(k, int):
             raise InvalidArgument(f"k must be an int, got {type(k).__name__}")
         if k < 1:

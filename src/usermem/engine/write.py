@@ -32,10 +32,12 @@ from usermem.policy.validate import (
     InputProblem,
     canonical_json,
     check_identifier,
+    check_optional_identifiers,
     check_ttl,
     check_unit,
     check_write,
     optional_time,
+    shown,
 )
 from usermem.store.base import WriteTx
 
@@ -55,10 +57,12 @@ class _Prepared:
     confidence: float | None
 
 
-def check_ids(tenant: Any, user_id: Any) -> None:
+def check_ids(tenant: Any, user_id: Any, **audited: Any) -> None:
+    """tenant, user_id and the optional identifiers the audit log keeps (actor=, change_set_id=)."""
     try:
         check_identifier("tenant", tenant)
         check_identifier("user_id", user_id)
+        check_optional_identifiers(**audited)  # no personal data in the append-only audit (policy/validate.py)
     except TypeError as exc:
         raise InvalidArgument(str(exc)) from None
     except InputProblem as exc:
@@ -78,7 +82,7 @@ class WritePipeline:
     def write_many(self, tenant: str, user_id: str, requests: Sequence[WriteRequest], *, now: float | None = None,
                    change_set_id: str | None = None, actor: str | None = None) -> list[WriteResult]:
         """Decide and apply a batch in one transaction: all accepted writes commit together, or none do."""
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor, change_set_id=change_set_id)
         at = self.ctx.now(now)
         if len(requests) > self.ctx.limits.max_batch:
             raise ValidationError(f"batch of {len(requests)} writes exceeds the limit of {self.ctx.limits.max_batch}",
@@ -110,7 +114,7 @@ class WritePipeline:
             raise InvalidArgument(f"expected WriteRequest, got {type(req).__name__}")
         contracts = self.ctx.contracts if contracts is None else contracts
         if isinstance(req.key, str) and contracts.is_forbidden(req.key):
-            return WriteResult(Op.REJECT, Reason.FORBIDDEN_KEY, detail=f"key {req.key!r} may never be stored")
+            return WriteResult(Op.REJECT, Reason.FORBIDDEN_KEY, detail=f"key {shown(req.key)} may never be stored")
         try:
             checked = check_write(req.kind, req.key, req.value, req.source, self.ctx.limits)
             importance = check_unit("importance", req.importance)

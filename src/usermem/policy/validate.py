@@ -10,9 +10,11 @@ from typing import Any
 
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import Kind, Source, parse_kind
+from usermem.policy.pii import detect
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
 ID_PATTERN = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +46,48 @@ class InputProblem(ValueError):
         self.field = field
 
 
+_SAFE_TO_QUOTE = re.compile(r"^[A-Za-z0-9_.:\-]{1,40}$")
+
+
+def shown(value: Any) -> str:
+    """How an input may appear in an error message (which also reaches the audit log): quoted only when it
+    is a short plain token without personal data, otherwise described by its shape, never repeated."""
+    if isinstance(value, str):
+        if _SAFE_TO_QUOTE.match(value) and not detect(value):
+            return repr(value)
+        return f"a {len(value)}-character string (not repeated here)"
+    return f"a {type(value).__name__}"
+
+
 def check_identifier(name: str, value: Any) -> str:
-    """Tenant, user and session ids: non-empty, ≤128 characters, no control characters."""
+    """Tenant, user, session and client ids, actors, change-set ids: non-empty, ≤128 characters, no control
+    characters or lone surrogates, and no personal data (ID/card/phone numbers, e-mail addresses, secrets):
+    identifiers are written to the audit log, which outlives erasure."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if not ID_PATTERN.match(value) or value.strip() == "":
-        raise InputProblem(f"{name} must be 1-128 printable characters, got {value!r:.80}", name)
+        raise InputProblem(f"{name} must be 1-128 printable characters, got {shown(value)}", name)
+    check_text(name, value)
+    if detect(value):
+        raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers, e-mail "
+                           f"addresses, passwords or keys): identifiers are kept in the audit log", name)
     if name == "tenant" and is_reserved_tenant(value):
         raise InputProblem(f"tenant {value!r} is reserved for usermem's own records", name)
+    return value
+
+
+def check_optional_identifiers(**named: Any) -> None:
+    """check_identifier on every named value that is not None (actor=..., change_set_id=...)."""
+    for name, value in named.items():
+        if value is not None:
+            check_identifier(name, value)
+
+
+def check_text(name: str, value: str) -> str:
+    """A string that can be stored and encoded: no lone surrogates (they cannot be written as UTF-8)."""
+    if _SURROGATE.search(value):
+        raise InputProblem(f"{name} contains a lone surrogate (\\ud800-\\udfff), which is not valid Unicode text",
+                           name)
     return value
 
 
@@ -64,7 +100,7 @@ def check_key(key: Any) -> str:
     if not isinstance(key, str):
         raise TypeError(f"key must be a str, got {type(key).__name__}")
     if not KEY_PATTERN.match(key):
-        raise InputProblem(f"key must match [a-z0-9_.-]{{1,64}}, got {key!r:.80}", "key")
+        raise InputProblem(f"key must match [a-z0-9_.-]{{1,64}}, got {shown(key)}", "key")
     return key
 
 
@@ -80,10 +116,13 @@ def _depth(value: Any, limit: int, level: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InputProblem("value objects must have string keys", "value")
+            check_text("value", k)
             _depth(v, limit, level + 1)
     elif isinstance(value, list | tuple):
         for v in value:
             _depth(v, limit, level + 1)
+    elif isinstance(value, str):
+        check_text("value", value)
     elif isinstance(value, float) and not math.isfinite(value):
         raise InputProblem("value contains NaN or infinity, which JSON cannot hold", "value")
     elif not isinstance(value, str | int | float | bool):
@@ -219,11 +258,11 @@ def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = D
     try:
         parsed_kind = parse_kind(kind)
     except ValueError:
-        raise InputProblem(f"unknown kind {kind!r}; expected one of {[k.value for k in Kind]} (or 'profile')",
+        raise InputProblem(f"unknown kind {shown(kind)}; expected one of {[k.value for k in Kind]} (or 'profile')",
                            "kind") from None
     try:
         parsed_source = Source(source)
     except ValueError:
-        raise InputProblem(f"unknown source {source!r}; expected one of {[s.value for s in Source]}",
+        raise InputProblem(f"unknown source {shown(source)}; expected one of {[s.value for s in Source]}",
                            "source") from None
     return Checked(parsed_kind, parsed_source, check_value(value, limits))
