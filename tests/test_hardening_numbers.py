@@ -150,7 +150,7 @@ def test_other_operations_refuse_non_finite_numbers(call):
 
 # --- item 3: sessions -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("bad", NON_FINITE + [1e308])
+@pytest.mark.parametrize("bad", [*NON_FINITE, 1e308])
 def test_session_with_non_finite_now_cannot_stop_idle_expiry_for_everyone(make_memory, bad):
     m = make_memory()
     other = m.open_session("other-tenant", "v", now=T0, idle_seconds=60)
