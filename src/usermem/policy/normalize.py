@@ -29,6 +29,14 @@ _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 # Letters that render as nothing, but are not category Cf.
 _INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5")
 _PLAIN = re.compile(r"[\x21-\x7e]*(?: [\x21-\x7e]+)*")  # printable ASCII, single spaces: nothing to fold
+# Anything fold() would change in NFKC-normalised text: whitespace other than a single space, digits of other
+# scripts, format characters (category Cf, listed by range) and the invisible letters and selectors.
+_NEEDS_FOLD = re.compile(
+    r"[^\S ]|  |(?![0-9])\d|[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    r"\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\ufe00-\ufe0f\U000e0100-\U000e01ef"
+    r"\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5]"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,34 +80,60 @@ def fold(text: str) -> Folded:
     """Normalise `text` for detection, keeping the offset map back to the original."""
     if text.isascii() and _PLAIN.fullmatch(text):
         return Folded(text, None, None)
+    if unicodedata.is_normalized("NFKC", text) and not _NEEDS_FOLD.search(text):
+        return Folded(text, None, None)  # nothing to fold
     out: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    for i, ch in enumerate(text):
+    pos = 0
+    for run in _STABLE_RUN.finditer(text):
+        if run.start() > pos:
+            _fold_span(text, pos, run.start(), out, starts, ends)
+        a, b = run.span()
+        out.append(text[a:b])  # printable ASCII and CJK ideographs: NFKC leaves them as they are
+        starts.extend(range(a, b))
+        ends.extend(range(a + 1, b + 1))
+        pos = b
+    if pos < len(text):
+        _fold_span(text, pos, len(text), out, starts, ends)
+    return Folded("".join(out), tuple(starts), tuple(ends))
+
+
+_STABLE_RUN = re.compile(r"[\x21-\x7e\u3400-\u4dbf\u4e00-\u9fff]{2,}")
+
+
+def _fold_span(text: str, lo: int, hi: int, out: list[str], starts: list[int], ends: list[int]) -> None:
+    for i in range(lo, hi):
+        ch = text[i]
+        last = out[-1][-1:] if out else ""
         if ch in _LINE_BREAKS:
-            if ch == "\n" and out and out[-1] == "\n" and text[i - 1] == "\r":  # \r\n is one break
+            if ch == "\n" and last == "\n" and i and text[i - 1] == "\r":  # \r\n is one break
                 ends[-1] = i + 1
                 continue
             out.append("\n")
             starts.append(i)
             ends.append(i + 1)
             continue
-        if ch.isspace() or ch == "\t":
-            if out and out[-1] == " ":
+        if ch.isspace():
+            if last == " ":
                 ends[-1] = i + 1  # a run of spaces is one space
                 continue
             out.append(" ")
             starts.append(i)
             ends.append(i + 1)
             continue
-        if _is_dropped(ch):
-            continue
-        folded = ch if ch.isascii() else _fold_char(ch)
+        folded = _FOLDED.get(ch)
+        if folded is None:
+            folded = "" if _is_dropped(ch) else ch if ch.isascii() else _fold_char(ch)
+            if len(_FOLDED) < 50_000:
+                _FOLDED[ch] = folded
         for c in folded:
             out.append(c)
             starts.append(i)
             ends.append(i + 1)
-    return Folded("".join(out), tuple(starts), tuple(ends))
+
+
+_FOLDED: dict[str, str] = {}
 
 
 def fold_text(text: str) -> str:

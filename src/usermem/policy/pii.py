@@ -162,13 +162,14 @@ _MOBILE_RE = re.compile(
 
 
 def _separators_ok(number: str) -> bool:
-    """A number written with separators uses one kind of separator, and `.`/`/`/`_` only between groups of
-    two or more digits: "138.0013.8000" and "1 3 8 0 0 …" are numbers, "1.3.8.0.0.1.3.8.0.0.0" is a version."""
+    """A number written with separators uses one kind of separator, and with `.`/`/`/`_` at most one group is
+    a single digit: "138.0013.8000", "510.000.000.000.000.8" and "1 3 8 0 0 …" are numbers,
+    "1.3.8.0.0.1.3.8.0.0.0" is a version."""
     seps = set(re.sub(r"\d", "", number))
     if len(seps) > 1:
         return False
     if seps & {".", "/", "_"}:
-        return all(len(g) >= 2 for g in re.split(r"[./_]", number))
+        return sum(len(g) == 1 for g in re.split(r"[./_]", number)) <= 1
     return True
 
 
