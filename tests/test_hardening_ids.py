@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
-from usermem.errors import ValidationError
+from usermem.errors import InvalidArgument, ValidationError
 from usermem.policy.guards import loggable_key
 from usermem.policy.validate import InputProblem, check_identifier, shown
 
@@ -135,3 +138,43 @@ def test_lone_surrogates_in_identifiers_are_refused(m):
 
 def test_a_proper_surrogate_pair_is_just_an_emoji(m):
     assert m.write("acme", "u", "fact", "city", "杭州 \U0001f600", now=T0).op is Op.ADD
+
+
+# --- property: arbitrary strings in every write-side field ---------------------------------------------------------
+
+_any_text = st.text(alphabet=st.characters(codec=None, categories=None), max_size=40)  # surrogates included
+_FIELDS = ("user_id", "key", "value", "session_id", "client_id", "actor", "change_set_id")
+
+
+@pytest.fixture(scope="module")
+def shared():
+    mem = Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+    yield mem
+    mem.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(_FIELDS), _any_text)
+def test_property_any_string_in_any_field_is_stored_or_refused_with_a_typed_error(shared, field, text):
+    user = "p" + uuid.uuid4().hex
+    args = {"user_id": user, "key": "city", "value": "杭州"}
+    kw: dict = {}
+    if field in args:
+        args[field] = text
+    else:
+        kw[field] = text
+    try:
+        r = shared.write("acme", args["user_id"], "fact", args["key"], args["value"], now=T0, **kw)
+    except (ValidationError, InvalidArgument):
+        assert shared.history("acme", user, "city") == []  # refused before anything was written
+        return
+    if r.op is Op.REJECT:
+        assert shared.history("acme", user, "city") == []
+        entry = shared.audit("acme", action="write", limit=100000)[-1]
+        assert entry.key in (None, "city")
+        logged = json.dumps(dataclasses.asdict(entry), ensure_ascii=False)
+        # only a short plain token without personal data may be quoted back (shown()); nothing else
+        assert text not in logged or shown(text) == repr(text) or text in ("city", "杭州", "fact", "") or len(text) < 3
+        return
+    assert r.op is Op.ADD
+    json.dumps(shared.export("acme", args["user_id"], now=T0), allow_nan=False)
