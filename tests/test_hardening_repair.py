@@ -1,5 +1,5 @@
 """Issue 12 item 1, repair path: rows stored with non-finite numbers before they were refused are repaired by
-migration 0004 (both backends) the next time the store opens; afterwards every read of that user works again."""
+migration 0005 (both backends) the next time the store opens; afterwards every read of that user works again."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_sqlite_rows_with_non_finite_numbers_are_repaired_on_open(tmp_path):
         _seed(m)
     with sqlite3.connect(path) as c:
         _poison(c.execute, "sqlite")
-        c.execute("DELETE FROM schema_migrations WHERE version = 4")  # as if written by the release before
+        c.execute("DELETE FROM schema_migrations WHERE version = 5")  # as if written by the release before
     with Memory(f"sqlite:///{path}") as m:
         _check_repaired(m)
     with sqlite3.connect(path) as c, pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -80,7 +80,7 @@ def test_postgres_rows_with_non_finite_numbers_are_repaired_on_open(tmp_path):
         with psycopg.connect(backends.require_postgres(), autocommit=True) as c:
             c.execute(f'SET search_path TO "{schema}"')
             _poison(lambda sql, args: c.execute(sql.replace("?", "%s"), args), "postgres")
-            c.execute("DELETE FROM schema_migrations WHERE version = 4")
+            c.execute("DELETE FROM schema_migrations WHERE version = 5")
         with Memory(url) as m:
             _check_repaired(m)
         with psycopg.connect(backends.require_postgres(), autocommit=True) as c:
