@@ -29,10 +29,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from usermem.config import redact_url
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import AuditEvent, Kind, MemoryRecord, parse_kind
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
-from usermem.store.redis import Change, RedisTier, SessionTier, Tier, redact_url
+from usermem.store.redis import Change, RedisTier, SessionTier, Tier
 
 log = logging.getLogger("usermem.store")
 
