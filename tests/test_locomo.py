@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from usermem.relevance.evaluate import (
+from usermem.evals.retrieval import (
     Scores,
     load_locomo,
     load_memorybank,
