@@ -6,7 +6,15 @@ tracking numbers, versions, postcodes, timestamps, ISBNs, IPs, ...) and talk *ab
 stating one. `evaluate()` reports, per kind, recall on the planted values and the false-positive rate
 on the benign sentences. `usermem eval pii` writes the report under reports/.
 
-Faker is a development dependency; it is imported only when a corpus is built.
+Ground truth never comes from the code under test: valid values come from Faker's own providers
+(``ssn`` for resident identity numbers, ``credit_card_number``) and, where Faker has no provider
+(UnionPay card ranges, identity numbers ending in X), from the independent check-digit code below
+(ISO 7064 MOD 11-2 computed iteratively, Luhn computed from the right) — never from
+``usermem.policy.pii``. A fixed set of hand-written real-world forms (published test card numbers,
+the GB 11643 sample number, numbers as people type them) is added to every corpus.
+
+Faker belongs to the optional extra ``eval`` (``pip install 'usermem[eval]'``); it is imported only when
+a corpus is built, and its absence raises :class:`usermem.evals.MissingExtra`.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from usermem.policy.pii import PIIKind, cn_id_check_digit, detect, luhn_ok
+from usermem.evals import require
+from usermem.policy.pii import PIIKind, detect
 
 DEFAULT_SEED = 20261130
 TARGET_RECALL = {PIIKind.CN_ID: 1.0, PIIKind.BANK_CARD: 1.0, PIIKind.CN_MOBILE: 1.0}
@@ -81,12 +90,31 @@ def _group(digits: str, sizes: Sequence[int], sep: str) -> str:
     return sep.join(out)
 
 
+# Independent check-digit code (the ground truth must not come from the detector under test).
+
+def luhn_check_digit(payload: str) -> str:
+    """The Luhn (ISO/IEC 7812-1) check digit to append to `payload`: double every second digit from the right."""
+    total = 0
+    for i, ch in enumerate(reversed(payload)):
+        d = int(ch)
+        if i % 2 == 0:  # the rightmost payload digit is doubled (the check digit will sit to its right)
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return str((10 - total % 10) % 10)
+
+
+def gb11643_check_character(first17: str) -> str:
+    """The GB 11643-1999 check character (ISO 7064 MOD 11-2, evaluated iteratively; 10 is written X)."""
+    p = 0
+    for ch in first17:
+        p = (p + int(ch)) * 2 % 11
+    value = (12 - p) % 11
+    return "X" if value == 10 else str(value)
+
+
 def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
     body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
-    for d in string.digits:
-        if luhn_ok(body + d):
-            return body + d
-    raise AssertionError("unreachable")
+    return body + luhn_check_digit(body)
 
 
 def _cn_id(b: _Builder) -> str:
@@ -94,7 +122,7 @@ def _cn_id(b: _Builder) -> str:
     if b.rng.random() < 0.2:  # some generated with an X check digit
         for _ in range(50):
             first17 = n[:14] + "".join(b.rng.choice(string.digits) for _ in range(3))
-            if cn_id_check_digit(first17) == "X":
+            if gb11643_check_character(first17) == "X":
                 n = first17 + ("X" if b.rng.random() < 0.7 else "x")
                 break
     style = b.rng.random()
@@ -322,9 +350,43 @@ def _benign_samples(b: _Builder, n: int) -> None:
         b.samples.append(Sample(make(), lang, category))
 
 
+# Hand-written real-world forms: published test values and numbers as people actually type them. Each entry is
+# (lang, template with {} slots, values: (kind, text)); every value was checked by hand against its standard.
+HANDWRITTEN: tuple[tuple[str, str, tuple[tuple[PIIKind, str], ...]], ...] = (
+    ("zh", "身份证号码：{}（GB 11643 标准中的示例号码）", ((PIIKind.CN_ID, "11010519491231002X"),)),
+    ("zh", "我身份证是 {}，麻烦登记一下", ((PIIKind.CN_ID, "320311198506150011"),)),
+    ("zh", "证件号 {} 尾号是小写x", ((PIIKind.CN_ID, "11010519491231002x"),)),
+    ("zh", "身份证 {}，有效期到2030年", ((PIIKind.CN_ID, "5101 0419 7709 1830 63"),)),
+    ("en", "My resident ID is {}.", ((PIIKind.CN_ID, "110105 19491231 002X"),)),
+    ("en", "Card: {} (Visa test card)", ((PIIKind.BANK_CARD, "4111 1111 1111 1111"),)),
+    ("en", "Use my Mastercard {} for the renewal.", ((PIIKind.BANK_CARD, "5555-5555-5555-4444"),)),
+    ("en", "Amex {} exp 12/29", ((PIIKind.BANK_CARD, "3782 822463 10005"),)),
+    ("en", "Discover card number {}", ((PIIKind.BANK_CARD, "6011111111111117"),)),
+    ("en", "JCB {} please", ((PIIKind.BANK_CARD, "3530 1113 3330 0000"),)),
+    ("zh", "银联卡号 {}，持卡人本人", ((PIIKind.BANK_CARD, "6200 0000 0000 0005"),)),
+    ("zh", "退款请打到 {} 这张招行卡", ((PIIKind.BANK_CARD, "6225 8801 3770 6868"),)),
+    ("zh", "我的手机：{}", ((PIIKind.CN_MOBILE, "138 0013 8000"),)),
+    ("zh", "电话 {}，晚上打", ((PIIKind.CN_MOBILE, "139-1234-5678"),)),
+    ("zh", "有事联系 {}", ((PIIKind.CN_MOBILE, "18612345678"),)),
+    ("en", "WhatsApp me at +86 {}", ((PIIKind.CN_MOBILE, "150 1234 5678"),)),
+    ("zh", "邮箱 {} 和手机 {} 都可以", ((PIIKind.EMAIL, "zhang.wei@example.com.cn"), (PIIKind.CN_MOBILE, "13712345678"))),
+    ("en", "password: {}", ((PIIKind.PASSWORD, "Tr0ub4dor&3"),)),
+    ("zh", "我的密码是{}", ((PIIKind.PASSWORD, "woaini1314"),)),
+    ("en", "export OPENAI_API_KEY={}", ((PIIKind.API_KEY, "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4"),)),
+    ("en", "AWS key {} leaked in the log", ((PIIKind.API_KEY, "AKIAIOSFODNN7EXAMPLE"),)),
+)
+
+
+def _handwritten(b: _Builder) -> None:
+    for lang, template, values in HANDWRITTEN:
+        b.add(lang, "handwritten", template, list(values))
+
+
 def build_corpus(seed: int = DEFAULT_SEED, pii: int = 600, benign: int = 700) -> list[Sample]:
-    """A deterministic corpus: `pii` PII-bearing and `benign` benign sentences (zh and en)."""
-    from faker import Faker
+    """A deterministic corpus: `pii` generated PII-bearing sentences plus the hand-written forms, and `benign`
+    benign sentences (zh and en). Needs Faker (the ``eval`` extra); raises MissingExtra without it."""
+    faker: Any = require("faker", "building the PII evaluation corpus")
+    Faker = faker.Faker
 
     zh, en = Faker("zh_CN"), Faker("en_US")
     zh.seed_instance(seed)
@@ -334,6 +396,7 @@ def build_corpus(seed: int = DEFAULT_SEED, pii: int = 600, benign: int = 700) ->
               PIIKind.API_KEY: 0.08, PIIKind.EMAIL: 0.14}
     per_kind = {k: max(1, round(pii * s)) for k, s in shares.items()}
     _pii_samples(b, per_kind)
+    _handwritten(b)
     _benign_samples(b, benign)
     return b.samples
 
