@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from usermem.config import Settings
+from usermem.errors import InvalidArgument
 from usermem.model import ChangeEvent, new_id
 from usermem.policy.contracts import ContractSet
 from usermem.policy.validate import Limits
@@ -30,6 +31,18 @@ class EngineContext:
     # Per-tenant contract sets (engine/contracts.py); None: every tenant uses `contracts`.
     contract_provider: Callable[[str], ContractSet] | None = None
 
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener(ChangeEvent)` after every committed change."""
+        self.listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def use_contract_provider(self, provider: Callable[[str], ContractSet] | None) -> None:
+        """Where per-tenant contract sets come from (engine/contracts.py); None: `contracts` for all."""
+        self.contract_provider = provider
+
     def contracts_for(self, tenant: str) -> ContractSet:
         """The contract set in force for `tenant` now (stored edits included)."""
         return self.contracts if self.contract_provider is None else self.contract_provider(tenant)
@@ -42,8 +55,6 @@ class EngineContext:
         if now is None:
             return float(self.clock())
         if isinstance(now, bool) or not isinstance(now, int | float):
-            from usermem.errors import InvalidArgument
-
             raise InvalidArgument(f"now must be Unix seconds (float), got {type(now).__name__}")
         return float(now)
 

@@ -39,7 +39,7 @@ def reindex(
     try:
         with console.status("checking the vector index…"):
             plan = plan_reindex(m, force=force)
-        model = m._relevance.embedder.model_id
+        model = plan.model
         if not plan.todo:
             console.print(f"vector index is current: {plan.current} memories of {plan.users} users, model {model}")
             return
