@@ -63,7 +63,8 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@benchmark("events")
+@benchmark("events", load_generator="in the benchmark process (two Memory instances); NATS JetStream on the URL "
+                                     "given (default 127.0.0.1:4222)")
 def bench_events(ctx: BenchContext) -> dict[str, Any]:
     n = ctx.size(2_000, 100)
     burst = ctx.size(10_000, 300)
@@ -122,7 +123,7 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
             single = bus.stats()
             results["publish_one_at_a_time"] = {"queued_to_ack_p50_ms": single.get("publish_p50_ms"),
                                                 "queued_to_ack_p99_ms": single.get("publish_p99_ms")}
-            bus._latencies.clear()
+            bus.reset_latencies()
             # Throughput: a burst of writes, then until every event is acknowledged by JetStream.
             before = bus.stats()["published"]
             t = time.perf_counter()
@@ -141,7 +142,8 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
             # The publisher alone (no store): how many events per second JetStream acknowledges.
             raw = ctx.size(50_000, 1_000)
             payload = b'{"v":1,"note":"synthetic","keys":["reply_length"]}'
-            before, bus._latencies = bus.stats()["published"], type(bus._latencies)(maxlen=raw)
+            before = bus.stats()["published"]
+            bus.reset_latencies(keep=raw)
             t = time.perf_counter()
             for start in range(0, raw, 5_000):  # stay within the bounded queue
                 for _ in range(min(5_000, raw - start)):

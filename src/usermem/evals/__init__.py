@@ -14,20 +14,25 @@ missing one raises :class:`MissingExtra`, which the CLI prints as one ``error:``
 
 from __future__ import annotations
 
-from usermem.errors import UsermemError
+from usermem.errors import ConfigError
 
 __all__ = ["EVAL_EXTRA_HINT", "MissingExtra", "require"]
 
 EVAL_EXTRA_HINT = "pip install 'usermem[eval]'"
 
 
-class MissingExtra(UsermemError):
-    """An evaluation needs a package of the optional extra ``eval`` that is not installed."""
+class MissingExtra(ConfigError):
+    """An evaluation needs a package of the optional extra ``eval`` that is not installed.
+
+    A ConfigError (so a UsermemError): the CLI prints it as one ``error:`` line and exits 2.
+    """
+
+    code = "missing_extra"
 
     def __init__(self, package: str, purpose: str) -> None:
         self.package = package
         self.purpose = purpose
-        super().__init__(f"{purpose} needs the package {package!r}, which is not installed: {EVAL_EXTRA_HINT}")
+        super().__init__(f"{purpose} needs the optional package {package!r}: {EVAL_EXTRA_HINT}")
 
 
 def require(module: str, purpose: str, package: str | None = None) -> object:

@@ -382,10 +382,19 @@ def _handwritten(b: _Builder) -> None:
         b.add(lang, "handwritten", template, list(values))
 
 
+def _allocate(total: int, shares: dict[PIIKind, float]) -> dict[PIIKind, int]:
+    """Split `total` by `shares` (largest remainder, at least one each) so the counts add up to `total`."""
+    exact = {k: total * v / sum(shares.values()) for k, v in shares.items()}
+    counts = {k: max(1, int(x)) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: exact[k] - int(exact[k]), reverse=True)[: max(0, total - sum(counts.values()))]:
+        counts[k] += 1
+    return counts
+
+
 def build_corpus(seed: int = DEFAULT_SEED, pii: int = 600, benign: int = 700) -> list[Sample]:
-    """A deterministic corpus: `pii` generated PII-bearing sentences plus the hand-written forms, and `benign`
-    benign sentences (zh and en). Needs Faker (the ``eval`` extra); raises MissingExtra without it."""
-    faker: Any = require("faker", "building the PII evaluation corpus")
+    """A deterministic corpus of `pii` PII-bearing sentences (the hand-written forms, the rest generated) and
+    `benign` benign sentences (zh and en). Needs Faker (the ``eval`` extra); raises MissingExtra without it."""
+    faker: Any = require("faker", "the PII evaluation corpus (usermem eval pii)")
     Faker = faker.Faker
 
     zh, en = Faker("zh_CN"), Faker("en_US")
@@ -394,8 +403,7 @@ def build_corpus(seed: int = DEFAULT_SEED, pii: int = 600, benign: int = 700) ->
     b = _Builder(random.Random(seed), zh, en)
     shares = {PIIKind.CN_ID: 0.2, PIIKind.BANK_CARD: 0.22, PIIKind.CN_MOBILE: 0.22, PIIKind.PASSWORD: 0.14,
               PIIKind.API_KEY: 0.08, PIIKind.EMAIL: 0.14}
-    per_kind = {k: max(1, round(pii * s)) for k, s in shares.items()}
-    _pii_samples(b, per_kind)
+    _pii_samples(b, _allocate(max(len(shares), pii - len(HANDWRITTEN)), shares))
     _handwritten(b)
     _benign_samples(b, benign)
     return b.samples
