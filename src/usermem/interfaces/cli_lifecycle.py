@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Annotated
 
@@ -12,16 +11,13 @@ from rich.table import Table
 
 from usermem.interfaces.cli import app, console
 from usermem.interfaces.cli_core import StoreOpt, open_memory
+from usermem.interfaces.cli_output import cell, esc, shown, table
 
 sessions_app = typer.Typer(help="Sessions: list, close, expire idle ones.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
 ActorOpt = Annotated[str | None, typer.Option(help="Who made the change (recorded in history and audit)")]
 SourceOpt = Annotated[str, typer.Option(help="Authority of the change: user_confirmed, agent_confirmed, system")]
-
-
-def _value(v: object) -> str:
-    return json.dumps(v, ensure_ascii=False)[:60]
 
 
 @app.command()
@@ -31,8 +27,10 @@ def confirm(tenant: str, user_id: str, memory_id: str, store: StoreOpt = None, a
 
     Example: usermem confirm acme u1 01a2…
     """
-    r = open_memory(store).confirm(tenant, user_id, memory_id, actor=actor, source=source)
-    console.print(f"confirmed [bold]{r.key}[/bold] = {_value(r.value)} (version {r.id}, source {r.source.value})")
+    with open_memory(store) as m:
+        r = m.confirm(tenant, user_id, memory_id, actor=actor, source=source)
+    console.print(f"confirmed [bold]{esc(r.key)}[/bold] = {esc(shown(r.value))} (version {esc(r.id)}, "
+                  f"source {r.source.value})")
 
 
 @app.command()
@@ -42,8 +40,9 @@ def deny(tenant: str, user_id: str, memory_id: str, store: StoreOpt = None, acto
 
     Example: usermem deny acme u1 01a2…
     """
-    r = open_memory(store).deny(tenant, user_id, memory_id, actor=actor, source=source)
-    console.print(f"retracted [bold]{r.key}[/bold] (retraction {r.id}; change set {r.change_set_id})")
+    with open_memory(store) as m:
+        r = m.deny(tenant, user_id, memory_id, actor=actor, source=source)
+    console.print(f"retracted [bold]{esc(r.key)}[/bold] (retraction {esc(r.id)}; change set {esc(r.change_set_id)})")
 
 
 @app.command()
@@ -57,11 +56,12 @@ def revert(
     Example: usermem revert edu stu1 report_format --to 1
     """
     target: str | int | None = int(to) if to is not None and to.isdigit() else to
-    r = open_memory(store).revert(tenant, user_id, key, target, actor=actor, source=source)
+    with open_memory(store) as m:
+        r = m.revert(tenant, user_id, key, target, actor=actor, source=source)
     if r.memory is not None and r.op.value in ("ADD", "UPDATE"):
-        console.print(f"[green]{r.op.value}[/green] {key} = {_value(r.memory.value)} ({r.detail})")
+        console.print(f"[green]{r.op.value}[/green] {esc(key)} = {esc(shown(r.memory.value))} ({esc(r.detail)})")
     else:
-        console.print(f"[yellow]{r.op.value}[/yellow] {r.reason.value if r.reason else ''} {r.detail or ''}")
+        console.print(f"[yellow]{r.op.value}[/yellow] {r.reason.value if r.reason else ''} {esc(r.detail or '')}")
         if r.op.value == "REJECT":
             raise typer.Exit(1)
 
@@ -76,10 +76,11 @@ def revert_change_set(
 
     Example: usermem revert-change-set edu 01a2…
     """
-    out = open_memory(store).revert_change_set(tenant, change_set_id, actor=actor, source=source, partial=partial)
-    console.print(f"reverted [bold]{out.reverted}[/bold] keys; undo this with change set {out.change_set_id}")
+    with open_memory(store) as m:
+        out = m.revert_change_set(tenant, change_set_id, actor=actor, source=source, partial=partial)
+    console.print(f"reverted [bold]{out.reverted}[/bold] keys; undo this with change set {esc(out.change_set_id)}")
     for user, key, why in out.conflicts:
-        console.print(f"[yellow]skipped[/yellow] {user}/{key}: {why}")
+        console.print(f"[yellow]skipped[/yellow] {esc(user)}/{esc(key)}: {esc(why)}")
 
 
 @sessions_app.command("list")
@@ -89,13 +90,14 @@ def sessions_list(tenant: str, user_id: str, store: StoreOpt = None,
 
     Example: usermem sessions list acme u1 --status open
     """
-    table = Table(title=f"sessions of {tenant}/{user_id}")
-    for col in ("id", "client", "opened", "last activity", "status", "reason", "episode"):
-        table.add_column(col)
-    for s in open_memory(store).sessions(tenant, user_id, status=status):
-        table.add_row(s.id, s.client_id or "-", f"{s.opened_at:.0f}", f"{s.last_activity_at:.0f}", s.status,
-                      s.close_reason or "-", s.episode_id or "-")
-    console.print(table)
+    out = table(f"sessions of {tenant}/{user_id}", "id", "client", "opened", "last activity", "status", "reason",
+                "episode")
+    with open_memory(store) as m:
+        found = m.sessions(tenant, user_id, status=status)
+    for s in found:
+        out.add_row(cell(s.id), cell(s.client_id or "-"), f"{s.opened_at:.0f}", f"{s.last_activity_at:.0f}",
+                    cell(s.status), cell(s.close_reason or "-"), cell(s.episode_id or "-"))
+    console.print(out)
 
 
 @sessions_app.command("close")
@@ -105,9 +107,10 @@ def sessions_close(session_id: str, store: StoreOpt = None,
 
     Example: usermem sessions close 01a2… --tenant acme
     """
-    c = open_memory(store).close_session(session_id, tenant=tenant)
+    with open_memory(store) as m:
+        c = m.close_session(session_id, tenant=tenant)
     state = "was already closed" if c.already_closed else f"closed ({c.reason})"
-    console.print(f"session {session_id} {state}; episode {c.episode.id if c.episode else '-'}; "
+    console.print(f"session {esc(session_id)} {esc(state)}; episode {esc(c.episode.id if c.episode else '-')}; "
                   f"{len(c.context)} context memories retired")
 
 
@@ -118,7 +121,8 @@ def sessions_expire(store: StoreOpt = None,
 
     Example: usermem sessions expire --store sqlite:///data/usermem.db
     """
-    closed = open_memory(store).expire_idle_sessions(tenant=tenant)
+    with open_memory(store) as m:
+        closed = m.expire_idle_sessions(tenant=tenant)
     console.print(f"expired [bold]{len(closed)}[/bold] idle sessions")
 
 
@@ -143,19 +147,19 @@ def decay_table() -> None:
             return f"{seconds / (365 * DAY):.0f} y"
         return f"{seconds / DAY:.1f} d" if seconds >= DAY else f"{seconds / 60:.1f} min"
 
-    table = Table(title=f"decay defaults (confirm < {confirm_at}, drop < {drop_at}, use lifts to {USE_BOOST})",
+    decay = Table(title=f"decay defaults (confirm < {confirm_at}, drop < {drop_at}, use lifts to {USE_BOOST})",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("kind", "half-life", "1/λ", "judged", "flag", "drop", "flag*", "TTL"):
-        table.add_column(col, no_wrap=True)
+        decay.add_column(col, no_wrap=True)
     for kind, spec in KIND_REGISTRY.items():
         hl = spec.half_life_seconds
         judged = spec.volatile
-        table.add_row(kind.value, span(hl), span(time_constant(hl)), "yes" if judged else "no",
+        decay.add_row(kind.value, span(hl), span(time_constant(hl)), "yes" if judged else "no",
                       span(crossing_time(1.0, confirm_at, hl)) if judged else "-",
                       span(crossing_time(1.0, drop_at, hl)) if judged else "-",
                       span(crossing_time(USE_BOOST, confirm_at, hl)) if judged else "-",
                       span(spec.ttl_seconds) if spec.ttl_seconds else "none")
-    console.print(table)
+    console.print(decay)
     console.print("flag / drop: age at which a fresh memory is flagged / dropped; flag*: time after a use")
     standing = sorted(c.key for c in ContractSet() if c.standing)
     console.print(f"standing fields (never flagged or dropped): {', '.join(standing)}")
