@@ -15,6 +15,7 @@ from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_core import StoreOpt, open_memory
 from usermem.interfaces.cli_output import cell, esc, say, table
+from usermem.interfaces.cli_params import AtOpt
 
 contracts_app = typer.Typer(help="Field contracts per tenant: what may be collected and who may read it.",
                             no_args_is_help=True)
@@ -82,7 +83,7 @@ def redact(
 def export(
     tenant: str, user_id: str, store: StoreOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the JSON here instead of stdout")] = None,
-    actor: ActorOpt = None,
+    actor: ActorOpt = None, at: AtOpt = None,
 ) -> None:
     """Export everything held about a user (current values, history, documents) as JSON.
 
@@ -91,7 +92,7 @@ def export(
     if out is not None and out.is_dir():
         cli_output.fail(say(f"--out {out}: is a directory; name a file", f"--out {out}：是目录，请给出文件名"))
     with open_memory(store) as m:
-        data = json.dumps(m.export(tenant, user_id, actor=actor), indent=2, ensure_ascii=False)
+        data = json.dumps(m.export(tenant, user_id, actor=actor, now=at), indent=2, ensure_ascii=False)
     if out is None:
         print(data)
     else:
@@ -128,32 +129,33 @@ def contracts_show(key: str, tenant: TenantOpt = "default", store: StoreOpt = No
 
 
 @contracts_app.command("enable")
-def contracts_enable(key: str, tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None) -> None:
+def contracts_enable(key: str, tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None,
+                     at: AtOpt = None) -> None:
     """Enable collection and recall of a field (takes effect at once).
 
     Example: usermem contracts enable reply_length --tenant cloudledger
     """
     with open_memory(store, create=True) as m:
-        c = m.enable_field(tenant, key, actor=actor)
+        c = m.enable_field(tenant, key, actor=actor, now=at)
     console.print(f"{esc(key)}: enabled (version {c.version})")
 
 
 @contracts_app.command("disable")
 def contracts_disable(key: str, tenant: TenantOpt = "default", store: StoreOpt = None,
-                      actor: ActorOpt = None) -> None:
+                      actor: ActorOpt = None, at: AtOpt = None) -> None:
     """Stop collecting and recalling a field at once (stored values stay until forgotten).
 
     Example: usermem contracts disable allergy --tenant cloudledger
     """
     with open_memory(store, create=True) as m:
-        c = m.disable_field(tenant, key, actor=actor)
+        c = m.disable_field(tenant, key, actor=actor, now=at)
     console.print(f"{esc(key)}: disabled (version {c.version})")
 
 
 @contracts_app.command("set")
 def contracts_set(
     file: Annotated[Path, typer.Argument(help="JSON file with one contract (key, kind, sensitivity, ...)")],
-    tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None,
+    tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None,
 ) -> None:
     """Add or replace a contract from a JSON file (a new version).
 
@@ -164,7 +166,7 @@ def contracts_set(
     except (OSError, json.JSONDecodeError) as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc}") from None
     with open_memory(store, create=True) as m:
-        c = m.set_contract(tenant, data, actor=actor)
+        c = m.set_contract(tenant, data, actor=actor, now=at)
     console.print(f"{esc(c.key)}: version {c.version}")
 
 
@@ -186,13 +188,13 @@ def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt =
 
 @contracts_app.command("unknown")
 def contracts_unknown(policy: Annotated[str, typer.Argument(help="accept or reject")], tenant: TenantOpt = "default",
-                      store: StoreOpt = None, actor: ActorOpt = None) -> None:
+                      store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None) -> None:
     """Set what happens to keys without a contract: reject, or accept as L1.
 
     Example: usermem contracts unknown reject --tenant cloudledger
     """
     with open_memory(store, create=True) as m:
-        result = m.set_unknown_fields(tenant, policy, actor=actor)
+        result = m.set_unknown_fields(tenant, policy, actor=actor, now=at)
     console.print(f"unknown fields: {esc(result)}")
 
 
@@ -202,7 +204,8 @@ def grants_add(
     fields: Annotated[str, typer.Argument(help="L2, L3, or comma-separated field keys")],
     purpose: Annotated[str, typer.Option(help="Why the data is read (audited)")],
     ttl: Annotated[float, typer.Option(help="Seconds until the grant ends")] = 1800.0,
-    store: StoreOpt = None, actor: ActorOpt = None,
+    grantee: Annotated[str | None, typer.Option(help="Only this reader may use it (an API key: key:<id>)")] = None,
+    store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None,
 ) -> None:
     """Grant time-limited reads of L2/L3 fields.
 
@@ -210,33 +213,86 @@ def grants_add(
     """
     scope = fields if fields.upper() in ("L2", "L3", "L1") else [f.strip() for f in fields.split(",") if f.strip()]
     with open_memory(store, create=True) as m:
-        gid = m.grant(tenant, user_id, scope, purpose, ttl, actor=actor)
+        gid = m.grant(tenant, user_id, scope, purpose, ttl, actor=actor, grantee=grantee, now=at)
     console.print(gid, markup=False, highlight=False)
 
 
 @grants_app.command("revoke")
-def grants_revoke(grant_id: str, store: StoreOpt = None, actor: ActorOpt = None) -> None:
+def grants_revoke(
+    grant_id: str, store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", "-t", help="The grant's tenant (checked)")] = None,
+) -> None:
     """End a grant now.
 
-    Example: usermem grants revoke 0190f3...
+    Example: usermem grants revoke 0190f3... --tenant cloudledger
     """
     with open_memory(store) as m:
-        ok = m.revoke(grant_id, actor=actor)
+        ok = m.revoke(tenant, grant_id, actor=actor, now=at) if tenant else m.revoke(grant_id, actor=actor, now=at)
     console.print("revoked" if ok else "no such grant")
     if not ok:
         raise typer.Exit(1)
 
 
 @grants_app.command("list")
-def grants_list(tenant: str, user_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = None) -> None:
+def grants_list(
+    tenant: str, user_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = None,
+    include_expired: Annotated[bool, typer.Option("--include-expired", help="Also expired grants")] = False,
+    at: AtOpt = None,
+) -> None:
     """List active grants.
 
     Example: usermem grants list cloudledger C007
     """
-    out = table(f"active grants of {tenant}", "id", "user", "scope", "purpose", "expires", "grantee")
+    out = table(f"{'grants' if include_expired else 'active grants'} of {tenant}", "id", "user", "scope",
+                "purpose", "expires", "grantee")
     with open_memory(store) as m:
-        active = m.grants(tenant, user_id)
+        active = m.grants(tenant, user_id, now=at, include_expired=include_expired)
     for g in active:
         out.add_row(cell(g.id), cell(g.user_id), cell(g.level.value if g.level else ",".join(g.fields)),
                     cell(g.purpose), f"{g.expires_at:.0f}", cell(g.grantee or "any"))
     console.print(out)
+
+
+@contracts_app.command("delete")
+def contracts_delete(key: str, tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None,
+                     at: AtOpt = None) -> None:
+    """Delete a tenant's contract for a field (the built-in default, if any, applies again).
+
+    Example: usermem contracts delete shoe_size --tenant cloudledger
+    """
+    with open_memory(store) as m:
+        m.delete_contract(tenant, key, actor=actor, now=at)
+    console.print(say(f"{esc(key)}: contract deleted", f"{esc(key)}：合约已删除"))
+
+
+FieldsArg = Annotated[str, typer.Argument(help="Comma-separated field keys")]
+DomainArg = Annotated[str, typer.Option("--domain", help="The domain that may read them (e.g. logistics)")]
+
+
+def _fields(fields: str) -> list[str]:
+    return [f.strip() for f in fields.split(",") if f.strip()]
+
+
+@app.command("opt-in")
+def opt_in(tenant: str, user_id: str, fields: FieldsArg, domain: DomainArg, store: StoreOpt = None,
+           actor: ActorOpt = None, at: AtOpt = None) -> None:
+    """Record the user's consent to share fields with another domain (opt-in sharing contracts).
+
+    Example: usermem opt-in cloudledger C007 address --domain logistics
+    """
+    with open_memory(store) as m:
+        granted = m.opt_in(tenant, user_id, _fields(fields), domain, actor=actor, now=at)
+    console.print(say(f"opted in: {esc(', '.join(granted)) or '-'} for {esc(domain)}",
+                      f"已同意向 {esc(domain)} 共享：{esc('、'.join(granted)) or '-'}"))
+
+
+@app.command("opt-out")
+def opt_out(tenant: str, user_id: str, fields: FieldsArg, domain: DomainArg, store: StoreOpt = None,
+            actor: ActorOpt = None, at: AtOpt = None) -> None:
+    """Withdraw the user's consent to share fields with a domain.
+
+    Example: usermem opt-out cloudledger C007 address --domain logistics
+    """
+    with open_memory(store) as m:
+        n = m.opt_out(tenant, user_id, _fields(fields), domain, actor=actor, now=at)
+    console.print(say(f"withdrew {n} consent(s) for {esc(domain)}", f"已撤回对 {esc(domain)} 的 {n} 项同意"))
