@@ -9,7 +9,7 @@ import typer
 
 from usermem.interfaces.cli import app, console
 from usermem.interfaces.cli_core import StoreOpt, open_memory, show_results
-from usermem.interfaces.cli_output import cell, esc, say, shown, table
+from usermem.interfaces.cli_output import cell, esc, localized, say, shown, table
 from usermem.interfaces.cli_params import (
     ActorOpt,
     AtOpt,
@@ -146,12 +146,11 @@ def onboarding_questions(
     if as_json:
         print(dumps(questions))
         return
-    out = table(f"onboarding of {tenant}/{user_id}", "id", "field", "question", "answered")
+    out = table(f"onboarding of {tenant}/{user_id}", "id", "field", "question", "options", "answered")
     for q in questions:
-        text = q.get("question")
-        out.add_row(cell(q.get("id", "")), cell(q.get("field", "")),
-                    cell(text if isinstance(text, str) else shown(text, 80)),
-                    say("yes", "是") if q.get("answered") else "")
+        options = ", ".join(str(o.get("value", o)) if isinstance(o, dict) else str(o) for o in q.get("options") or [])
+        out.add_row(cell(q.get("id", "")), cell(q.get("key", "")), cell(localized(q.get("question"))),
+                    cell(options), say("yes", "是") if q.get("answered") else "")
     console.print(out)
 
 
@@ -205,9 +204,8 @@ def verifications_list(tenant: str, user_id: str, store: StoreOpt = None, as_jso
         return
     out = table(f"pending verifications of {tenant}/{user_id}", "id", "key", "hypothesis", "question")
     for v in pending:
-        q = v.get("question")
         out.add_row(cell(v.get("id", "")), cell(v.get("key", "")), cell(shown(v.get("value"))),
-                    cell(q if isinstance(q, str) else shown(q, 80)))
+                    cell(localized(v.get("question"))))
     console.print(out)
 
 

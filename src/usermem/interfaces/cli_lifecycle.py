@@ -99,7 +99,7 @@ def sessions_open(
 
     Example: usermem sessions open acme u1 --client web
     """
-    with open_memory(store) as m:
+    with open_memory(store, create=True) as m:
         sid = m.open_session(tenant, user_id, client, now=at, idle_seconds=idle_seconds)
     console.print(sid, markup=False, highlight=False)
 

@@ -66,6 +66,15 @@ def say(en: str, zh: str) -> str:
     return zh if language() == "zh" else en
 
 
+def localized(text: object) -> str:
+    """A bilingual text ({"zh": …, "en": …}) in the reader's language; other values as they are."""
+    if isinstance(text, dict):
+        lang = language()
+        chosen = text.get(lang) or text.get("en") or text.get("zh")
+        return str(chosen) if chosen is not None else shown(text, 80)
+    return "" if text is None else str(text)
+
+
 def error_line(message: str) -> None:
     """Print `error: message` as one line on stderr, the message shown literally."""
     err_console.print(Text.assemble(("error:", "red"), " ", message.replace("\n", " ")))
