@@ -269,7 +269,7 @@ def _build() -> dict[str, Operation]:
         # -- lifecycle ------------------------------------------------------------------------------------
         _op("confirm", "lifecycle", (V, NF, CF), Http(
             "POST", "/v1/users/{user_id}/memories/{memory_id}/confirm", body=("now", "actor", "source")),
-            mcp=Mcp("confirm", {"user_id": "user_id"},
+            mcp=Mcp("confirm", {"key": "(its current version is the memory_id)", "user_id": "user_id"},
                     fixed={"tenant": "the server's or the key's tenant", "memory_id": "the key's current version "
                            "(the tool takes `key`)", "actor": "mcp[:key:<id>]", "now": "server time",
                            "source": "user_confirmed"})),
