@@ -253,11 +253,13 @@ def render_plot(report: dict[str, Any], path: Path) -> Path | None:
 
 def render_markdown(report: dict[str, Any], plot: Path | None = None) -> str:
     run, host = report.get("run", {}), report["machine"]
-    kind = ("quick (small sizes, a smoke test — not a measurement)" if report.get("quick") else
-            "all benchmarks" if run.get("complete") else "partial: only " + ", ".join(run.get("benchmarks", [])))
+    scope = ("all benchmarks" if run.get("complete") else "only " + ", ".join(run.get("benchmarks", [])))
+    if report.get("quick"):
+        scope += " — QUICK sizes: a smoke test, not a measurement"
     lines = [f"# usermem benchmarks — run {run.get('id', '?')}", "",
-             f"One run, one machine: every number below comes from this run ({kind}); nothing is merged from "
-             "another run or machine.", "",
+             "One run, one machine: every number below comes from this run; nothing is merged from another "
+             "run or machine.", "",
+             f"- benchmarks: {scope}",
              f"- started {run.get('started_at', report.get('at'))}, finished {run.get('finished_at', '?')}",
              f"- machine: {host.get('hostname', '?')} — {host['platform']}, {host['cpus']} CPUs "
              f"({host.get('cpus_usable', host['cpus'])} usable), Python {host['python']}, load average (1 min) "

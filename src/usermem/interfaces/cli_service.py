@@ -245,9 +245,9 @@ def bench(
         progress.add_task(f"running {len(selected)} benchmark(s): {', '.join(selected)}", total=None)
         report = bench_mod.run(selected, out, quick=quick, progress=progress)
     _print_summary(report)
-    console.print(say(f"wrote {esc(out / ('bench-quick.md' if quick else 'bench.md'))} and the .json beside it",
-                      f"已写入 {esc(out / ('bench-quick.md' if quick else 'bench.md'))} 及同名 .json"))
-    failed = [n for n in selected if "error" in report["results"].get(n, {})]
+    md = report["files"]["md"]  # a partial run writes its own bench-partial-<run id>.md (never patches bench.md)
+    console.print(say(f"wrote {esc(md)} and the .json beside it", f"已写入 {esc(md)} 及同名 .json"))
+    failed = [e.split(":", 1)[0] for e in report["errors"]]  # also a part of one (storage.postgres)
     if failed:
         cli_output.error_line(say(f"{len(failed)} benchmark(s) failed: {', '.join(failed)}",
                                   f"{len(failed)} 个基准测试失败：{', '.join(failed)}"))
