@@ -30,8 +30,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+N = TypeVar("N", int, float)
 BenchFn = Callable[["BenchContext"], dict[str, Any]]
 REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
@@ -93,7 +94,7 @@ class BenchContext:
     progress: Any = None  # rich Progress or None
     notes: list[str] = field(default_factory=list)
 
-    def size(self, full: int, quick: int) -> int:
+    def size(self, full: N, quick: N) -> N:
         return quick if self.quick else full
 
 

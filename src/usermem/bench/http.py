@@ -173,8 +173,9 @@ def bench_http(ctx: BenchContext) -> dict[str, Any]:
 
         results: dict[str, Any] = {"recall": {}, "write": {}}
         for name, make in (("recall", recall), ("write", write)):
-            for c in CONCURRENCY:
-                results[name][f"c{c}"] = asyncio.run(_load(server.url, server.key, c, total, seconds, make))
+            for clients in CONCURRENCY:
+                results[name][f"c{clients}"] = asyncio.run(_load(server.url, server.key, clients, total, seconds,
+                                                                 make))
                 if task is not None:
                     ctx.progress.advance(task)
     finally:

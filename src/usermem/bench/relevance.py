@@ -86,7 +86,8 @@ class _PassageCache:
         return int(self.inner.dim)
 
     def query(self, text: str) -> np.ndarray:
-        return self.inner.query(text)
+        vec: np.ndarray = self.inner.query(text)
+        return vec
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
         return self.cached.passages(texts)
@@ -158,7 +159,8 @@ class _Prefilled:
         return self.vectors[text]
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.passages(texts)
+        mat: np.ndarray = self.inner.passages(texts)
+        return mat
 
 
 @benchmark("relevance_recall_sqlite", targets=[Target("recall_query.p95_ms", "<=", 25.0, "recall(query) p95 incl. embedding, 5,000 episodes")])
@@ -197,7 +199,8 @@ def bench_pgvector(ctx: BenchContext) -> dict[str, Any]:
     n = ctx.size(5000, 300)
     data = Path(tempfile.mkdtemp(prefix="usermem-bench-pgv-"))
     data.chmod(0o755)
-    srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
+    get_server: Any = pgserver.get_server  # type: ignore[attr-defined]  # re-exported implicitly by pgserver
+    srv = get_server(data / "pgdata", cleanup_mode="delete")
     mem = Memory(srv.get_uri() + "&schema=bench_rel")
     try:
         emb = _PassageCache(make_embedder(mem.settings), ctx.out_dir / "cache")

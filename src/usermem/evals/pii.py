@@ -118,7 +118,7 @@ def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
 
 
 def _cn_id(b: _Builder) -> str:
-    n = b.zh.ssn()
+    n = str(b.zh.ssn())
     if b.rng.random() < 0.2:  # some generated with an X check digit
         for _ in range(50):
             first17 = n[:14] + "".join(b.rng.choice(string.digits) for _ in range(3))
@@ -130,7 +130,7 @@ def _cn_id(b: _Builder) -> str:
         return _group(n, (6, 8, 4), " ")
     if style < 0.3:
         return _group(n, (6, 4, 4, 4), " ")
-    return n
+    return str(n)
 
 
 _CARD_TYPES = ("visa16", "visa13", "visa19", "mastercard", "amex", "discover", "jcb16", "jcb15", "diners")
@@ -169,9 +169,9 @@ def _mobile(b: _Builder) -> tuple[str, int]:
 def _password(b: _Builder) -> str:
     r = b.rng.random()
     if r < 0.5:
-        return b.en.password(length=b.rng.randint(8, 14), special_chars=b.rng.random() < 0.6)
+        return str(b.en.password(length=b.rng.randint(8, 14), special_chars=b.rng.random() < 0.6))
     if r < 0.75:
-        return b.en.user_name() + str(b.rng.randint(1, 9999))
+        return str(b.en.user_name()) + str(b.rng.randint(1, 9999))
     return "".join(b.rng.choice(string.ascii_letters + string.digits) for _ in range(b.rng.randint(6, 12)))
 
 

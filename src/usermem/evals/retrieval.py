@@ -88,7 +88,8 @@ class CachedEmbedder:
         if self._dirty:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp.npz")
-            np.savez(tmp, **self._store)
+            arrays: dict[str, Any] = dict(self._store)
+            np.savez(tmp, **arrays)
             tmp.replace(self.path)
             self._dirty = False
 
