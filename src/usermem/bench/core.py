@@ -105,7 +105,7 @@ def bench_writes(ctx: BenchContext) -> dict[str, Any]:
     }
 
 
-@benchmark("sqlite_recall", targets=[Target("recall_k5.p95_ms", "<=", 3.0, "recall k=5 p95 among >= 1M rows")])
+@benchmark("sqlite_recall", targets=[Target("recall_k5.p95_ms", "<=", 3.0, "recall k=5 p95 in a large store")])
 def bench_recall(ctx: BenchContext) -> dict[str, Any]:
     per_user = 1000
     total = ctx.size(1_000_000, 20_000)

@@ -15,7 +15,7 @@ from usermem.config import load_settings
 from usermem.engine.memory import Memory
 
 T0 = 1_790_000_000.0
-FORGET_TARGETS = [Target("forget_user.p50_ms", "<=", 100, "forget_user p50, 1,000 memories"),
+FORGET_TARGETS = [Target("forget_user.p50_ms", "<=", 100, "forget_user p50"),
                   Target("forget_user.p99_ms", "<=", 800, "forget_user p99 (the promise)")]
 
 

