@@ -93,3 +93,10 @@ def test_bench_command_exits_non_zero_when_a_benchmark_fails(fake_benchmarks, tm
     for name in ("t.broken", "t.part"):
         failed = CliRunner().invoke(app, ["bench", name, "--out", str(tmp_path)])
         assert failed.exit_code != 0, failed.output
+
+
+def test_a_benchmark_module_that_cannot_be_imported_is_an_error(fake_benchmarks, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "MODULES", (*bench.MODULES, "usermem.bench.no_such_module"))
+    monkeypatch.setattr(bench, "LOAD_ERRORS", {})
+    report = bench.run(["t.fast"], tmp_path)
+    assert report["errors"] and report["errors"][0].startswith("usermem.bench.no_such_module (not loaded)")

@@ -120,12 +120,16 @@ def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
     return out
 
 
+LOAD_ERRORS: dict[str, str] = {}  # module -> why it could not be imported (reported, never silently dropped)
+
+
 def load_all() -> None:
     for module in MODULES:
         try:
             importlib.import_module(module)
-        except ImportError:
-            continue
+            LOAD_ERRORS.pop(module, None)
+        except ImportError as exc:
+            LOAD_ERRORS[module] = f"{type(exc).__name__}: {exc}"
 
 
 def machine() -> dict[str, Any]:
@@ -188,7 +192,7 @@ def run(names: Sequence[str] | None, out_dir: Path, quick: bool = False, progres
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
         results[name]["_seconds"] = round(time.perf_counter() - t, 2)
     host["load_1m_at_end"] = round(os.getloadavg()[0], 2)
-    complete = set(selected) >= set(REGISTRY)
+    complete = set(selected) >= set(REGISTRY) and not LOAD_ERRORS
     report: dict[str, Any] = {
         "run": {"id": run_id, "started_at": started, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "quick": quick, "complete": complete, "benchmarks": selected},
@@ -199,7 +203,7 @@ def run(names: Sequence[str] | None, out_dir: Path, quick: bool = False, progres
         "targets": [{"benchmark": name, **t.check(results[name])} for name in selected for t in SPECS[name].targets],
         "notes": ctx.notes,
     }
-    report["errors"] = errors(report)
+    report["errors"] = [f"{module} (not loaded): {why}" for module, why in LOAD_ERRORS.items()] + errors(report)
     paths = report_paths(out_dir, run_id, quick, complete)
     report["files"] = {k: str(v) for k, v in paths.items()}
     plot = render_plot(report, paths["png"])
