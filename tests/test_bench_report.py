@@ -100,3 +100,14 @@ def test_a_benchmark_module_that_cannot_be_imported_is_an_error(fake_benchmarks,
     monkeypatch.setattr(bench, "LOAD_ERRORS", {})
     report = bench.run(["t.fast"], tmp_path)
     assert report["errors"] and report["errors"][0].startswith("usermem.bench.no_such_module (not loaded)")
+
+
+def test_multi_line_errors_stay_in_their_table_cell(fake_benchmarks, tmp_path):
+    @bench.benchmark("t.crash", targets=[Target("x", "<=", 1.0, "x")])
+    def crash(ctx: BenchContext) -> dict:
+        raise RuntimeError("server closed the connection\n\tunexpectedly | really")
+
+    report = bench.run(["t.crash"], tmp_path)
+    md = (tmp_path / f"bench-partial-{report['run']['id']}.md").read_text(encoding="utf-8")
+    row = next(line for line in md.splitlines() if line.startswith("| t.crash |"))
+    assert "unexpectedly \\| really" in row and row.count(" | ") == 4

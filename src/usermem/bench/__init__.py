@@ -256,6 +256,11 @@ def render_plot(report: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+def _one_line(text: str) -> str:
+    """A message fit for one markdown table cell or list item (server errors span lines and may hold '|')."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def render_markdown(report: dict[str, Any], plot: Path | None = None) -> str:
     run, host = report.get("run", {}), report["machine"]
     scope = ("all benchmarks" if run.get("complete") else "only " + ", ".join(run.get("benchmarks", [])))
@@ -270,14 +275,14 @@ def render_markdown(report: dict[str, Any], plot: Path | None = None) -> str:
              f"({host.get('cpus_usable', host['cpus'])} usable), Python {host['python']}, load average (1 min) "
              f"{host.get('load_1m_at_start', '?')} at start, {host.get('load_1m_at_end', '?')} at end", ""]
     if report.get("errors"):
-        lines += ["## Errors", ""] + [f"- {e}" for e in report["errors"]] + [""]
+        lines += ["## Errors", ""] + [f"- {_one_line(e)}" for e in report["errors"]] + [""]
     targets = report.get("targets", [])
     if targets:
         met = sum(1 for t in targets if t["met"])
         lines += ["## Targets", "", f"{met} of {len(targets)} met.", "",
                   "| benchmark | target | threshold | measured | result |", "|---|---|---|---|---|"]
         for t in targets:
-            result = "met" if t["met"] else "MISSED" + (f" ({t['why']})" if t.get("why") else "")
+            result = "met" if t["met"] else "MISSED" + (f" ({_one_line(t['why'])})" if t.get("why") else "")
             measured = "—" if t["measured"] is None else f"{t['measured']:g}"
             lines.append(f"| {t['benchmark']} | {t['target']} | {t['threshold']} | {measured} | {result} |")
         lines.append("")
