@@ -23,7 +23,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import platform
 import statistics
 import time
 import uuid
@@ -134,9 +133,9 @@ def load_all() -> None:
 
 def machine() -> dict[str, Any]:
     """The machine a run measured: enough to tell two machines (or a loaded one) apart."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"hostname": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "cpus_usable": usable, "load_1m_at_start": round(os.getloadavg()[0], 2)}
+    from usermem.evals import machine as _machine
+
+    return dict(_machine())
 
 
 def new_run_id() -> str:

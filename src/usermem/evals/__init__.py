@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from usermem.errors import ConfigError
 
-__all__ = ["EVAL_EXTRA_HINT", "MissingExtra", "require"]
+__all__ = ["EVAL_EXTRA_HINT", "MissingExtra", "machine", "require", "run_info"]
 
 EVAL_EXTRA_HINT = "pip install 'usermem[eval]'"
 
@@ -43,3 +43,22 @@ def require(module: str, purpose: str, package: str | None = None) -> object:
         return importlib.import_module(module)
     except ImportError:
         raise MissingExtra(package or module, purpose) from None
+
+
+def machine() -> dict[str, object]:
+    """The machine a run measured on: enough to tell two machines (or a loaded one) apart."""
+    import os
+    import platform
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"hostname": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "cpus_usable": usable, "load_1m_at_start": round(os.getloadavg()[0], 2)}
+
+
+def run_info() -> dict[str, object]:
+    """Identity of one run — id, UTC start time, machine — for the header of the report it writes."""
+    import time
+    import uuid
+
+    return {"id": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()}

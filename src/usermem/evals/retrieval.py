@@ -247,7 +247,9 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
                   progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Ingest, ask every question of the three rankers, score. `progress(done, total)` is called per question."""
     from usermem.engine.memory import Memory  # evaluations sit above the engine (they measure a Memory)
+    from usermem.evals import run_info
 
+    run = run_info()
     settings = settings or load_settings(env={})
     base = make_embedder(settings)
     if base is None:
@@ -298,7 +300,7 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
             embedder.save()
         mem.close()
     lat = sorted(latencies)
-    meta = {"conversations": len(convs), "turns": sum(len(c.turns) for c in convs), "questions": total,
+    meta = {"run": run, "conversations": len(convs), "turns": sum(len(c.turns) for c in convs), "questions": total,
             "rejected_turns": rejected, "seconds": round(time.perf_counter() - t0, 1), "k": k,
             "model": embedder.model_id,
             "fusion": {"method": settings.hybrid_fusion, "dense_weight": settings.hybrid_dense_weight,
@@ -370,10 +372,16 @@ def ordered_categories(table: dict[str, Any]) -> list[str]:
 
 def render_markdown(result: EvalResult) -> str:
     m = result.meta
-    lines = [f"# Retrieval evaluation: {result.name}", "",
-             f"{m['conversations']} conversations, {m['turns']} turns ingested ({m['rejected_turns']} rejected by "
-             f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", "",
-             "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|---|"]
+    run = m.get("run")
+    lines = [f"# Retrieval evaluation: {result.name}", ""]
+    if isinstance(run, dict):  # one run on one machine; reports written before run ids have none
+        host = run["machine"]
+        lines += [f"Run {run['id']}, started {run['started_at']} on {host['hostname']} ({host['platform']}, "
+                  f"{host['cpus']} CPUs, load average {host['load_1m_at_start']} at start). Latencies below are "
+                  "from this run and this machine.", ""]
+    lines += [f"{m['conversations']} conversations, {m['turns']} turns ingested ({m['rejected_turns']} rejected by "
+              f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", "",
+              "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|---|"]
     for cat in ordered_categories(result.table):
         for system in SYSTEMS:
             c = result.table[cat].get(system)
