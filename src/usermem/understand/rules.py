@@ -1,0 +1,334 @@
+"""Precise rules for the fields whose values have a type: places, time zones, names and forms of address,
+family members and pets, diet, reply tone, spoken languages, phone numbers, birthdays and budgets.
+
+Every rule returns `Found` values in the user's own words (a span of the clause) with a canonical form
+beside it where one helps. Whether the clause is the user's own, lasting statement is decided by
+`understand.filters`, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from usermem.understand.gazetteer import find_places
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    key: str
+    value: str
+    start: int
+    end: int
+    canonical: Any = None
+    confidence: float = 0.8
+
+
+def _all(pattern: re.Pattern[str], text: str, key: str, group: int = 1, canonical: Any = None,
+         confidence: float = 0.8) -> list[Found]:
+    return [Found(key, m.group(group), m.start(group), m.end(group), canonical, confidence)
+            for m in pattern.finditer(text) if m.group(group)]
+
+
+# --- places ---------------------------------------------------------------------------------------------
+
+_WORK_CUE = re.compile(r"上班|工作|办公|公司在|上班在|\bwork(?:s|ing)?\b|\boffice\b|\bcommute|\bjob\b", re.IGNORECASE)
+_HOME_CUE = re.compile(r"老家|家乡|故乡|出生|长大|\bgrew up\b|\boriginally\b|\bfrom\b|\bborn\b|人，|人$|的人", re.IGNORECASE)
+_LIVE_CUE = re.compile(r"住|人在|在|定居|搬|base|\blive|\bliving\b|\bbased\b|\bmoved\b|\bmove\b|\bin\b|\bhere\b",
+                       re.IGNORECASE)
+_NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\b|\bvisit|\bholiday|\bvacation|\bflying\b",
+                         re.IGNORECASE)
+
+
+def places(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for p in find_places(clause):
+        before = clause[max(0, p.start - 12):p.start]
+        after = clause[p.end:p.end + 6]
+        window = before + "|" + after
+        if _NOT_LIVING.search(clause):
+            continue
+        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡", after):
+            key = "hometown"
+        elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
+            key = "work_city"
+        elif _LIVE_CUE.search(before[-8:]):
+            key = "city"
+        else:
+            continue
+        out.append(Found(key, p.text, p.start, p.end, p.canonical, 0.75))
+    return out
+
+
+# --- time zones ---------------------------------------------------------------------------------------------
+
+_TZ_NAMES: Mapping[str, str] = {
+    "pacific time": "America/Los_Angeles", "pacific": "America/Los_Angeles", "pst": "America/Los_Angeles",
+    "pdt": "America/Los_Angeles", "mountain time": "America/Denver", "mst": "America/Denver",
+    "central time": "America/Chicago", "cst": "America/Chicago", "eastern time": "America/New_York",
+    "est": "America/New_York", "edt": "America/New_York", "gmt": "Europe/London", "bst": "Europe/London",
+    "cet": "Europe/Paris", "cest": "Europe/Paris", "eat": "Africa/Nairobi", "ist": "Asia/Kolkata",
+    "jst": "Asia/Tokyo", "aest": "Australia/Sydney", "北京时间": "Asia/Shanghai", "东八区": "UTC+8",
+    "东九区": "UTC+9", "东七区": "UTC+7", "西五区": "UTC-5", "西八区": "UTC-8", "东一区": "UTC+1", "零时区": "UTC+0",
+}
+_TZ = re.compile(r"\b(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?\b|[东西][一二三四五六七八九十]{1,2}区|零时区|"
+                 r"\b(?:pacific|mountain|central|eastern) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
+                 r"\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", re.IGNORECASE)
+_TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
+
+
+def timezone(clause: str) -> list[Found]:
+    out = []
+    for m in _TZ.finditer(clause):
+        word = m.group(0)
+        low = word.lower()
+        if low in ("cst", "est", "ist", "bst", "eat") and not re.search(r"时区|time|zone|\bin\b|\bon\b", clause,
+                                                                             re.IGNORECASE):
+            continue
+        if low == "eat" and word != "EAT":
+            continue
+        canon = _TZ_NAMES.get(low) or re.sub(r"\s|−", lambda x: "-" if x.group(0) == "−" else "", word.upper())
+        out.append(Found("timezone", word, m.start(), m.end(), canon, 0.85))
+    return out
+
+
+# --- names and forms of address ---------------------------------------------------------------------------
+
+_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?([\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
+_ADDRESS_EN = re.compile(r"\b(?:call me|address me as|you can call me|just call me)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
+_NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
+_NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
+_NOT_NAMES = frozenset({"Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
+                        "Really", "Back", "Going", "Currently", "Based", "Allergic", "Vegan", "Vegetarian", "Fine",
+                        "Good", "Tired", "Busy", "Done", "The", "A", "An", "On", "Off", "Working", "Learning",
+                        "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok"})
+
+
+def names(clause: str) -> list[Found]:
+    out = _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
+    out += [f for f in _all(_ADDRESS_EN, clause, "preferred_name", confidence=0.85)
+            if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)]
+    out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
+    return out
+
+
+# --- family and pets --------------------------------------------------------------------------------------
+
+SPOUSE: Mapping[str, str] = {
+    "老婆": "wife", "妻子": "wife", "太太": "wife", "媳妇": "wife", "爱人": "partner", "老公": "husband",
+    "丈夫": "husband", "先生": "husband", "男朋友": "boyfriend", "女朋友": "girlfriend", "对象": "partner",
+    "未婚夫": "fiance", "未婚妻": "fiance", "wife": "wife", "husband": "husband", "partner": "partner",
+    "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiancé": "fiance", "fiance": "fiance",
+    "fiancée": "fiance", "fiancee": "fiance", "hubby": "husband",
+}
+CHILDREN: Mapping[str, str] = {
+    "儿子": "son", "女儿": "daughter", "孩子": "child", "小孩": "child", "娃": "child", "闺女": "daughter",
+    "大宝": "child", "二宝": "child", "俩娃": "children", "两个孩子": "children", "son": "son", "daughter": "daughter",
+    "kid": "child", "kids": "children", "children": "children", "child": "child", "toddler": "child",
+    "baby": "child", "twins": "children",
+}
+PETS: Mapping[str, str] = {
+    "猫": "cat", "猫咪": "cat", "橘猫": "cat", "布偶": "cat", "英短": "cat", "狗": "dog", "狗狗": "dog", "柯基": "dog",
+    "金毛": "dog", "泰迪": "dog", "柴犬": "dog", "哈士奇": "dog", "边牧": "dog", "兔子": "rabbit", "仓鼠": "hamster",
+    "鹦鹉": "parrot", "乌龟": "turtle", "金鱼": "fish", "cat": "cat", "kitten": "cat", "dog": "dog",
+    "puppy": "dog", "pup": "dog", "corgi": "dog", "labrador": "dog", "greyhound": "dog", "poodle": "dog",
+    "terrier": "dog", "rabbit": "rabbit", "bunny": "rabbit", "hamster": "hamster", "parrot": "parrot",
+    "budgie": "parrot", "tortoise": "turtle", "turtle": "turtle", "goldfish": "fish",
+}
+_MINE_ZH = r"(?:我(?:家|的)?|我们家|家里|家)"
+_MINE_EN = r"(?:\bmy|\bour)"
+
+
+def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
+    out: list[Found] = []
+    words = sorted(lexicon, key=len, reverse=True)
+    zh = "|".join(re.escape(w) for w in words if not w.isascii())
+    en = "|".join(re.escape(w) for w in words if w.isascii())
+    count = r"(?:[一两二三四俩]只|[一两二三四俩]条|[一两二三四]个|只|条)?"
+    pat_zh = re.compile(r"(" + _MINE_ZH + r"?" + count + r"(?:" + zh + r"))(?:叫|名叫|名字叫)?"
+                        r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在]|$))?")
+    pat_en = re.compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
+                        r"([A-Z][a-z]+))?")
+    for m in pat_zh.finditer(clause):
+        word = m.group(1)
+        base = next((w for w in words if w in word), word)
+        if not word.startswith(("我", "家")) and not pet and len(base) < 2 and base not in ("娃",):
+            continue
+        if key == "spouse" and base == "先生" and not re.search(r"我(?:跟|和)?我?先生|我先生|我家先生", clause):
+            continue
+        name = m.group(2) if pet or key == "children" else None
+        if name and re.match(r"[今刚最才也又都是在上了的]", name):
+            name = None
+        if name:
+            out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
+        else:
+            value = word if key != "spouse" else base
+            value = re.sub(r"^(?:我们家|我家|我的|我|家里|家)?(?:[一两二三四俩]?[只条个])?(?=.)", "", value) if pet else value
+            start = m.start(1) + (word.index(value) if value in word else 0)
+            out.append(Found(key, value, start, start + len(value), lexicon[base], 0.7))
+    for m in pat_en.finditer(clause):
+        phrase = m.group(1)
+        base = next((w for w in sorted(lexicon, key=len, reverse=True) if w.isascii() and
+                     re.search(r"\b" + re.escape(w) + r"s?\b", phrase, re.IGNORECASE)), None)
+        if base is None:
+            continue
+        name = m.group(2)
+        if name and name not in _NOT_NAMES:
+            out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
+        else:
+            out.append(Found(key, phrase, m.start(1), m.end(1), lexicon[base], 0.65))
+    return out
+
+
+def family(clause: str) -> list[Found]:
+    return _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
+
+
+def pets(clause: str) -> list[Found]:
+    if not re.search(r"养|家|我|my|our|have|got", clause, re.IGNORECASE):
+        return []
+    return _relation(clause, PETS, "pets", pet=True)
+
+
+# --- enumerable preferences ----------------------------------------------------------------------------
+
+DIETS: Mapping[str, str] = {
+    "吃素": "vegetarian", "素食": "vegetarian", "素食主义": "vegetarian", "纯素": "vegan", "全素": "vegan",
+    "清真": "halal", "不吃猪肉": "no_pork", "不吃牛肉": "no_beef", "不吃辣": "no_spicy", "低糖": "low_sugar",
+    "控糖": "low_sugar", "低碳水": "low_carb", "生酮": "keto", "无麸质": "gluten_free", "少油少盐": "low_fat_low_salt",
+    "vegan": "vegan", "vegetarian": "vegetarian", "pescatarian": "pescatarian", "halal": "halal", "kosher": "kosher",
+    "gluten-free": "gluten_free", "gluten free": "gluten_free", "dairy-free": "dairy_free", "dairy free": "dairy_free",
+    "keto": "keto", "low-carb": "low_carb", "low carb": "low_carb", "don't eat pork": "no_pork",
+    "no pork": "no_pork", "plant-based": "vegan",
+}
+TONES: Mapping[str, str] = {
+    "正式": "formal", "正式一点": "formal", "随意": "casual", "随便一点": "casual", "轻松": "casual", "直接": "direct",
+    "直接点": "direct", "温柔": "gentle", "委婉": "gentle", "幽默": "humorous", "别用表情": "no_emoji",
+    "不要表情": "no_emoji", "不要emoji": "no_emoji", "别用emoji": "no_emoji", "多用表情": "emoji",
+    "formal": "formal", "casual": "casual", "direct": "direct", "blunt": "direct", "gentle": "gentle",
+    "humour": "humorous", "humor": "humorous", "funny": "humorous", "no emoji": "no_emoji", "no emojis": "no_emoji",
+    "emojis": "emoji",
+}
+_LANG_CODES: Mapping[str, str] = {
+    "中文": "zh", "汉语": "zh", "普通话": "zh", "粤语": "yue", "英语": "en", "英文": "en", "日语": "ja", "韩语": "ko",
+    "法语": "fr", "德语": "de", "西班牙语": "es", "葡萄牙语": "pt", "意大利语": "it", "俄语": "ru", "阿拉伯语": "ar",
+    "chinese": "zh", "mandarin": "zh", "cantonese": "yue", "english": "en", "japanese": "ja", "korean": "ko",
+    "french": "fr", "german": "de", "spanish": "es", "portuguese": "pt", "italian": "it", "russian": "ru",
+    "arabic": "ar", "hindi": "hi", "dutch": "nl", "swahili": "sw",
+}
+
+
+def _lexicon_hits(clause: str, lexicon: Mapping[str, str], key: str, confidence: float) -> list[Found]:
+    out: list[Found] = []
+    taken: list[tuple[int, int]] = []
+    for word in sorted(lexicon, key=len, reverse=True):
+        pat = (r"(?<![A-Za-z])" + re.escape(word) + r"(?![A-Za-z])") if word.isascii() else re.escape(word)
+        for m in re.finditer(pat, clause, re.IGNORECASE):
+            if any(m.start() < e and s < m.end() for s, e in taken):
+                continue
+            taken.append((m.start(), m.end()))
+            out.append(Found(key, m.group(0), m.start(), m.end(), lexicon[word], confidence))
+    return out
+
+
+def diet(clause: str) -> list[Found]:
+    return _lexicon_hits(clause, DIETS, "diet", 0.8)
+
+
+def tone(clause: str) -> list[Found]:
+    if not re.search(r"语气|口吻|说话|回复|回答|聊|跟我|对我|表情|tone|with me|reply|replies|answer|emoji|talk|be ",
+                     clause, re.IGNORECASE):
+        return []
+    return _lexicon_hits(clause, TONES, "reply_tone", 0.7)
+
+
+_SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
+                    r"my native language is|native|fluent in|learning)\s*", re.IGNORECASE)
+
+
+def spoken(clause: str) -> list[Found]:
+    if not _SPEAK.search(clause):
+        return []
+    return [f for f in _lexicon_hits(clause, _LANG_CODES, "languages_spoken", 0.75)
+            if f.start >= _SPEAK.search(clause).start()]  # type: ignore[union-attr]
+
+
+# --- numbers: phone, birthday, budget -----------------------------------------------------------------------
+
+_PHONE = re.compile(r"(?<![\d\w])(\+?\d[\d \-]{6,16}\d)(?![\d])")
+_PHONE_CUE = re.compile(r"手机|电话|号码|打我|call me|phone|mobile|cell|number|whatsapp|reach me", re.IGNORECASE)
+_BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|born on|birthday(?: is|'s)?(?: on)?)\s*"
+                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|"
+                       r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+                       r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
+                       r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
+_MONEY = re.compile(r"((?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
+                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.])\d{3,}(?:\.\d+)?(?![\d.%])))")
+_BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|之内|价位|budget|under|max|at most|no more than|up to", re.IGNORECASE)
+_CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), ("€", "EUR"), ("euro", "EUR"),
+             ("eur", "EUR"), ("£", "GBP"), ("pound", "GBP"), ("gbp", "GBP"), ("元", "CNY"), ("块", "CNY"),
+             ("rmb", "CNY"), ("人民币", "CNY"), ("¥", "CNY"), ("￥", "CNY"))
+
+
+def phone(clause: str) -> list[Found]:
+    if not _PHONE_CUE.search(clause):
+        return []
+    return [f for f in _all(_PHONE, clause, "phone", confidence=0.85) if sum(ch.isdigit() for ch in f.value) >= 7]
+
+
+def birthday(clause: str) -> list[Found]:
+    out = []
+    for f in _all(_BIRTHDAY, clause, "birthday", confidence=0.85):
+        out.append(Found(f.key, f.value, f.start, f.end, _month_day(f.value), f.confidence))
+    return out
+
+
+def _month_day(text: str) -> str | None:
+    m = re.search(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})", text)
+    if m:
+        md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
+        return f"{m.group(1)}-{md}" if m.group(1) else md
+    try:
+        import dateparser
+    except ImportError:  # pragma: no cover
+        return None
+    parsed = dateparser.parse(text, languages=["en", "zh"], settings={"PREFER_DATES_FROM": "future"})
+    return parsed.strftime("%m-%d") if parsed else None
+
+
+def budget(clause: str) -> list[Found]:
+    if not _BUDGET_CUE.search(clause):
+        return []
+    out = []
+    for f in _all(_MONEY, clause, "budget", confidence=0.75):
+        out.append(Found(f.key, f.value, f.start, f.end, _money(f.value), f.confidence))
+    return out
+
+
+def _money(text: str) -> str | None:
+    m = re.search(r"\d[\d,]*(?:\.\d+)?", text)
+    if not m:
+        return None
+    amount = float(m.group(0).replace(",", ""))
+    low = text.lower()
+    if re.search(r"[kK千]", text):
+        amount *= 1000
+    if re.search(r"[wW万]", text):
+        amount *= 10000
+    cur = next((code for sign, code in _CURRENCY if sign in low), None)
+    value = f"{amount:g}"
+    return f"{value} {cur}" if cur else value
+
+
+RULES: tuple[Callable[[str], list[Found]], ...] = (places, timezone, names, family, pets, diet, tone, spoken, phone,
+                                                  birthday, budget)
+
+
+def typed(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for rule in RULES:
+        out += rule(clause)
+    return out
