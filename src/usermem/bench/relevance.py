@@ -72,7 +72,7 @@ class _PassageCache:
     """Cached passages (fixture building), live queries (what is measured)."""
 
     def __init__(self, inner: Any, cache_dir: Path) -> None:
-        from usermem.relevance.evaluate import CachedEmbedder
+        from usermem.evals.retrieval import CachedEmbedder
 
         self.cached = CachedEmbedder(inner, cache_dir)
         self.inner = inner

@@ -36,7 +36,7 @@ def eval_pii(
 
     Example: usermem eval pii --out reports --pii 2000 --benign 3000
     """
-    from usermem.privacy_eval import build_corpus, evaluate, render_markdown
+    from usermem.evals.pii import build_corpus, evaluate, render_markdown
 
     with console.status("generating corpus and detecting…"):
         corpus = build_corpus(seed=seed, pii=pii, benign=benign)

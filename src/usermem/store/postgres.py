@@ -38,6 +38,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
 from usermem.model import AuditEvent, Kind, MemoryRecord, Source
 from usermem.store import migrations
@@ -610,10 +611,4 @@ def _live_where(q: LiveQuery) -> tuple[str, list[Any]]:
     return " AND ".join(where), args
 
 
-def _redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
+_redact_url = redact_url  # moved to usermem.config; the old private name stays as an alias
