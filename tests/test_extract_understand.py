@@ -8,7 +8,7 @@ from fake_openai import FakeOpenAI, malformed, reply_json
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
 from usermem.model import Candidate
-from usermem.understand import evals
+from usermem.evals import extraction as evals
 
 T0 = 1_790_000_000.0
 

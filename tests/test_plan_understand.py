@@ -7,7 +7,7 @@ import pytest
 from fake_openai import FakeOpenAI, http_error, malformed, reply_json, slow
 from usermem import Memory, ValidationError
 from usermem.config import load_settings
-from usermem.understand import evals
+from usermem.evals import extraction as evals
 
 T0 = 1_790_000_000.0
 

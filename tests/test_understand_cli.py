@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from fake_openai import FakeOpenAI, reply_json
 from usermem.interfaces.cli import _register, app
-from usermem.understand import evals
+from usermem.evals import extraction as evals
 
 runner = CliRunner()
 _register()

@@ -11,7 +11,7 @@ from rich.table import Table
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
 from usermem.interfaces.cli import console, eval_app
-from usermem.understand import evals
+from usermem.evals import extraction as evals
 
 DataOpt = Annotated[Path | None, typer.Option("--data", help="Labelled data file (default: the shipped set)")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for eval_<name>.json/.md")]

@@ -459,7 +459,8 @@ class PatternExtractor:
     """
 
     def __init__(self, allowed: Mapping[str, FieldContract], *, tagger: Any = "default",
-                 tagger_threshold: float | None = None) -> None:
+                 tagger_threshold: float | None = None, templates: bool = True,
+                 template_similarity: float | None = None) -> None:
         from usermem.understand.tagger import load_tagger
 
         self.allowed = allowed
@@ -467,6 +468,11 @@ class PatternExtractor:
         meta = _tagger_meta()
         self.tagger_threshold = tagger_threshold if tagger_threshold is not None else float(
             meta.get("threshold", 0.5))
+        from usermem.understand.templates import index
+
+        self.templates = index() if templates else None
+        self.template_similarity = template_similarity if template_similarity is not None else float(
+            meta.get("template_similarity", 0.4))
 
     def extract(self, messages: Sequence[Message]) -> list[Candidate]:
         per_message: list[tuple[int, list[Candidate]]] = []
@@ -549,6 +555,11 @@ class PatternExtractor:
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
                     if allowed(f.key, why):
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
+                if self.templates is not None:
+                    for tp in self.templates.propose(clause, self.template_similarity):
+                        if allowed(tp.field, why):
+                            add(_Hit(tp.field, tp.value, round(min(0.95, 0.4 + tp.score), 3),
+                                     _canonical_of(tp.field, tp.value)), base + tp.start, base + tp.end, "model")
                 for sp in spans:
                     if base <= sp.start < base + len(clause) and allowed(sp.field, why):
                         p = _calibrate(sp.probability)

@@ -323,12 +323,76 @@ def _money(text: str) -> str | None:
     return f"{value} {cur}" if cur else value
 
 
-RULES: tuple[Callable[[str], list[Found]], ...] = (places, timezone, names, family, pets, diet, tone, spoken, phone,
-                                                  birthday, budget)
+# --- free-text fields: the common phrasings -------------------------------------------------------------
+
+_END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不过|所以|因为|$)"
+_FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
+    ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
+                                   r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
+    ("medical_history", re.compile(r"(?i:diagnosed with|i have|i've got|i suffer from|i'm)\s+((?:type \d |chronic |"
+                                   r"mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
+                                   r"migraines?|hypertension|high blood pressure|arthritis|eczema|anxiety|"
+                                   r"depression|a pacemaker|lactose intolerant|pregnant|\d+ weeks pregnant|"
+                                   r"gout|psoriasis|sleep apnea|tinnitus|long covid))\b"), 0.75),
+    ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
+                                   r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
+    ("accessibility", re.compile(r"(红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|"
+                                 r"视力不好|老花眼|腿脚不方便|行动不便|(?i:screen reader|partially sighted|"
+                                 r"colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
+                                 r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye))"), 0.8),
+    ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)?"
+                           r"(?:去|喜欢)?|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
+    ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
+                           r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
+    ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
+                           r"fish|skate|box|dance|sing|draw|sew|hike)\b"), 0.6),
+    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{1,10}?)" + _END), 0.65),
+    ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
+    ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
+    ("education", re.compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
+                             r"((?:my |an? |a part-time |part-time )?(?:[\w'\-]+ ){0,3}?(?:degree|masters?|master's|"
+                             r"phd|mba|bachelor's|a-levels|gcses|bootcamp|course|diploma)(?: (?:in|at) [\w' \-]{2,30})?)"
+                             + _END), 0.65),
+    ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
+    ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
+                               r"([\w][\w' \-]{1,30}?)" + _END), 0.6),
+    ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
+    ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
+                               r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
+     0.7),
+    ("occupation", re.compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
+    ("occupation", re.compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
+                              + _END), 0.7),
+    ("occupation", re.compile(r"(?:我在[\u4e00-\u9fffA-Za-z0-9]{1,10}?|我)(?:当|做|干)([\u4e00-\u9fffA-Za-z]{1,8}?)"
+                              r"(?=[，,。.!！?？；;]|的|$)"), 0.6),
+    ("occupation", re.compile(r"(?:本人|我是)(?:一名|一个|个)?([\u4e00-\u9fffA-Za-z]{1,6}(?:部的|组的|科的))"), 0.6),
+    ("employer", re.compile(r"(?:我在|在|入职了?|加入了?|就职于|供职于)([\u4e00-\u9fffA-Za-z0-9]{2,6}?)(?:上班|工作|实习|做|当|搬砖)"),
+     0.65),
+    ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
+                            r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+    ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
+    ("schedule", re.compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
+     0.55),
+)
+_NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
+
+
+def free_text(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for key, pat, conf in _FREE:
+        for m in pat.finditer(clause):
+            g = m.lastindex or 0
+            value = m.group(g).strip() if g else m.group(0).strip()
+            if not value or (key == "hobbies" and _NOT_HOBBY.match(value)):
+                continue
+            start = m.start(g) if g else m.start()
+            start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
+            out.append(Found(key, value, start, start + len(value), None, conf))
+    return out
 
 
 def typed(clause: str) -> list[Found]:
     out: list[Found] = []
-    for rule in RULES:
+    for rule in (places, timezone, names, family, pets, diet, tone, spoken, phone, birthday, budget, free_text):
         out += rule(clause)
     return out

@@ -1,4 +1,4 @@
-"""Evaluations on the labelled data shipped in `usermem/data/`: recall plans, extraction, assembly.
+"""Evaluations of understanding (moved from usermem.understand.evals): recall plans, extraction, assembly.
 
 Used by `usermem eval plan|extract|assemble` (full runs, reports under reports/) and by the tests
 (small variants). Every number here is computed, nothing is hard-coded; labelled sets carry a
@@ -247,3 +247,169 @@ def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: st
     j.write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
     md.write_text(markdown, encoding="utf-8")
     return j, md
+
+
+# --- the utterance bank (issue 13): extraction and recall plans, dev and test reported apart ----------------
+
+NON_USER = frozenset({"question", "hypothetical", "third_party", "quote", "joke", "others_plan"})
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ms = sorted(values)
+    return round(ms[min(len(ms) - 1, int(q * (len(ms) - 1) + 0.5))] * 1000, 3)
+
+
+def _split_of(row: Any) -> str:
+    return str(getattr(row, "split", None) or (row.get("split") if isinstance(row, dict) else None) or "?")
+
+
+def eval_bank_extraction(extract_fn: Callable[[list[dict[str, str]]], Sequence[Any]], items: Sequence[Any], *,
+                         splits: Sequence[str] = ("dev", "test"),
+                         sensitivity: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """Precision/recall/F1 per split (overall and per field) of `extract_fn(messages) -> candidates`.
+
+    A candidate counts when its field equals a label's and its value matches the label's words
+    (`training.value_match`: equal after normalisation, or one contains the other and is at least half as
+    long); list values count item by item. Also per split: `non_user_stored` — candidates on question,
+    hypothetical, third-party, quote, joke or others'-plan items that match no label (must be 0), and
+    the latency of one call per item (p50/p95 ms). The train split is left out unless asked for.
+    """
+    from usermem.understand.training import score_item
+
+    per_split: dict[str, dict[str, Any]] = {}
+    for split in splits:
+        rows = [i for i in items if i.split == split]
+        tp = fp = fn = 0
+        fields: dict[str, list[int]] = {}
+        non_user = 0
+        latencies: list[float] = []
+        errors: list[dict[str, Any]] = []
+        canon_ok = canon_n = 0
+        for item in rows:
+            t = time.perf_counter()
+            cands = list(extract_fn(item.messages()))
+            latencies.append(time.perf_counter() - t)
+            got: list[tuple[str, str]] = []
+            canon: dict[tuple[str, str], Any] = {}
+            for c in cands:
+                values = c.value if isinstance(c.value, list) else [c.value]
+                canons = c.canonical if isinstance(c.canonical, list) else [c.canonical] * len(values)
+                for v, cv in zip(values, canons, strict=False):
+                    got.append((c.key, str(v)))
+                    canon[(c.key, str(v))] = cv
+            a, b, m = score_item(item, got)
+            tp, fp, fn = tp + a, fp + b, fn + m
+            if item.negative in NON_USER:
+                non_user += b
+            gold = [(lab.field, lab.value) for lab in item.labels]
+            for key in {k for k, _ in gold} | {k for k, _ in got}:
+                ga = [g for g in gold if g[0] == key]
+                gg = [g for g in got if g[0] == key]
+                fa = fields.setdefault(key, [0, 0, 0])
+                sub = type(item)(item.id, item.lang, item.split, item.turns,
+                                 tuple(lab for lab in item.labels if lab.field == key), item.negative)
+                x, y, z = score_item(sub, gg)
+                fa[0], fa[1], fa[2] = fa[0] + x, fa[1] + y, fa[2] + z
+                del ga
+            for lab in item.labels:
+                if lab.canonical is None:
+                    continue
+                hit = next((v for k, v in got if k == lab.field and _matches_label(lab.value, v)), None)
+                if hit is not None:
+                    canon_n += 1
+                    canon_ok += str(canon.get((lab.field, hit)) or "").lower() == str(lab.canonical).lower()
+            if a != len(got) or m:
+                errors.append({"id": item.id, "negative": item.negative,
+                               "text": " || ".join(c for r, c in item.turns if r == "user"),
+                               "got": got, "expected": gold})
+        res = _prf(tp, fp, fn)
+        res["n"] = len(rows)
+        res["non_user_stored"] = non_user
+        res["canonical_accuracy"] = round(canon_ok / canon_n, 4) if canon_n else None
+        res["latency_ms"] = {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95)}
+        res["fields"] = {k: {**_prf(*v), "n": v[0] + v[2]} for k, v in sorted(fields.items())}
+        res["errors"] = errors
+        per_split[split] = res
+    return per_split
+
+
+def _matches_label(expected: str, got: str) -> bool:
+    from usermem.understand.training import value_match
+
+    return value_match(expected, got)
+
+
+def eval_bank_storage(make_memory: Callable[[], Any], items: Sequence[Any], *,
+                      splits: Sequence[str] = ("dev", "test")) -> dict[str, Any]:
+    """Ingest every item through the write pipeline (no LLM) and count what must never be stored:
+    values carrying PII their field does not allow (`sensitive_stored`), and values stored from
+    question / hypothetical / third-party / quote / joke items that match no label (`non_user_stored`)."""
+    from usermem.policy.pii import detect
+    from usermem.store.base import LiveQuery
+
+    out: dict[str, Any] = {}
+    m = make_memory()
+    try:
+        for split in splits:
+            sensitive = non_user = stored = 0
+            for n, item in enumerate(i for i in items if i.split == split):
+                user = f"{split}{n}"
+                m.understanding.ingest(TENANT, user, item.messages(), now=1_790_000_000.0, use_llm=False,
+                                       detect_pushback=False)
+                for rec in m.store.live(LiveQuery(TENANT, user, 1_790_000_001.0)):
+                    stored += 1
+                    contract = m.contracts.get(rec.key)
+                    ok = contract.allowed_pii if contract is not None else frozenset()
+                    text = json.dumps(rec.value, ensure_ascii=False)
+                    if any(f.kind not in ok for f in detect(text)):
+                        sensitive += 1
+                    values = rec.value if isinstance(rec.value, list) else [rec.value]
+                    if item.negative in NON_USER:
+                        labels = [lab.value for lab in item.labels if lab.field == rec.key]
+                        non_user += sum(1 for v in values if not any(_matches_label(lab, str(v)) for lab in labels))
+            out[split] = {"stored": stored, "sensitive_stored": sensitive, "non_user_stored": non_user}
+    finally:
+        m.close()
+    return out
+
+
+def eval_bank_plan(plan_fn: Callable[[str], Any], queries: Sequence[Any], *,
+                   splits: Sequence[str] = ("dev", "test")) -> dict[str, Any]:
+    """Field-level precision/recall/F1 of `plan_fn(text) -> RecallPlan` on the bank's plan queries, per split
+    (overall and per field), with context/priority accuracy where the query says them."""
+    out: dict[str, Any] = {}
+    for split in splits:
+        rows = [q for q in queries if q.split == split]
+        tp = fp = fn = 0
+        fields: dict[str, list[int]] = {}
+        ctx_ok = ctx_n = pri_ok = pri_n = 0
+        latencies: list[float] = []
+        errors = []
+        for q in rows:
+            t = time.perf_counter()
+            plan = plan_fn(q.text)
+            latencies.append(time.perf_counter() - t)
+            want, got = set(q.fields), set(plan.fact_recall) | set(plan.preference_recall)
+            tp, fp, fn = tp + len(want & got), fp + len(got - want), fn + len(want - got)
+            for f in want | got:
+                fa = fields.setdefault(f, [0, 0, 0])
+                fa[0] += f in want and f in got
+                fa[1] += f in got and f not in want
+                fa[2] += f in want and f not in got
+            if "context_recall" in q.extra:
+                ctx_n += 1
+                ctx_ok += plan.context_recall == q.extra["context_recall"]
+            if "memory_priority" in q.extra:
+                pri_n += 1
+                pri_ok += plan.memory_priority == q.extra["memory_priority"]
+            if want != got:
+                errors.append({"id": q.id, "text": q.text, "extra": sorted(got - want), "missing": sorted(want - got)})
+        res = _prf(tp, fp, fn)
+        res.update(n=len(rows), context_accuracy=round(ctx_ok / ctx_n, 4) if ctx_n else None,
+                   priority_accuracy=round(pri_ok / pri_n, 4) if pri_n else None,
+                   latency_ms={"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95)},
+                   fields={k: {**_prf(*v), "n": v[0] + v[2]} for k, v in sorted(fields.items())}, errors=errors)
+        out[split] = res
+    return out
