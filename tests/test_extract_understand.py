@@ -21,12 +21,12 @@ def _kv(cands: list[Candidate]) -> dict[str, object]:
     (["我对青霉素过敏，另外我是一名儿科医生"], {"allergy": "青霉素", "occupation": "儿科医生"}),
     (["I'm allergic to peanuts. Also I'm a nurse"], {"allergy": "peanuts", "occupation": "nurse"}),
     (["我只接受邮件联系，不要打电话", "我的邮箱是 zw@example.com"],
-     {"contact_channel": "email", "contact": "不要打电话", "email": "zw@example.com"}),
-    (["以后报告都用Markdown格式", "算了，还是换成Word吧"], {"report_format": "word"}),
-    (["From now on send reports as PDF", "Actually, switch to Markdown instead"], {"report_format": "markdown"}),
-    (["请用英文回复我"], {"language": "en"}),
-    (["Reply in Chinese please"], {"language": "zh"}),
-    (["回复尽量精简，用要点列出来，以后都这样"], {"reply_length": "concise", "reply_format": "bullets"}),
+     {"contact_channel": "邮件", "contact": "不要打电话", "email": "zw@example.com"}),
+    (["以后报告都用Markdown格式", "算了，还是换成Word吧"], {"report_format": "Word"}),
+    (["From now on send reports as PDF", "Actually, switch to Markdown instead"], {"report_format": "Markdown"}),
+    (["请用英文回复我"], {"language": "英文"}),
+    (["Reply in Chinese please"], {"language": "Chinese"}),
+    (["回复尽量精简，用要点列出来，以后都这样"], {"reply_length": "精简", "reply_format": "要点"}),
     (["I live in Toronto"], {"city": "Toronto"}),
     (["我最近刚搬到深圳"], {"city": "深圳"}),
     (["以后别再给我推荐恐怖片了"], {"dislikes": "恐怖片"}),
@@ -34,6 +34,32 @@ def _kv(cands: list[Candidate]) -> dict[str, object]:
 ])
 def test_patterns(mem: Memory, messages, expected) -> None:
     assert _kv(mem.extract(messages)) == expected
+
+
+@pytest.mark.parametrize(("messages", "expected"), [
+    (["回复尽量精简，以后都这样"], {"reply_length": ("精简", "short")}),
+    (["以后报告都用Markdown格式"], {"report_format": ("Markdown", "markdown")}),
+    (["请用英文回复我"], {"language": ("英文", "en")}),
+    (["我在成都上班，每天挤地铁"], {"work_city": ("成都", "Chengdu")}),
+    (["I work out of Lisbon most weeks"], {"work_city": ("Lisbon", "Lisbon")}),
+    (["我吃素，推荐菜的时候注意"], {"diet": ("吃素", "vegetarian")}),
+    (["I'm vegan, so no dairy"], {"diet": ("vegan", "vegan")}),
+    (["叫我老李就行"], {"preferred_name": ("老李", None)}),
+    (["我家那只橘猫又把花盆打翻了"], {"pets": ("橘猫", "cat")}),
+    (["我这边是东八区，约会议注意一下"], {"timezone": ("东八区", "UTC+8")}),
+    (["我住在南京", "不对，是南宁，打错字了"], {"city": ("南宁", "Nanning")}),
+    (["call me Kate", "actually, Katie. Kate is my aunt"], {"preferred_name": ("Katie", None)}),
+])
+def test_users_words_kept_with_canonical_beside(mem: Memory, messages, expected) -> None:
+    """The value is what the user said (a Chinese value stays Chinese); the canonical form goes beside it."""
+    got = {c.key: (c.value, c.canonical) for c in mem.extract(messages)}
+    assert got == expected
+
+
+def test_one_statement_one_meaning(mem: Memory) -> None:
+    keys = [c.key for c in mem.extract(["我对花生过敏"])]
+    assert keys == ["allergy"]  # not also a dislike
+    assert "allergy" not in {c.key for c in mem.extract(["my son is allergic to eggs"])}
 
 
 @pytest.mark.parametrize("messages", [
@@ -109,13 +135,14 @@ def test_llm_extraction_is_validated() -> None:
         msgs = [{"role": "user", "content": "我花生过敏，报告用Markdown"}, {"role": "assistant", "content": "我在上海"}]
         cands = m.extract(msgs)
         # invented key, business field, evidence in an assistant turn or not in the cited message are dropped
-        assert _kv(cands) == {"allergy": "花生", "report_format": "markdown"}
+        assert _kv(cands) == {"allergy": "花生", "report_format": "Markdown"}  # the user's words, not "markdown"
+        assert {c.key: c.canonical for c in cands}["report_format"] == "markdown"
         assert all(c.method == "llm" for c in cands) and max(c.confidence for c in cands) == 1.0
         prompt = server.chat_requests()[0]["messages"][0]["content"]
         assert "allergy" in prompt and "plan (" not in prompt
         # malformed twice -> the deterministic patterns answer
         fallback = m.extract(msgs)
-        assert _kv(fallback) == {"allergy": "花生", "report_format": "markdown"}
+        assert _kv(fallback) == {"allergy": "花生", "report_format": "Markdown"}
         assert {c.method for c in fallback} == {"pattern"}
         m.close()
 

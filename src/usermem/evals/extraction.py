@@ -413,3 +413,62 @@ def eval_bank_plan(plan_fn: Callable[[str], Any], queries: Sequence[Any], *,
                    fields={k: {**_prf(*v), "n": v[0] + v[2]} for k, v in sorted(fields.items())}, errors=errors)
         out[split] = res
     return out
+
+
+def run_bank_extraction(make_memory: Callable[[], Any], path: str | Path | None = None, *,
+                        splits: Sequence[str] = ("dev", "test")) -> dict[str, Any]:
+    """`usermem eval extraction`: the no-LLM extractor on the bank's dev and test splits, plus the storage
+    check (what the write pipeline kept). Nothing here chooses anything: the models and thresholds were
+    fixed by `usermem train` on train/dev before."""
+    from usermem.understand import bank
+
+    items = bank.load_items(path=path)
+    m = make_memory()
+    try:
+        scores = eval_bank_extraction(lambda msgs: m.understanding.extract(msgs, tenant=TENANT, use_llm=False),
+                                      items, splits=splits)
+    finally:
+        m.close()
+    storage = eval_bank_storage(make_memory, items, splits=splits)
+    for split in splits:
+        scores[split]["storage"] = storage[split]
+    return {"data": str(path or "usermem/data/bank/utterances.jsonl"), "splits": scores}
+
+
+def bank_extraction_markdown(result: dict[str, Any]) -> str:
+    lines = ["# Extraction on the utterance bank (no LLM)", "",
+             "Models and thresholds were fitted on `train` and chosen on `dev` (`usermem train`); `test` was "
+             "never used to choose anything. A value counts when the field is right and the words match the "
+             "label (equal, or one contains the other and is at least half as long).", "",
+             "| split | n | precision | recall | F1 | non-user stored | sensitive stored | canonical acc. | p95 ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for split, r in result["splits"].items():
+        st = r.get("storage", {})
+        lines.append(f"| {split} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | "
+                     f"{r['non_user_stored']} / {st.get('non_user_stored', '-')} | {st.get('sensitive_stored', '-')} | "
+                     f"{r['canonical_accuracy']} | {r['latency_ms']['p95']} |")
+    lines += ["", "non-user stored: candidates / stored memories from question, hypothetical, third-party, quote, "
+              "joke and others'-plan items that match no label.", "", "## Per field (test)", "",
+              "| field | n | precision | recall | F1 |", "|---|---|---|---|---|"]
+    test = result["splits"].get("test") or next(iter(result["splits"].values()))
+    for field, r in test["fields"].items():
+        lines.append(f"| {field} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_bank_plan(plan_fn: Callable[[str], Any], path: str | Path | None = None, *,
+                  splits: Sequence[str] = ("dev", "test")) -> dict[str, Any]:
+    from usermem.understand import bank
+
+    return {"data": str(path or "usermem/data/bank/plan_queries.jsonl"),
+            "splits": eval_bank_plan(plan_fn, bank.load_plan_queries(path=path), splits=splits)}
+
+
+def bank_plan_markdown(result: dict[str, Any]) -> str:
+    lines = ["# Recall plans on the bank's plan queries (deterministic: cues + learned model)", "",
+             "The model was fitted on `train`, its threshold chosen on `dev`; `test` was never used to choose.", "",
+             "| split | n | precision | recall | F1 | p95 ms |", "|---|---|---|---|---|---|"]
+    for split, r in result["splits"].items():
+        lines.append(f"| {split} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | "
+                     f"{r['latency_ms']['p95']} |")
+    return "\n".join(lines) + "\n"

@@ -111,6 +111,8 @@ _PRIORITY: Mapping[str, int] = {"allergy": 9, "medical_history": 8, "diet": 7, "
                                 "likes": 1, "dislikes": 1}
 MAX_ITEMS = 20
 _SPECIFIC = frozenset({"reply_length", "reply_format", "report_format", "language", "contact_channel", "contact"})
+# "别/不要/don't X" counts as a standing dislike only with a word that makes it lasting.
+_STANDING_NEG = ("以后", "今后", "往后", "再也", "永远", "from now on", "never again", "any more", "anymore", "ever again")
 _CONF_EXPLICIT = 0.85  # "以后都用X", "my email is X", "I'm allergic to X"
 _CONF_STATED = 0.75  # "我喜欢X", "I'm a nurse"
 _CONF_IMPLIED = 0.6
@@ -460,10 +462,13 @@ class PatternExtractor:
 
     def __init__(self, allowed: Mapping[str, FieldContract], *, tagger: Any = "default",
                  tagger_threshold: float | None = None, templates: bool = True,
-                 template_similarity: float | None = None) -> None:
+                 template_similarity: float | None = None, negation_dislikes: bool = False) -> None:
         from usermem.understand.tagger import load_tagger
 
         self.allowed = allowed
+        # "别/不要/don't X" as a standing dislike: off by default (on the bank's dev split it mostly
+        # mislabelled requests and other fields as dislikes).
+        self.negation_dislikes = negation_dislikes
         self.tagger = load_tagger() if tagger == "default" else tagger
         meta = _tagger_meta()
         self.tagger_threshold = tagger_threshold if tagger_threshold is not None else float(
@@ -603,8 +608,8 @@ class PatternExtractor:
                 found += _city(s, normalise_keep_case(original))
                 if not any(h.key in _SPECIFIC for h in found):
                     found += _likes(s, original)  # "我喜欢简洁的回复" is reply_length, not a like
-                if not one_off and not any(h.key in ("dislikes", "contact", "reply_length", "contact_channel")
-                                           for h in found):
+                if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
+                        h.key in ("dislikes", "contact", "reply_length", "contact_channel") for h in found):
                     found += _negations(s)
             for h in found:
                 if h.key not in self.allowed or h.value in ("", None):

@@ -37,7 +37,8 @@ FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|�
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
 CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
-                        r"actually|wait,? no|no wait|sorry,?|correction|i mean|i meant|scratch that|make that|oops)",
+                        r"诶?还是|算了|哦不对|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|no wait|sorry,?|correction|"
+                        r"i mean|i meant|scratch that|make that|oops)",
                         re.IGNORECASE)
 _CLAUSE = re.compile(r"[^，,。.!！?？；;\n—]+[，,。.!！?？；;\n—]*")
 _SENTENCE = re.compile(r"[^。.!！?？\n]+[。.!！?？\n]*")

@@ -258,7 +258,7 @@ def spoken(clause: str) -> list[Found]:
 
 # --- numbers: phone, birthday, budget -----------------------------------------------------------------------
 
-_PHONE = re.compile(r"(?<![\d\w])(\+?\d[\d \-]{6,16}\d)(?![\d])")
+_PHONE = re.compile(r"(?<![\d\w])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")
 _PHONE_CUE = re.compile(r"手机|电话|号码|打我|call me|phone|mobile|cell|number|whatsapp|reach me", re.IGNORECASE)
 _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|born on|birthday(?: is|'s)?(?: on)?)\s*"
                        r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|"
@@ -304,7 +304,8 @@ def budget(clause: str) -> list[Found]:
         return []
     out = []
     for f in _all(_MONEY, clause, "budget", confidence=0.75):
-        out.append(Found(f.key, f.value, f.start, f.end, _money(f.value), f.confidence))
+        value = f.value.rstrip(",.")
+        out.append(Found(f.key, value, f.start, f.start + len(value), _money(value), f.confidence))
     return out
 
 

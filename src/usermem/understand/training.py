@@ -22,6 +22,8 @@ from usermem.understand.text import normalise
 
 TAGGER_PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150}
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(4, 19))
+TAGGER_THRESHOLDS = (0.3, 0.45, 0.6, 0.75, 0.9)
+SIMILARITIES = (0.4, 0.5, 0.6)
 
 
 def bank_digest(*names: str) -> str:
@@ -80,26 +82,26 @@ def _platt(z: Sequence[float], y: Sequence[int]) -> list[float]:
     return [round(float(clf.coef_[0][0]), 6), round(float(clf.intercept_[0]), 6)]
 
 
-def choose_threshold(items: Sequence[bank.Item]) -> tuple[float, dict[str, float]]:
-    """The tagger threshold maximising end-to-end extraction F1 on the dev split."""
+def choose_threshold(items: Sequence[bank.Item]) -> tuple[tuple[float, float], dict[str, float]]:
+    """(tagger threshold, template similarity) maximising end-to-end extraction F1 on the dev split."""
     from usermem.policy.contracts import ContractSet
     from usermem.understand.extract import PatternExtractor, extractable
 
     dev = [i for i in items if i.split == "dev"]
     allowed_fields = extractable(ContractSet())
-    best = (-1.0, 0.5)
+    best = (-1.0, (0.5, 0.5))
     scores: dict[str, float] = {}
-    for th in THRESHOLDS:
-        ex = PatternExtractor(allowed_fields, tagger_threshold=th)
-        tp = fp = fn = 0
-        for item in dev:
-            got = _flatten(ex.extract(_messages(item)))
-            a, b, c = score_item(item, got)
-            tp, fp, fn = tp + a, fp + b, fn + c
-        f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-        scores[str(th)] = round(f1, 4)
-        if f1 > best[0] + 1e-9:
-            best = (f1, th)
+    for sim in SIMILARITIES:
+        for th in TAGGER_THRESHOLDS:
+            ex = PatternExtractor(allowed_fields, tagger_threshold=th, template_similarity=sim)
+            tp = fp = fn = 0
+            for item in dev:
+                a, b, c = score_item(item, _flatten(ex.extract(_messages(item))))
+                tp, fp, fn = tp + a, fp + b, fn + c
+            f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+            scores[f"{th}/{sim}"] = round(f1, 4)
+            if f1 > best[0] + 1e-9:
+                best = (f1, (th, sim))
     return best[1], scores
 
 
@@ -143,13 +145,38 @@ def plan_examples(split: str) -> list[learned.Example]:
 
 
 def train_plan_model(out_dir: Path) -> learned.FieldModel:
-    model = learned.fit("plan", plan_examples("train"), plan_examples("dev"))
+    model = learned.fit("plan", plan_examples("train"), plan_examples("dev"), min_df=2, prune=0.05)
     meta = dict(model.meta)
     meta["bank"] = bank_digest("plan_queries.jsonl", "utterances.jsonl")
+    meta["combined_threshold"], meta["combined_dev_f1"] = _combined_threshold(model)
     model = learned.FieldModel(model.name, model.fields, model.vocab, model.idf, model.rows, model.intercepts,
                                model.platt, model.threshold, meta)
     (out_dir / "plan.json").write_text(learned.dump(model), encoding="utf-8")
     return model
+
+
+def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, float]]:
+    """The model threshold at which rules + model plan best (F1) on the dev plan queries."""
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.plan import DeterministicPlanner
+
+    rules_only = DeterministicPlanner(ContractSet(), model=None)
+    dev = [q for q in bank.load_plan_queries() if q.split == "dev"]
+    base = [set(rules_only.plan(q.text).fields) for q in dev]
+    probs = [model.probabilities(q.text) for q in dev]
+    scores: dict[str, float] = {}
+    best = (-1.0, 0.5)
+    for th in THRESHOLDS:
+        tp = fp = fn = 0
+        for q, b, p in zip(dev, base, probs, strict=True):
+            got = b | {f for f, x in p.items() if x >= th}
+            want = set(q.fields)
+            tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
+        f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+        scores[str(th)] = round(f1, 4)
+        if f1 > best[0] + 1e-9:
+            best = (f1, th)
+    return best[1], scores
 
 
 def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[str, Any]:
@@ -166,9 +193,10 @@ def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[s
             from usermem.understand import extract
 
             extract._PLATT = None
-            threshold, scores = choose_threshold(items)
+            (threshold, similarity), scores = choose_threshold(items)
             meta["threshold"] = threshold
-            meta["dev_f1_by_threshold"] = scores
+            meta["template_similarity"] = similarity
+            meta["dev_f1_by_threshold_and_similarity"] = scores
             (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         report["tagger"] = meta
     plan = train_plan_model(out)
