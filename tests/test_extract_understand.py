@@ -7,8 +7,8 @@ import pytest
 from fake_openai import FakeOpenAI, malformed, reply_json
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
-from usermem.model import Candidate
 from usermem.evals import extraction as evals
+from usermem.model import Candidate
 
 T0 = 1_790_000_000.0
 
@@ -64,7 +64,7 @@ def test_one_statement_one_meaning(mem: Memory) -> None:
 
 @pytest.mark.parametrize("messages", [
     ["我最喜欢加班了，哈哈哈"], ["I love Mondays lol"], ["你喜欢什么颜色？"], ["Do you like pizza?"],
-    ["如果我是CEO，我就天天放假"], ["我老婆喜欢百合花"], ["My wife loves tulips"], ["这次的方案用表格给我看一下就行"],
+    ["如果我是CEO，我就天天放假"], ["这次的方案用表格给我看一下就行"],
     ["我是年付专业版用户，订单号是 202409150001"], ["不要忘了明天开会"], ["Don't worry about it"],
     [{"role": "assistant", "content": "I'm a doctor and I love jazz"}],
     # real-conversation traps (MemoryBank): conjunctions and idioms that look like patterns
@@ -73,6 +73,12 @@ def test_one_statement_one_meaning(mem: Memory) -> None:
 ])
 def test_not_memories(mem: Memory, messages) -> None:
     assert mem.extract(messages) == []
+
+
+@pytest.mark.parametrize(("text", "relation"), [("我老婆喜欢百合花", "老婆"), ("My wife loves tulips", "My wife")])
+def test_others_preferences_are_not_the_users(mem: Memory, text: str, relation: str) -> None:
+    # what the wife likes is not the user's like; that the user has a wife is the user's fact (bank convention)
+    assert _kv(mem.extract([text])) == {"spouse": relation}
 
 
 def test_joke_retraction_and_message_shapes(mem: Memory) -> None:

@@ -66,7 +66,7 @@ POSITIVE_ZH = ["我住在杭州", "我对花生过敏", "我是一名儿科医�
 POSITIVE_EN = ["I live in Toronto", "I'm allergic to peanuts", "I'm a nurse", "I'm vegan", "I work out of Lisbon",
                "I really enjoy science fiction", "I have type 2 diabetes", "I grew up in Cork"]
 ZH_FORMS = [lambda s: f"如果{s}，会怎么样？", lambda s: f"假如{s}的话", lambda s: f"{s}吗？", lambda s: f"要是{s}就好了",
-            lambda s: "我朋友说" + s.replace("我", "他", 1), lambda s: s.replace("我", "我同事", 1),
+            lambda s: "我朋友说" + s.replace("我", "他", 1), lambda s: s.replace("我", "我同事", 1) if "我" in s else "我同事说" + s,
             lambda s: f"“{s}”——这是小说主角的台词"]
 EN_FORMS = [lambda s: f"If {s[0].lower() + s[1:]}, what would change?", lambda s: f"What if {s[0].lower() + s[1:]}?",
             lambda s: f"Do you think {s[0].lower() + s[1:]}?",

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
-from usermem.interfaces.cli import app, console, eval_app
 from usermem.evals import extraction as evals
+from usermem.interfaces.cli import app, console, eval_app
 
 DataOpt = Annotated[Path | None, typer.Option("--data", help="Labelled data file (default: the shipped set)")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for eval_<name>.json/.md")]
@@ -239,7 +239,7 @@ def train(out: Annotated[Path | None, typer.Option("--out", help="Directory (def
     Example: usermem train --plan-only
     """
     try:
-        import sklearn  # noqa: F401
+        import sklearn  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         console.print("error: usermem train needs scikit-learn: pip install 'usermem[train]'")
         raise typer.Exit(2) from None

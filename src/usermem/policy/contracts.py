@@ -263,7 +263,7 @@ DEFAULT_CONTRACTS: tuple[FieldContract, ...] = (
        ["语气", "口吻", "正式", "随意", "表情", "tone", "formal", "casual", "emoji"]),
     _c("contact_hours", Kind.PREFERENCE, "contact hours / 联系时间: when the user may or may not be contacted",
        ["联系时间", "几点", "打扰", "contact hours", "call hours", "disturb"], authority=_USER_FIRST, standing=True),
-    _c("birthday", Kind.FACT, "birthday / 生日", ["生日", "出生", "birthday", "born"], sensitivity=Sensitivity.L2),
+    _c("birthday", Kind.FACT, "birthday / 生日", ["我的生日", "我生日", "出生日期", "my birthday", "date of birth", "when was i born"], sensitivity=Sensitivity.L2),
     _c("budget", Kind.PREFERENCE, "budget / 预算: a standing budget or price limit", ["预算", "价位", "价格",
        "budget", "price range", "afford"]),
     _c("usual_order", Kind.PREFERENCE, "usual order / 常点: what the user usually orders or buys", ["老样子",

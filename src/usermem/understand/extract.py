@@ -27,7 +27,16 @@ from usermem.model import Candidate, Kind, Source
 from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.pii import PIIKind, detect
 from usermem.understand import rules
-from usermem.understand.filters import allowed, clause_spans, is_correction, mask_quotes, reasons, sentence_spans
+from usermem.understand.filters import (
+    FICTION,
+    QUESTION_START,
+    allowed,
+    clause_spans,
+    is_correction,
+    mask_quotes,
+    reasons,
+    sentence_spans,
+)
 from usermem.understand.llm import LLMClient
 from usermem.understand.text import Message, coerce_messages, normalise
 
@@ -172,6 +181,7 @@ def _clause_after(text: str, start: int, limit: int = 24) -> str:
 # --- per-field patterns -----------------------------------------------------------------------------------
 
 _ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+_ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
 _ALLERGY_EN = re.compile(r"\b(?:i'?m|i am|i'?ve always been|i have been)\s+(?:very |severely |really )?allergic to\s+"
                          r"([a-z][a-z \-]{1,40}?)(?=[,.;!?]|\s+and\s+i\b|\s+so\b|$)")
@@ -223,6 +233,9 @@ def _allergy(s: str) -> list[_Hit]:
         if "对" in thing or _any(thing, ("不", "没", "会不会", "是不是")):
             continue  # "我儿子对花生过敏" is someone else; "我不过敏" is no allergy
         out.append(_Hit("allergy", _clean(thing), _CONF_EXPLICIT))
+    if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸", s):
+        for m in _ALLERGY_ZH3.finditer(s):
+            out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     if not out:
         for m in _ALLERGY_ZH2.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
@@ -545,7 +558,7 @@ class PatternExtractor:
             chosen.append((h, start, end, method))
 
         # 1. the phrase rules (sentence level, their own filters)
-        for h in sorted(self._rule_hits(msg), key=lambda h: -_PRIORITY.get(h.key, 0)):
+        for h in sorted(self._rule_hits(Message(msg.role, masked, msg.index)), key=lambda h: -_PRIORITY.get(h.key, 0)):
             value = _as_written(text, h.value) if isinstance(h.value, str) else h.value
             at = normalise_keep_case(text).lower().find(str(value).lower()) if isinstance(value, str) else -1
             add(replace(h, value=value), at, at + len(str(value)) if at >= 0 else -1, "pattern")
@@ -562,7 +575,7 @@ class PatternExtractor:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
                 if self.templates is not None:
                     for tp in self.templates.propose(clause, self.template_similarity):
-                        if allowed(tp.field, why):
+                        if allowed(tp.field, why) and _plausible(tp.field, tp.value):
                             add(_Hit(tp.field, tp.value, round(min(0.95, 0.4 + tp.score), 3),
                                      _canonical_of(tp.field, tp.value)), base + tp.start, base + tp.end, "model")
                 for sp in spans:
@@ -570,7 +583,7 @@ class PatternExtractor:
                         p = _calibrate(sp.probability)
                         if p >= self.tagger_threshold:
                             value = _trim(sp.text)
-                            if value:
+                            if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
                                     sp.start, sp.end, "model")
         return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
@@ -589,14 +602,15 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS):
+            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low):
                 continue
             question = bool(QUESTION.search(original.strip()))
             one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
             found: list[_Hit] = []
-            found += _allergy(s)
-            found += _email(s, original)
-            if not question:
+            if not question or _any(low, ("发到", "发给", "发我", "寄到", "send", "forward", "email it", "mail it")):
+                found += _email(s, original)  # "能发到我邮箱 a@b.com 吗" states it; "我的邮箱是X吗" asks
+            if not question and not QUESTION_START.search(low):
+                found += _allergy(s)
                 found += _channels(s)
                 if not one_off:
                     found += _reply_length(s)
@@ -605,7 +619,7 @@ class PatternExtractor:
                     found += _language(s)
                     found += _use_x(s)
                 found += _occupation(s)
-                found += _city(s, normalise_keep_case(original))
+                # places: understand.rules (gazetteers, city / work_city / hometown by their cue)
                 if not any(h.key in _SPECIFIC for h in found):
                     found += _likes(s, original)  # "我喜欢简洁的回复" is reply_length, not a like
                 if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
@@ -652,6 +666,33 @@ def _calibrate(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     z = _PLATT[0] * math.log(p / (1 - p)) + _PLATT[1]
     return 1.0 / (1.0 + math.exp(-z))
+
+
+_SECRET_LIKE = re.compile(r"^(?=\S*\d)(?=\S*[A-Za-z])\S{6,}$")
+_ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|\d+\s+\w+\s+(?:st|street|rd|road|ave|avenue|lane|ln|"
+                           r"drive|dr|way|close|court|place|square)\b", re.IGNORECASE)
+
+
+def _plausible(key: str, value: str) -> bool:
+    """A learned proposal for a typed field must look like a value of that type (and never like a secret)."""
+    if key not in ("email", "phone") and _SECRET_LIKE.match(value.strip()):
+        return False  # "Tr0ub4dor&3": credentials are not memories, whatever the model says
+    if key == "address":
+        return bool(_ADDRESS_LIKE.search(value))
+    if key in ("city", "work_city", "hometown"):
+        from usermem.understand.gazetteer import find_places
+
+        return bool(find_places(value))
+    if key == "timezone":
+        return bool(rules.timezone(value))
+    if key == "email":
+        return bool(_EMAIL.fullmatch(value.strip()))
+    if key in ("phone", "budget"):
+        return sum(ch.isdigit() for ch in value) >= (7 if key == "phone" else 1)
+    if key == "birthday":
+        return bool(re.search(r"\d|january|february|march|april|may|june|july|august|september|october|november|"
+                              r"december|[一二三四五六七八九十]+月", value, re.IGNORECASE))
+    return len(value) <= 60
 
 
 def _trim(value: str) -> str:

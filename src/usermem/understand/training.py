@@ -75,7 +75,7 @@ def _platt(z: Sequence[float], y: Sequence[int]) -> list[float]:
     if not z or all(y) or not any(y):
         return [1.0, 0.0]
     import numpy as np
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 
     clf = LogisticRegression(C=1e4, solver="lbfgs", max_iter=1000)
     clf.fit(np.array(z).reshape(-1, 1), np.array(y))
