@@ -26,7 +26,7 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _UTTERANCE_KEYS = {"id", "lang", "split", "turns", "labels", "negative", "notes"}
 _LABEL_KEYS = {"field", "value", "span", "canonical", "attrs"}
 _PLAN_KEYS = {"id", "lang", "split", "text", "fact_recall", "preference_recall", "context_recall",
-              "memory_priority", "notes"}
+              "memory_priority", "group", "notes"}
 
 
 def _jsonl(name: str) -> list[dict[str, Any]]:
@@ -121,8 +121,9 @@ def test_utterance_schema_and_spans(utterances: list[dict[str, Any]], fields: di
 def test_plan_schema(plans: list[dict[str, Any]], fields: dict[str, dict[str, Any]]) -> None:
     for p in plans:
         pid = p["id"]
-        assert set(p) <= _PLAN_KEYS and _PLAN_KEYS - {"notes"} <= set(p), pid
-        assert p["split"] in SPLITS and p["split"] == _split_of(pid), pid
+        assert set(p) <= _PLAN_KEYS and _PLAN_KEYS - {"notes", "group"} <= set(p), pid
+        # a zh/en translation pair shares one split, hashed from its group id (so no pair straddles splits)
+        assert p["split"] in SPLITS and p["split"] == _split_of(p.get("group", pid)), pid
         assert p["lang"] == ("zh" if _CJK.search(p["text"]) else "en"), pid
         assert p["text"].strip() and isinstance(p["context_recall"], bool), pid
         assert p["memory_priority"] in ("high", "medium", "low"), pid
@@ -137,6 +138,19 @@ def test_plan_schema(plans: list[dict[str, Any]], fields: dict[str, dict[str, An
             assert p["memory_priority"] == "low", pid
 
 
+def test_translation_pairs_share_a_split(plans: list[dict[str, Any]]) -> None:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in plans:
+        if "group" in p:
+            groups.setdefault(p["group"], []).append(p)
+    assert groups, "no zh/en pairs marked"
+    for gid, members in groups.items():
+        assert len(members) == 2 and {m["lang"] for m in members} == {"zh", "en"}, gid
+        assert any(m["id"] == gid for m in members), gid
+        a, b = members
+        assert set(a["fact_recall"] + a["preference_recall"]) == set(b["fact_recall"] + b["preference_recall"]), gid
+
+
 def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
                 fields: dict[str, dict[str, Any]]) -> None:
     assert len(utterances) >= 1200
@@ -145,6 +159,10 @@ def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
     assert set(positives) == set(fields), f"fields without positives: {set(fields) - set(positives)}"
     well_covered = [k for k in fields if positives[k] >= 15]
     assert len(well_covered) >= 30 and len(well_covered) == len(fields), positives
+    for split in SPLITS:  # every field can be trained on and measured in every split
+        per_split = Counter(lab["field"] for r in utterances if r["split"] == split for lab in r["labels"])
+        thin = {k: per_split[k] for k in fields if per_split[k] < 3}
+        assert not thin, f"{split}: fields with fewer than 3 positives: {thin}"
     kinds = Counter(r["negative"] for r in utterances if r["negative"])
     assert set(kinds) == NEGATIVES and min(kinds.values()) >= 15, kinds
     langs = Counter(r["lang"] for r in utterances)
