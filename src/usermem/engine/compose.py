@@ -9,7 +9,8 @@ what                        wired into
 per-tenant contracts        ``EngineContext.use_contract_provider(ContractRegistry.for_tenant)``
 grants (L2/L3 access)       ``RecallPipeline(gate_for=GrantsPipeline.gate)``; ``sweep`` as a purger
 live fields                 ``RecallPipeline(live=LiveResolvers)``
-store tiers (Redis/session) ``ErasurePipeline(erasers=[erase_tiers])``; ``drop_local`` to events
+store tiers (Redis/session) ``ErasurePipeline(erasers=[store.capabilities.erase_tiers])``;
+                            ``store.capabilities.drop_local`` to events
 session activity            ``EngineContext.subscribe(SessionManager.on_change)``
 understanding (extraction)  ``SessionManager.add_close_hook`` -> ``Understanding.on_session_closed``
                             (built on first use over an `EngineHost`: understand/ports.MemoryHost)
@@ -18,8 +19,10 @@ relevance (hybrid)          ``Engine.use_relevance``: ``RecallPipeline.use_relev
 events (NATS)               ``events.sync.connect(...)``; ``on_local_change`` as a change listener
 ==========================  =====================================================================
 
-Plug-in packages (relevance, understand, events) never import the engine; the engine imports them
-only here and in `memory.py` (types). See docs/architecture.md.
+Plug-in packages (relevance, understand, events) never import the engine (import-linter enforces it),
+so there is no cycle to dodge. Two plug-ins are still imported where they are first needed, for start-up
+time only: `understand` (pydantic models, ~0.5 s) when the conversation pipelines are first used, and
+`events` (asyncio, NATS) when `nats_url` is set. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from usermem.config import Settings
 from usermem.engine.context import Clock, EngineContext
@@ -36,13 +39,10 @@ from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
 from usermem.engine.grants import GrantsPipeline
 from usermem.engine.lifecycle import LifecyclePipeline
-from usermem.engine.ports import TierHooks
 from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers
 from usermem.engine.sessions import SessionClosed, SessionManager
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.events.sync import FederatedSync
-from usermem.events.sync import connect as connect_events
 from usermem.model import Kind, ScoredMemory, WriteRequest, WriteResult
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
@@ -52,29 +52,13 @@ from usermem.policy.contracts import (
 )
 from usermem.relevance import hybrid
 from usermem.relevance.embed import Embedder, make_embedder
-from usermem.relevance.vectors import VectorIndex
+from usermem.relevance.vectors import open_index
 from usermem.store.base import Store
-from usermem.store.tiered import TieredStore, build_store
-from usermem.understand.service import Understanding
+from usermem.store.tiered import build_store
 
-# -- store capabilities ----------------------------------------------------------------------------------
-# ADAPTER (temporary, until `store.capabilities` lands from the store work, plan.md): the two questions
-# the composition root asks a store. Replace the bodies by `store.capabilities.tiers` / the tier hooks
-# it declares and `relevance.vectors.open_index(store, model_id)`. Nothing outside this block probes a
-# store's type or attributes.
-
-
-def _tier_hooks(store: Store) -> TierHooks | None:
-    """The store's Redis / session tiers (erasure and local-cache hooks), or None without tiers."""
-    return store if isinstance(store, TieredStore) else None
-
-
-def _vector_index(store: Store, model_id: str) -> VectorIndex | None:
-    """The vector index beside the store of record, or None (no vector support)."""
-    return hybrid.open_index(store, model_id)
-
-# -- end of ADAPTER ----------------------------------------------------------------------------------------
-
+if TYPE_CHECKING:
+    from usermem.events.sync import FederatedSync
+    from usermem.understand.service import Understanding
 
 def default_contracts(settings: Settings) -> ContractSet:
     return ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
@@ -94,7 +78,6 @@ class Engine:
     contracts: ContractRegistry
     grants: GrantsPipeline
     live: LiveResolvers
-    tiers: TierHooks | None = None
     relevance: hybrid.HybridRelevance | None = None
     events: FederatedSync | None = None
     _understanding: Understanding | None = None
@@ -129,9 +112,10 @@ class Engine:
             c = contracts.get(key)
             return c.description if c is not None else ""
 
-        index = _vector_index(store, embedder.model_id) if embedder is not None else None
-        # Tiered stores route some kinds outside the indexed table: every live memory is then scored.
-        return hybrid.build(settings, embedder, index, describe=describe, use_candidates=self.tiers is None,
+        # The vector index the store declares (capabilities.vectors), beside the store of record.
+        index = open_index(store, embedder.model_id) if embedder is not None else None
+        # Tiered stores serve some kinds outside the indexed table: every live memory is then scored.
+        return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
                             background=background)
 
     def _detach_relevance(self) -> None:
@@ -156,6 +140,8 @@ class Engine:
             with self._lock:
                 und = self._understanding
                 if und is None:
+                    from usermem.understand.service import Understanding  # start-up time, see the docstring
+
                     und = self._understanding = Understanding(EngineHost(self))
         return und
 
@@ -237,18 +223,18 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
     ctx.use_contract_provider(registry.for_tenant)
     grants = GrantsPipeline(ctx)
     live = LiveResolvers(ctx)
-    tiers = _tier_hooks(store)
+    capabilities = store.capabilities
     write = WritePipeline(ctx)
     recall = RecallPipeline(ctx, gate_for=grants.gate, live=live)
     # Redis / session tiers are erased after the store of record; expired grants leave with the purge.
-    erasure = ErasurePipeline(ctx, erasers=[tiers.erase_tiers] if tiers is not None else [],
+    erasure = ErasurePipeline(ctx, erasers=[capabilities.erase_tiers] if capabilities.erase_tiers is not None else [],
                               purgers=[grants.sweep])
     # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
     lifecycle = LifecyclePipeline(ctx, write)
     sessions = SessionManager(ctx, write, recall)
     ctx.subscribe(sessions.on_change)
     engine = Engine(ctx=ctx, write=write, recall=recall, erasure=erasure, lifecycle=lifecycle, sessions=sessions,
-                    contracts=registry, grants=grants, live=live, tiers=tiers)
+                    contracts=registry, grants=grants, live=live)
     # Background extraction at session close (seed 000): understand/service.py, built on first use.
     sessions.add_close_hook(engine.on_session_closed)
     # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).
@@ -256,8 +242,10 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
         engine.use_relevance("hybrid")
     # Change events on NATS JetStream (events/, docs/events.md): federated sync, erasure broadcast.
     if settings.nats_url:
+        from usermem.events.sync import connect as connect_events  # start-up time, see the docstring
+
         sync = connect_events(settings, contracts_for=ctx.contracts_for,
-                              drop_local=tiers.drop_local if tiers is not None else None)
+                              drop_local=capabilities.drop_local)
         ctx.subscribe(sync.on_local_change)
         sync.start()
         engine.events = sync

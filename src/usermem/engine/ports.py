@@ -21,7 +21,8 @@ EventSink = Listener
 
 # Erases derived copies of a user's data (Redis / session tiers, vector index...) after the store of
 # record: (tenant, user_id, keys or None for the whole user). Must be idempotent (a failed erasure is
-# retried by calling forget again).
+# retried by calling forget again). A tiered store declares its own as `store.capabilities.erase_tiers`
+# (store/base.py: TierEraser, like `capabilities.drop_local`: LocalDropper), which compose.py registers.
 Eraser = Callable[[str, str, Sequence[str] | None], object]
 
 # Called before the store purges, with (deleted_before, expired_before): derived data of the rows about
@@ -79,12 +80,3 @@ class RelevancePlugin(Relevance, Protocol):
 
     @property
     def index(self) -> DerivedIndex | None: ...
-
-
-class TierHooks(Protocol):
-    """What a tiered store (Redis / in-process session tier) offers the engine: erasure of its tiers
-    after the store of record, and dropping this process's caches of a user (remote changes)."""
-
-    def erase_tiers(self, tenant: str, user_id: str, keys: Sequence[str] | None = None) -> None: ...
-
-    def drop_local(self, tenant: str, user_id: str) -> int: ...

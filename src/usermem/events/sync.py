@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from usermem.config import Settings
+from usermem.errors import ConfigError
 from usermem.events.bus import EventBus, Subscription
 from usermem.events.payload import RemoteChange, encode, filter_subject, subject_for, to_payload
 from usermem.events.ports import ContractsFor, DropLocal, SyncHost
@@ -135,9 +136,9 @@ class FederatedSync:
 
 def connect(settings: Settings, *, contracts_for: ContractsFor, drop_local: DropLocal | None = None) -> FederatedSync:
     """A FederatedSync on the NATS JetStream named by `settings` (not started, not subscribed yet)."""
-    if settings.nats_url is None:
-        raise ValueError("events need settings.nats_url")
     s = settings
+    if s.nats_url is None:
+        raise ConfigError("change events need a NATS URL", setting="nats_url")
     bus = EventBus(s.nats_url, stream=s.nats_stream, subject_prefix=s.nats_subject_prefix,
                    queue_size=s.nats_queue_size, max_age=s.nats_max_age_seconds)
     return FederatedSync(bus, contracts_for=contracts_for, drop_local=drop_local, values=s.nats_values)

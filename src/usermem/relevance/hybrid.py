@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.ports import RelevanceHost
 from usermem.relevance.text import INDEXED_KINDS, memory_text
 from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
+from usermem.relevance.vectors import open_index as open_index  # the old import path keeps working
 
 log = logging.getLogger("usermem.relevance")
 
@@ -445,7 +445,7 @@ def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | No
     if embedder is None:
         lexical_only_notice("embedder = none")
     elif index is None:
-        lexical_only_notice("the store has no vector support (pgvector missing?)")
+        lexical_only_notice("the store declares no vector tables (capabilities.vectors is None; pgvector missing?)")
     indexer = Indexer(index, embedder, describe=describe, background=background) if (
         index is not None and embedder is not None) else None
     if index is not None and embedder is not None:
@@ -471,19 +471,3 @@ def install(memory: RelevanceHost, *, background: bool = True, embedder: Embedde
 def uninstall(memory: RelevanceHost) -> None:
     """Detach a previous `install` (listener, erasers, indexer thread); the stored vectors stay."""
     memory.use_relevance(None)
-
-
-def open_index(store: Any, model_id: str | None) -> VectorIndex | None:
-    """The vector index for a store: SQLite table, pgvector table, or None (no vector support)."""
-    from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, pgvector_available
-
-    if type(store).__name__ == "TieredStore":
-        store = store.record  # vectors live beside the store of record
-    if hasattr(store, "_conn") and type(store).__name__ == "SQLiteStore":
-        return SQLiteVectorIndex(store, model_id)
-    connect = getattr(store, "connection", None)
-    if connect is not None and type(store).__name__.startswith("Postgres"):
-        if pgvector_available(connect):
-            return PgVectorIndex(connect, model_id)
-        return None
-    return None

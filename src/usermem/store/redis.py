@@ -174,6 +174,9 @@ class RedisTier:
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._watch_error = redis.WatchError
         self.cluster = url.startswith(("redis+cluster://", "rediss+cluster://"))
+        # redis.Redis or redis.cluster.RedisCluster: the same commands, but no common typed base class
+        # (RedisCluster.pipeline is untyped), so the client is used through its duck-typed API.
+        self.client: Any
         try:
             if self.cluster:  # Redis Cluster: keys of a user share one hash slot (docs/scaling.md)
                 from redis.cluster import RedisCluster
