@@ -160,3 +160,99 @@ def test_collections_accumulate_across_turns_and_ingests(mem: Memory) -> None:
     mem.ingest("acme", "u1", ["I like jazz"], now=T0)
     mem.ingest("acme", "u1", ["I also enjoy hiking"], now=T0 + 1)
     assert mem.recall("acme", "u1", now=T0 + 2, keys=["likes"])[0].value == ["jazz", "hiking"]
+
+
+# --- the bank, the shipped models and `usermem eval extraction|plan` (issue 13) -------------------------------
+
+def test_shipped_models_were_built_from_the_shipped_bank() -> None:
+    import json
+
+    from usermem.understand import learned, tagger, training
+
+    meta = json.loads(tagger.model_path().with_suffix(".json").read_text(encoding="utf-8"))
+    assert meta["bank"] == training.bank_digest("utterances.jsonl"), "stale tagger: run `usermem train`"
+    assert {"threshold", "template_similarity", "platt"} <= set(meta)
+    plan = learned.load_model("plan")
+    assert plan is not None
+    assert plan.meta["bank"] == training.bank_digest("plan_queries.jsonl", "utterances.jsonl"), \
+        "stale plan model: run `usermem train`"
+
+
+def test_plan_model_equals_a_rebuild(tmp_path) -> None:
+    """Training is deterministic: rebuilding the plan model from the bank gives the shipped artifact."""
+    from usermem.understand import learned, training
+
+    training.train_plan_model(tmp_path)
+    assert (tmp_path / "plan.json").read_text(encoding="utf-8") == \
+        learned.artifact_path("plan").read_text(encoding="utf-8")
+
+
+def test_split_hygiene_no_test_utterance_in_train_or_dev() -> None:
+    from usermem.understand import bank
+    from usermem.understand.text import normalise
+
+    items = bank.load_items()
+    seen = {normalise(" ".join(c for _, c in i.turns)) for i in items if i.split in ("train", "dev")}
+    test = [i for i in items if i.split == "test"]
+    assert test and not [i.id for i in test if normalise(" ".join(c for _, c in i.turns)) in seen]
+
+
+def _small_bank(tmp_path, per_split: int = 12) -> str:
+    import json
+
+    from usermem.understand import bank
+
+    rows = []
+    for split in ("dev", "test"):
+        items = [i for i in bank.load_items() if i.split == split]
+        rows += items[::max(1, len(items) // per_split)][:per_split]
+    path = tmp_path / "bank.jsonl"
+    path.write_text("".join(json.dumps({
+        "id": i.id, "lang": i.lang, "split": i.split, "turns": i.messages(), "negative": i.negative,
+        "labels": [{"field": lab.field, "value": lab.value, "span": [lab.turn, lab.start, lab.end]}
+                   for lab in i.labels]}, ensure_ascii=False) + "\n" for i in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_bank_extraction_eval_on_a_small_fixture(tmp_path) -> None:
+    from usermem.understand import bank
+
+    path = _small_bank(tmp_path)
+    items = bank.load_items(path=path)
+    result = evals.run_bank_extraction(Memory, path)
+    assert set(result["splits"]) == {"dev", "test"}
+    for split, r in result["splits"].items():
+        labels = sum(len(i.labels) for i in items if i.split == split)
+        assert r["n"] == 12 and r["tp"] + r["fn"] == labels  # every label is counted once
+        assert r["storage"]["sensitive_stored"] == 0
+        assert set(r["latency_ms"]) == {"p50", "p95"}
+    md = evals.bank_extraction_markdown(result)
+    assert "| dev |" in md and "| test |" in md
+
+
+def test_eval_extraction_and_plan_commands(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from usermem.interfaces.cli import _register, app
+
+    _register()
+    out = tmp_path / "reports"
+    r = CliRunner().invoke(app, ["eval", "extraction", "--bank", _small_bank(tmp_path, 6), "--out", str(out)])
+    assert r.exit_code in (0, 1), r.output  # 1 = something that must not be stored was stored
+    report = json.loads((out / "eval_extraction.json").read_text(encoding="utf-8"))
+    assert set(report["splits"]) == {"dev", "test"}
+    bad = sum(s["storage"]["sensitive_stored"] + s["storage"]["non_user_stored"] for s in report["splits"].values())
+    assert (r.exit_code == 1) == (bad > 0)
+    queries = tmp_path / "plans.jsonl"
+    queries.write_text("".join(json.dumps(q) + "\n" for q in [
+        {"id": "q1", "lang": "en", "split": "dev", "text": "Do I have any allergies?", "fact_recall": ["allergy"],
+         "preference_recall": [], "context_recall": False, "memory_priority": "high"},
+        {"id": "q2", "lang": "zh", "split": "test", "text": "我对什么过敏来着？", "fact_recall": ["allergy"],
+         "preference_recall": [], "context_recall": False, "memory_priority": "high"}]), encoding="utf-8")
+    r = CliRunner().invoke(app, ["eval", "plan", "--data", str(queries), "--bank", str(queries),
+                                 "--mode", "deterministic", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    plan = json.loads((out / "eval_plan.json").read_text(encoding="utf-8"))["bank"]["splits"]
+    assert plan["dev"]["recall"] == 1.0 and plan["test"]["recall"] == 1.0

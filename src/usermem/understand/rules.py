@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from usermem.understand.gazetteer import find_places
@@ -142,8 +143,9 @@ _MINE_ZH = r"(?:我(?:家|的)?|我们家|家里|家)"
 _MINE_EN = r"(?:\bmy|\bour)"
 
 
-def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
-    out: list[Found] = []
+@lru_cache(maxsize=8)
+def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern[str], list[tuple[str, re.Pattern[str]]]]:
+    lexicon = _RELATIONS[key]
     words = sorted(lexicon, key=len, reverse=True)
     zh = "|".join(re.escape(w) for w in words if not w.isascii())
     en = "|".join(re.escape(w) for w in words if w.isascii())
@@ -152,6 +154,13 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
                         r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在]|$))?")
     pat_en = re.compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
                         r"([A-Z][a-z]+))?")
+    latin = [(w, re.compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
+    return words, pat_zh, pat_en, latin
+
+
+def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
+    out: list[Found] = []
+    words, pat_zh, pat_en, latin = _relation_patterns(key)
     for m in pat_zh.finditer(clause):
         word = m.group(1)
         base = next((w for w in words if w in word), word)
@@ -171,8 +180,7 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
             out.append(Found(key, value, start, start + len(value), lexicon[base], 0.7))
     for m in pat_en.finditer(clause):
         phrase = m.group(1)
-        base = next((w for w in sorted(lexicon, key=len, reverse=True) if w.isascii() and
-                     re.search(r"\b" + re.escape(w) + r"s?\b", phrase, re.IGNORECASE)), None)
+        base = next((w for w, pat in latin if pat.search(phrase)), None)
         if base is None:
             continue
         name = m.group(2)
@@ -181,6 +189,9 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
         else:
             out.append(Found(key, phrase, m.start(1), m.end(1), lexicon[base], 0.65))
     return out
+
+
+_RELATIONS: Mapping[str, Mapping[str, str]] = {"spouse": SPOUSE, "children": CHILDREN, "pets": PETS}
 
 
 def family(clause: str) -> list[Found]:
@@ -221,17 +232,20 @@ _LANG_CODES: Mapping[str, str] = {
 }
 
 
+@lru_cache(maxsize=16)
+def _lexicon_pattern(key: str) -> tuple[re.Pattern[str], dict[str, str]]:
+    """One alternation, longest words first, so a scan finds the longest word at each place."""
+    lexicon = _LEXICONS[key]
+    words = sorted(lexicon, key=len, reverse=True)
+    alt = "|".join((r"(?<![A-Za-z])" + re.escape(w) + r"(?![A-Za-z])") if w.isascii() else re.escape(w)
+                   for w in words)
+    return re.compile(alt, re.IGNORECASE), {w.lower(): v for w, v in lexicon.items()}
+
+
 def _lexicon_hits(clause: str, lexicon: Mapping[str, str], key: str, confidence: float) -> list[Found]:
-    out: list[Found] = []
-    taken: list[tuple[int, int]] = []
-    for word in sorted(lexicon, key=len, reverse=True):
-        pat = (r"(?<![A-Za-z])" + re.escape(word) + r"(?![A-Za-z])") if word.isascii() else re.escape(word)
-        for m in re.finditer(pat, clause, re.IGNORECASE):
-            if any(m.start() < e and s < m.end() for s, e in taken):
-                continue
-            taken.append((m.start(), m.end()))
-            out.append(Found(key, m.group(0), m.start(), m.end(), lexicon[word], confidence))
-    return out
+    pat, lower = _lexicon_pattern(key)
+    return [Found(key, m.group(0), m.start(), m.end(), lower.get(m.group(0).lower()), confidence)
+            for m in pat.finditer(clause)]
 
 
 def diet(clause: str) -> list[Found]:
@@ -399,6 +413,9 @@ def free_text(clause: str) -> list[Found]:
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
             out.append(Found(key, value, start, start + len(value), None, conf))
     return out
+
+
+_LEXICONS: Mapping[str, Mapping[str, str]] = {"diet": DIETS, "reply_tone": TONES, "languages_spoken": _LANG_CODES}
 
 
 def typed(clause: str) -> list[Found]:

@@ -107,6 +107,7 @@ class TemplateIndex:
                         for f in fs:
                             df[f] = df.get(f, 0) + 1
         n = len(raw) or 1
+        self.max_df = max(2, int(0.2 * n))
         self.idf = {f: math.log((1 + n) / (1 + d)) + 1.0 for f, d in df.items()}
         self.postings: dict[str, list[tuple[int, float]]] = {}
         for i, (fs, temps) in enumerate(raw):
@@ -115,17 +116,18 @@ class TemplateIndex:
             vec = {f: w / norm for f, w in vec.items()}
             self.docs.append((vec, temps))
             for f, w in vec.items():
-                self.postings.setdefault(f, []).append((i, w))
+                if df[f] <= self.max_df:  # features in most clauses ("我", "i") only cost time
+                    self.postings.setdefault(f, []).append((i, w))
 
     def neighbours(self, clause: str, k: int = 5) -> list[tuple[float, int]]:
-        fs = [f for f in features(clause) if f in self.idf]
+        fs = [f for f in features(clause) if f in self.idf]  # the norm counts every feature
         if not fs:
             return []
         norm = math.sqrt(sum(self.idf[f] ** 2 for f in fs)) or 1.0
         scores: dict[int, float] = {}
         for f in fs:
             q = self.idf[f] / norm
-            for i, w in self.postings.get(f, ()):
+            for i, w in self.postings.get(f, ()):  # frequent features are left out of the dot product
                 scores[i] = scores.get(i, 0.0) + q * w
         return sorted(((s, i) for i, s in scores.items()), reverse=True)[:k]
 
