@@ -124,7 +124,8 @@ def eval_extraction(bank: BankOpt = None, out: OutOpt = Path("reports")) -> None
     Example: usermem eval extraction
     """
     with console.status("extracting from the utterance bank…"):
-        result = evals.run_bank_extraction(_factory(load_settings(env={})), bank)
+        # extraction and the write guards only: no embedding index to build (and none left running at close)
+        result = evals.run_bank_extraction(_factory(load_settings(env={}, embedder="none")), bank)
     ok = True
     for split, r in result["splits"].items():
         st = r["storage"]

@@ -668,6 +668,9 @@ def _calibrate(p: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
+_FUNCTION_WORDS = frozenset({"我", "你", "他", "她", "它", "我们", "你们", "他们", "这", "那", "这个", "那个", "的", "了",
+                             "i", "me", "my", "you", "your", "he", "she", "it", "they", "we", "us", "the", "a", "an",
+                             "this", "that", "and", "or", "is", "am", "are", "be", "to", "of", "in", "on"})
 _SECRET_LIKE = re.compile(r"^(?=\S*\d)(?=\S*[A-Za-z])\S{6,}$")
 _ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|\d+\s+\w+\s+(?:st|street|rd|road|ave|avenue|lane|ln|"
                            r"drive|dr|way|close|court|place|square)\b", re.IGNORECASE)
@@ -677,8 +680,18 @@ def _plausible(key: str, value: str) -> bool:
     """A learned proposal for a typed field must look like a value of that type (and never like a secret)."""
     if key not in ("email", "phone") and _SECRET_LIKE.match(value.strip()):
         return False  # "Tr0ub4dor&3": credentials are not memories, whatever the model says
+    if normalise(value) in _FUNCTION_WORDS or (len(value) == 1 and key not in ("pets", "children")):
+        return False
     if key == "address":
         return bool(_ADDRESS_LIKE.search(value))
+    if key in ("spouse", "children", "pets"):  # the relation word itself, or a name
+        from usermem.understand.filters import OTHERS
+
+        lexicon = {"spouse": rules.SPOUSE, "children": rules.CHILDREN, "pets": rules.PETS}[key]
+        low = value.lower()
+        if any(w in low for w in lexicon):
+            return True
+        return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value)
     if key in ("city", "work_city", "hometown"):
         from usermem.understand.gazetteer import find_places
 

@@ -18,9 +18,15 @@ QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*
 QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
                             r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
+# Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
+QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
+                           r"能不能|要不要|会不会")
 # Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
 # allergy (it does say the user has a son: family fields are exempt).
 OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
+                    r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
+                    r"公公|婆婆|岳父|岳母|上司|下属|"
+                    r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
                     r"室友|邻居|客户|同学|老师说|主角|角色|他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
@@ -81,7 +87,7 @@ def reasons(clause: str, before: str = "") -> set[str]:
     """Why `clause` is not the user's own lasting statement (empty: it is). `before`: the sentence so far."""
     out = sentence_reasons(before + clause)
     c = clause.strip()
-    if QUESTION_END.search(c) or QUESTION_START.search(c):
+    if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
     if OTHERS.search(c):
         out.add("third_party")
