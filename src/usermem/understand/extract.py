@@ -586,6 +586,10 @@ class PatternExtractor:
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
                                     sp.start, sp.end, "model")
+        # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
+        retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
+        if retracted > 0:
+            chosen = [c for c in chosen if c[1] >= retracted]
         return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
                           evidence=msg.content, message_index=msg.index, method=method, canonical=h.canonical)
                 for h, _, _, method in chosen]
@@ -668,6 +672,8 @@ def _calibrate(p: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
+_TAKE_BACK = re.compile(r"(?:^|[.!?。！？，,]\s*)(?:(?:ok(?:ay)?,?\s*)?(?:fine,?\s*)?(?:it'?s not|not really)"
+                        r"\s*[.!。！]*\s*$|just kidding|\bkidding\b|\bjk\b|开玩笑的|骗你的|逗你的|瞎说的)", re.IGNORECASE)
 _FUNCTION_WORDS = frozenset({"我", "你", "他", "她", "它", "我们", "你们", "他们", "这", "那", "这个", "那个", "的", "了",
                              "i", "me", "my", "you", "your", "he", "she", "it", "they", "we", "us", "the", "a", "an",
                              "this", "that", "and", "or", "is", "am", "are", "be", "to", "of", "in", "on"})
