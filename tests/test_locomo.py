@@ -116,6 +116,8 @@ def test_locomo_ci_variant_hybrid_beats_both_baselines(tmp_path):
     paths = write_reports(result, tmp_path)
     assert json.loads(paths["json"].read_text())["results"] == table
     assert paths["png"].stat().st_size > 1000 and "| hybrid |" in paths["md"].read_text()
+    run = json.loads(paths["json"].read_text())["meta"]["run"]  # one run on one machine, named in the report
+    assert run["machine"]["cpus"] >= 1 and f"Run {run['id']}" in paths["md"].read_text()
 
 
 @needs_memorybank

@@ -118,7 +118,7 @@ def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
 
 
 def _cn_id(b: _Builder) -> str:
-    n = b.zh.ssn()
+    n = str(b.zh.ssn())
     if b.rng.random() < 0.2:  # some generated with an X check digit
         for _ in range(50):
             first17 = n[:14] + "".join(b.rng.choice(string.digits) for _ in range(3))
@@ -130,7 +130,7 @@ def _cn_id(b: _Builder) -> str:
         return _group(n, (6, 8, 4), " ")
     if style < 0.3:
         return _group(n, (6, 4, 4, 4), " ")
-    return n
+    return str(n)
 
 
 _CARD_TYPES = ("visa16", "visa13", "visa19", "mastercard", "amex", "discover", "jcb16", "jcb15", "diners")
@@ -169,9 +169,9 @@ def _mobile(b: _Builder) -> tuple[str, int]:
 def _password(b: _Builder) -> str:
     r = b.rng.random()
     if r < 0.5:
-        return b.en.password(length=b.rng.randint(8, 14), special_chars=b.rng.random() < 0.6)
+        return str(b.en.password(length=b.rng.randint(8, 14), special_chars=b.rng.random() < 0.6))
     if r < 0.75:
-        return b.en.user_name() + str(b.rng.randint(1, 9999))
+        return str(b.en.user_name()) + str(b.rng.randint(1, 9999))
     return "".join(b.rng.choice(string.ascii_letters + string.digits) for _ in range(b.rng.randint(6, 12)))
 
 
@@ -382,10 +382,19 @@ def _handwritten(b: _Builder) -> None:
         b.add(lang, "handwritten", template, list(values))
 
 
+def _allocate(total: int, shares: dict[PIIKind, float]) -> dict[PIIKind, int]:
+    """Split `total` by `shares` (largest remainder, at least one each) so the counts add up to `total`."""
+    exact = {k: total * v / sum(shares.values()) for k, v in shares.items()}
+    counts = {k: max(1, int(x)) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: exact[k] - int(exact[k]), reverse=True)[: max(0, total - sum(counts.values()))]:
+        counts[k] += 1
+    return counts
+
+
 def build_corpus(seed: int = DEFAULT_SEED, pii: int = 600, benign: int = 700) -> list[Sample]:
-    """A deterministic corpus: `pii` generated PII-bearing sentences plus the hand-written forms, and `benign`
-    benign sentences (zh and en). Needs Faker (the ``eval`` extra); raises MissingExtra without it."""
-    faker: Any = require("faker", "building the PII evaluation corpus")
+    """A deterministic corpus of `pii` PII-bearing sentences (the hand-written forms, the rest generated) and
+    `benign` benign sentences (zh and en). Needs Faker (the ``eval`` extra); raises MissingExtra without it."""
+    faker: Any = require("faker", "the PII evaluation corpus (usermem eval pii)")
     Faker = faker.Faker
 
     zh, en = Faker("zh_CN"), Faker("en_US")
@@ -394,8 +403,7 @@ def build_corpus(seed: int = DEFAULT_SEED, pii: int = 600, benign: int = 700) ->
     b = _Builder(random.Random(seed), zh, en)
     shares = {PIIKind.CN_ID: 0.2, PIIKind.BANK_CARD: 0.22, PIIKind.CN_MOBILE: 0.22, PIIKind.PASSWORD: 0.14,
               PIIKind.API_KEY: 0.08, PIIKind.EMAIL: 0.14}
-    per_kind = {k: max(1, round(pii * s)) for k, s in shares.items()}
-    _pii_samples(b, per_kind)
+    _pii_samples(b, _allocate(max(len(shares), pii - len(HANDWRITTEN)), shares))
     _handwritten(b)
     _benign_samples(b, benign)
     return b.samples
@@ -449,9 +457,17 @@ def evaluate(samples: Sequence[Sample]) -> dict[str, Any]:
 
 
 def render_markdown(report: dict[str, Any], seed: int) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        faker_version = version("faker")
+    except PackageNotFoundError:  # pragma: no cover - a corpus was built, so Faker is installed
+        faker_version = "?"
     lines = ["# PII detector evaluation", "",
-             f"Generated corpus (Faker zh_CN + en_US, seed {seed}): {report['pii_sentences']} PII-bearing and "
-             f"{report['benign_sentences']} benign sentences.", "",
+             f"Generated corpus (Faker {faker_version} zh_CN + en_US, seed {seed}): {report['pii_sentences']} "
+             f"PII-bearing sentences ({len(HANDWRITTEN)} of them hand-written real-world forms) and "
+             f"{report['benign_sentences']} benign sentences. Valid numbers come from Faker's providers and from "
+             "check-digit code independent of the detector under test (usermem/evals/pii.py).", "",
              "| kind | planted | detected | recall | false-positive sentences | false-positive rate |",
              "|---|---|---|---|---|---|"]
     for kind, v in report["per_kind"].items():

@@ -11,7 +11,9 @@ from rich.table import Table
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
 from usermem.evals import extraction as evals
+from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
+from usermem.interfaces.cli_output import esc, say
 
 DataOpt = Annotated[Path | None, typer.Option("--data", help="Labelled data file (default: the shipped set)")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for eval_<name>.json/.md")]
@@ -74,6 +76,7 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
 
     Example: usermem eval plan --mode deterministic
     """
+    cli_output.writable_dir(out)
     rows = evals.load_plan_set(data)
     results: dict[str, dict[str, Any]] = {}
     for md in _modes(mode):
@@ -81,10 +84,14 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
         if settings is None:
             continue
         m = Memory(settings=settings)
+        use_llm = md == "llm"
+
+        def plan_one(text: str, m: Memory = m, use_llm: bool = use_llm) -> Any:
+            return m.understanding.plan("eval", "u", text, use_llm=use_llm)
+
         try:
-            with console.status(f"planning {len(rows)} utterances ({md})…"):
-                res = evals.eval_plan(lambda t, m=m, md=md: m.understanding.plan("eval", "u", t,
-                                                                                  use_llm=md == "llm"), rows)
+            with console.status(say(f"planning {len(rows)} utterances ({md})…", f"正在为 {len(rows)} 句话制定召回计划（{md}）…")):
+                res = evals.eval_plan(plan_one, rows)
             if md == "llm" and m.understanding.llm is not None:
                 res["llm"] = m.understanding.llm.stats.to_dict()
             results[md] = res
@@ -113,7 +120,7 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
         md_lines += ["", evals.bank_plan_markdown(bank_result)]
     j, mdp = evals.write_report(out, "plan", {"data": str(data or evals.PLAN_FILE), "results": results,
                                               "bank": bank_result}, "\n".join(md_lines) + "\n")
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
 
 
 @eval_app.command("extraction")
@@ -145,6 +152,7 @@ def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Pat
 
     Example: usermem eval extract --mode deterministic
     """
+    cli_output.writable_dir(out)
     rows = evals.load_dialogues(data)
     results: dict[str, dict[str, Any]] = {}
     for md in _modes(mode):
@@ -172,7 +180,7 @@ def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Pat
                         f"business-data leaks {res['business_leaks']}")
     j, mdp = evals.write_report(out, "extract", {"data": str(data or evals.DIALOGUE_FILE), "results": results},
                                 "\n".join(md_lines) + "\n")
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
     if not ok:
         raise typer.Exit(1)
 
@@ -189,8 +197,9 @@ def eval_assemble(
 
     Example: usermem eval assemble --budget 800
     """
+    cli_output.writable_dir(out)
     settings = load_settings(env={})
-    with console.status("assembling…"):
+    with console.status(say("assembling…", "正在组装…")):
         res = evals.eval_assemble(_factory(settings), evals.load_dialogues(data), budget_tokens=budget,
                                   use_llm=False)
         long_res: dict[str, Any] = {}
@@ -215,7 +224,7 @@ def eval_assemble(
                         f"| {r['profile_tokens']} | {_pct(r['profile_vs_raw'])} | {_pct(r['median_block_vs_raw'])} |")
     j, mdp = evals.write_report(out, "assemble", {"dialogues": res, "memorybank": long_res},
                                 "\n".join(md_lines) + "\n")
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
 
 
 def _pct(x: float | None) -> str:
