@@ -67,7 +67,7 @@ class BankField:
     description: str
 
 
-def _bank_text(name: str, root: str | Path | None) -> str:
+def bank_text(name: str, root: str | Path | None) -> str:
     if root is not None:
         path = Path(root) / name
         return path.read_text(encoding="utf-8") if path.exists() else ""
@@ -95,12 +95,12 @@ def parse_item(row: dict[str, Any]) -> Item:
 
 def load_items(root: str | Path | None = None, path: str | Path | None = None) -> list[Item]:
     """The bank's utterances (or a file in the same format: `path`)."""
-    text = Path(path).read_text(encoding="utf-8") if path else _bank_text("utterances.jsonl", root)
+    text = Path(path).read_text(encoding="utf-8") if path else bank_text("utterances.jsonl", root)
     return [parse_item(r) for r in _jsonl(text)]
 
 
 def load_plan_queries(root: str | Path | None = None, path: str | Path | None = None) -> list[PlanQuery]:
-    text = Path(path).read_text(encoding="utf-8") if path else _bank_text("plan_queries.jsonl", root)
+    text = Path(path).read_text(encoding="utf-8") if path else bank_text("plan_queries.jsonl", root)
     out = []
     for r in _jsonl(text):
         fields = r.get("fields")
@@ -114,7 +114,7 @@ def load_plan_queries(root: str | Path | None = None, path: str | Path | None = 
 
 @lru_cache(maxsize=4)
 def load_fields(root: str | None = None) -> tuple[BankField, ...]:
-    text = _bank_text("fields.json", root)
+    text = bank_text("fields.json", root)
     if not text:
         return ()
     data = json.loads(text)

@@ -659,6 +659,12 @@ def _tagger_meta() -> dict[str, Any]:
 _PLATT: tuple[float, float] | None = None
 
 
+def reset_calibration() -> None:
+    """Forget the cached Platt parameters (after `usermem train` rewrote the tagger's metadata)."""
+    global _PLATT
+    _PLATT = None
+
+
 def _calibrate(p: float) -> float:
     """The tagger's span probability, Platt-scaled on the dev split (see `usermem train`)."""
     global _PLATT
@@ -745,9 +751,9 @@ def canonical_form(key: str, value: Any) -> Any:
         tz = rules.timezone(value)
         return tz[0].canonical if tz else None
     if key == "budget":
-        return rules._money(value)
+        return rules.money(value)
     if key == "birthday":
-        return rules._month_day(value)
+        return rules.month_day(value)
     return None
 
 

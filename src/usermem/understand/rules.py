@@ -298,11 +298,11 @@ def phone(clause: str) -> list[Found]:
 def birthday(clause: str) -> list[Found]:
     out = []
     for f in _all(_BIRTHDAY, clause, "birthday", confidence=0.85):
-        out.append(Found(f.key, f.value, f.start, f.end, _month_day(f.value), f.confidence))
+        out.append(Found(f.key, f.value, f.start, f.end, month_day(f.value), f.confidence))
     return out
 
 
-def _month_day(text: str) -> str | None:
+def month_day(text: str) -> str | None:
     m = re.search(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})", text)
     if m:
         md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
@@ -321,11 +321,11 @@ def budget(clause: str) -> list[Found]:
     out = []
     for f in _all(_MONEY, clause, "budget", confidence=0.75):
         value = f.value.rstrip(",.")
-        out.append(Found(f.key, value, f.start, f.start + len(value), _money(value), f.confidence))
+        out.append(Found(f.key, value, f.start, f.start + len(value), money(value), f.confidence))
     return out
 
 
-def _money(text: str) -> str | None:
+def money(text: str) -> str | None:
     m = re.search(r"\d[\d,]*(?:\.\d+)?", text)
     if not m:
         return None

@@ -29,7 +29,7 @@ SIMILARITIES = (0.4, 0.5, 0.6)
 def bank_digest(*names: str) -> str:
     h = hashlib.sha256()
     for name in names:
-        h.update(bank._bank_text(name, None).encode("utf-8"))
+        h.update(bank.bank_text(name, None).encode("utf-8"))
     return h.hexdigest()[:16]
 
 
@@ -192,7 +192,7 @@ def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[s
             tagger.load_tagger.cache_clear()
             from usermem.understand import extract
 
-            extract._PLATT = None
+            extract.reset_calibration()
             (threshold, similarity), scores = choose_threshold(items)
             meta["threshold"] = threshold
             meta["template_similarity"] = similarity
