@@ -13,7 +13,8 @@ it can be trusted *on this query*, from two observable quantities of the candida
 
     c_s      = clip(sep_s / (sep_d + sep_l), lo, hi)              (dispersion share, per signal)
     g        = floor + (1 − floor) · |top_k(d) ∩ top_k(l)| / k     (agreement gain, lexical only)
-    fused(m) = w_d · c_d · norm(d(m)) + w_l · g · c_l · norm(l(m)) + w_f · field(m)
+    f(m)     = w_d · c_d · norm(d(m)) + w_l · g · c_l · norm(l(m))
+    fused(m) = f(m) + w_f · max(f) · field(m)
     rel(m)   = minmax(fused) over the candidates
 
 `norm` is the per-query min-max (or z-score) of the candidates; `field(m)` is 1 when the memory's
@@ -83,11 +84,12 @@ def separation(arr: np.ndarray, mask: np.ndarray, top: int) -> float:
 
 
 def _top(arr: np.ndarray, mask: np.ndarray, k: int) -> set[int]:
+    """The present items scoring at least the k-th best score (ties all in: the input order never matters)."""
     idx = np.flatnonzero(mask)
-    if len(idx) == 0:
+    if len(idx) == 0 or k <= 0:
         return set()
-    order = idx[np.argsort(-arr[idx], kind="stable")]
-    return set(order[:k].tolist())
+    kth = float(np.sort(arr[idx])[::-1][min(k, len(idx)) - 1])
+    return set(idx[arr[idx] >= kth].tolist())
 
 
 def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], fields: Sequence[bool] | None = None,
@@ -110,11 +112,13 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
             wl *= float(np.clip(2 * sl_ / total, p.share_lo, p.share_hi))
     if p.adapt_agreement and dmask.any() and lmask.any() and wl > 0:
         k = min(p.top, int(dmask.sum()), int(lmask.sum()))
-        overlap = len(_top(d, dmask, k) & _top(lex, lmask, k)) / k if k else 0.0
+        overlap = min(1.0, len(_top(d, dmask, k) & _top(lex, lmask, k)) / k) if k else 0.0
         wl *= p.agreement_floor + (1.0 - p.agreement_floor) * overlap
     raw = wd * _normalise(d, dmask, p.norm) + wl * _normalise(lex, lmask, p.norm)
     if fields is not None and p.field_weight > 0:
-        raw = raw + p.field_weight * np.asarray(fields, dtype=np.float64)
+        # Scale-free: a share of this query's best fused score (z-scores have no fixed range).
+        scale = float(raw.max()) if float(raw.max()) > 0 else 1.0
+        raw = raw + p.field_weight * scale * np.asarray(fields, dtype=np.float64)
     lo, hi = float(raw.min()), float(raw.max())
     if hi <= 0:
         return [0.0] * n
