@@ -40,7 +40,15 @@ SYSTEMS = ("hybrid", "dense", "bm25")
 KS = (1, 5, 10)
 SPLITS = ("dev", "test")
 LOCOMO_DEV_CONVERSATIONS = 5  # conversations 0-4 choose, 5-9 report
-T_INGEST = 1_800_000_000.0  # one write time for every turn: recency weight is equal, relevance decides
+T_INGEST = 1_800_000_000.0  # write time when a conversation has no dated turn
+
+
+def asked_at(conv: Conversation) -> float:
+    """When a conversation's questions are asked: the day after its last dated turn. Every turn is written
+    at that moment too (equal recency weight: relevance decides), so relative time expressions in a
+    question ("上个月", "last week", "5月2日") are read relative to the end of the conversation."""
+    dated = [t.at for t in conv.turns if t.at != T_INGEST]
+    return max(dated) + 86400.0 if dated else T_INGEST
 
 
 class CachedEmbedder:
@@ -288,13 +296,14 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
                 batch = conv.turns[start:start + 250]
                 results = mem.write_many("eval", conv.user_id, [
                     WriteRequest(kind="episode", key=t.key, value=t.text, event_at=t.at, source="extracted",
-                                 ttl_seconds=3650 * 86400.0) for t in batch], now=T_INGEST)
+                                 ttl_seconds=3650 * 86400.0) for t in batch], now=asked_at(conv))
                 rejected += sum(1 for r in results if not r.ok)
             mem.flush()
             ux = index.load("eval", conv.user_id)
             for q in conv.questions:
                 t = time.perf_counter()
-                ranked = [r.key for r in mem.recall("eval", conv.user_id, k, query=q.question, now=T_INGEST)]
+                ranked = [r.key for r in mem.recall("eval", conv.user_id, k, query=q.question,
+                                                    now=asked_at(conv))]
                 latencies.append(time.perf_counter() - t)
                 qv = embedder.query(q.question)
                 dense_all = ux.matrix @ qv if ux.matrix is not None else np.zeros(len(ux.keys))
