@@ -116,7 +116,7 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
 
 # The adaptive fusion's shape, chosen on the dev splits (docs/relevance.md, "How the fusion was chosen");
 # the per-language lexical weights come from the settings.
-ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.25,
+ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
                         field_weight=0.5)
 
 # (tenant, query) -> the memory fields (keys) the query asks about; the recall planner, wired by the
