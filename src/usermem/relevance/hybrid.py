@@ -125,7 +125,13 @@ QueryFields = Callable[[str, str], Collection[str]]
 
 
 def field_match(key: str, fields: Collection[str]) -> bool:
-    return key in fields or any(key.startswith(f + ".") for f in fields)
+    return key in fields or key.startswith(tuple(f + "." for f in fields))
+
+
+def field_keys(keys: Sequence[str], fields: Collection[str]) -> list[int]:
+    """Positions of the keys under any of the fields (one C-level test per key: this runs over every row)."""
+    prefixes = tuple(f + "." for f in fields)
+    return [i for i, k in enumerate(keys) if k in fields or k.startswith(prefixes)]
 
 
 def query_score(relevance: float, importance: float, weight: float, share: float) -> float:
@@ -236,8 +242,9 @@ class HybridRelevance:
                 hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
             lexical_keys = [ux.keys[i] for i in hits]
             if state.fields:  # memories under the planner's fields are always candidates
-                lexical_keys += [k for i, k in enumerate(ux.keys) if mask[i] and field_match(k, state.fields)
-                                 and k not in lexical_keys]
+                have = set(lexical_keys)
+                lexical_keys += [ux.keys[i] for i in field_keys(ux.keys, state.fields)
+                                 if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
         state.qvec = self._query_vector(query, state)
         if state.qvec is not None:
