@@ -278,6 +278,19 @@ class AuditEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class EventWindow:
+    """An event-time window `[start, end)` (unix seconds) that a time expression in a recall query named
+    ("上个月", "last week"); `expression` is the words that named it."""
+
+    start: float
+    end: float
+    expression: str
+
+    def contains(self, t: float) -> bool:
+        return self.start <= t < self.end
+
+
+@dataclass(frozen=True, slots=True)
 class ScoredMemory:
     """A recalled memory with the scores that ranked it."""
 
@@ -287,6 +300,8 @@ class ScoredMemory:
     relevance: float | None = None
     needs_confirmation: bool = False
     question: str | None = None
+    # The event-time window recall applied because the query named one (relevance/timewindow.py), else None.
+    time_window: EventWindow | None = None
 
 
 @dataclass(frozen=True, slots=True)
