@@ -119,8 +119,7 @@ class LifecyclePipeline:
 
     def _contracts(self, tenant: str) -> ContractSet:
         """The tenant's contract set (stored per-tenant edits when the engine has them)."""
-        per_tenant = getattr(self.ctx, "contracts_for", None)
-        return per_tenant(tenant) if per_tenant is not None else self.ctx.contracts
+        return self.ctx.contracts_for(tenant)
 
     def _order(self, tenant: str, key: str) -> tuple[Source, ...] | None:
         contract = self._contracts(tenant).get(key)
@@ -132,9 +131,7 @@ class LifecyclePipeline:
 
     def _prepare(self, tenant: str, request: WriteRequest) -> Any:
         """The write pipeline's validation, guards and contract checks, for a restored value."""
-        if hasattr(self.ctx, "contracts_for"):
-            return self.write._prepare(request, self._contracts(tenant))
-        return self.write._prepare(request)
+        return self.write.prepare(request, self._contracts(tenant))
 
     def _owned(self, tenant: str, user_id: str, memory_id: str) -> MemoryRecord:
         check_ids(tenant, user_id)
@@ -249,7 +246,7 @@ class LifecyclePipeline:
         """Restore the previous value of `key` (or version `to_version`: an id, or a 1-based position in
         history()) as a new version. Returns UPDATE/ADD, NOOP when it is already the current value, or
         REJECT when the value may no longer be stored or the source may not override the current one."""
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor, change_set_id=change_set_id)
         if not isinstance(key, str):
             raise InvalidArgument(f"key must be a str, got {type(key).__name__}")
         if to_version is not None and (isinstance(to_version, bool) or not isinstance(to_version, str | int)):
