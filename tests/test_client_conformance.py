@@ -197,6 +197,7 @@ ERRORS: list[tuple[str, Callable[[Any], Any], type[Exception]]] = [
     ("k not int", lambda m: m.recall(TENANT, "u", k="3"), InvalidArgument),
     ("empty user", lambda m: m.recall(TENANT, "", k=3), ValidationError),
     ("unknown kind filter", lambda m: m.recall(TENANT, "u", kinds=["nope"]), ValidationError),
+    ("forget_range without a bound", lambda m: m.forget_range(TENANT, "u"), ValidationError),
     ("batch unknown field", lambda m: m.write_many(TENANT, "u", [{"kind": "fact", "key": "a", "value": 1,
                                                                    "bogus": 1}]), ValidationError),
 ]
