@@ -233,7 +233,9 @@ class Candidate:
     """A memory proposed by extraction from a conversation. Proposing writes nothing; `ingest` writes it.
 
     `evidence` is the user message that supports it and `message_index` its position in the
-    conversation; `method` says who proposed it ("pattern" or "llm").
+    conversation; `method` says who proposed it ("pattern", "model" or "llm"). `value` is the user's own
+    words; `canonical` is an optional normalised form beside it (reply_length "简洁" -> "short", a city's
+    English name), never instead of it.
     """
 
     key: str
@@ -243,6 +245,7 @@ class Candidate:
     evidence: str = ""
     message_index: int | None = None
     method: str = "pattern"
+    canonical: JSONValue = None
 
     def to_request(self, source: str = "extracted", session_id: str | None = None) -> WriteRequest:
         return WriteRequest(kind=self.kind.value, key=self.key, value=self.value, source=source,
@@ -250,7 +253,8 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "kind": self.kind.value, "value": self.value, "confidence": self.confidence,
-                "evidence": self.evidence, "message_index": self.message_index, "method": self.method}
+                "evidence": self.evidence, "message_index": self.message_index, "method": self.method,
+                "canonical": self.canonical}
 
 
 @dataclass(frozen=True, slots=True)
