@@ -386,8 +386,6 @@ IN_PROCESS: Mapping[str, str] = {
     "contracts": "the default in-process ContractSet (remote: contracts_list / contract)",
     "events": "this process's event-bus state (docs/events.md)",
     "understanding": "the in-process conversation pipelines object",
-    "relevance": "this process's hybrid relevance plug-in object (embedder, vector index, indexer)",
-    "use_relevance": "wires a relevance plug-in object into this process's engine",
     "subscribe": "registers an in-process change listener",
     "on_session_closed": "registers an in-process close hook",
     "on_remote_change": "in-process callback; other processes subscribe to NATS (usermem.events)",
