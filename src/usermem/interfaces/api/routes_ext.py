@@ -3,7 +3,6 @@ engine offers it (`Memory` grows as features land), so the API never advertises 
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -11,7 +10,8 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from usermem.engine.memory import Memory
-from usermem.errors import NotFound
+from usermem.engine.sessions import TranscriptFull
+from usermem.errors import ConflictError, NotFound
 from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user
 from usermem.interfaces.api.problems import ApiProblem, responses
@@ -295,25 +295,19 @@ def build_router() -> APIRouter:
         @r.post("/sessions/{session_id}/messages", tags=["sessions"], response_model=MessagesOut, responses=COMMON,
                 summary="Add conversation messages (kept as the transcript; optionally extracted into memories)")
         def add_messages(session_id: str, body: MessagesIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
-            s = _session_for(m, p, session_id)
-            if s.status != "open":
-                raise ApiProblem(409, "session_closed", "the session is closed")
-            at = body.now if body.now is not None else time.time()
-            doc = m.store.get_doc(p.tenant, MESSAGES_NS, session_id) or {"messages": []}
-            msgs = doc["messages"] + [msg.model_dump() for msg in body.messages]
-            if len(msgs) > MAX_SESSION_MESSAGES:
-                raise ApiProblem(413, "payload_too_large",
-                                 f"a session keeps at most {MAX_SESSION_MESSAGES} messages", field="messages")
-            m.store.put_doc(p.tenant, MESSAGES_NS, session_id, {"messages": msgs}, now=at, user_id=s.user_id)
-            session = m.touch_session(session_id, tenant=p.tenant, now=body.now)
-            results = []
-            if body.extract and _has("ingest"):
-                results = m.ingest(p.tenant, s.user_id, [msg.model_dump() for msg in body.messages], now=body.now,
-                                   session_id=session_id, actor=actor_of(p, None))
-                for res in results:
-                    metrics.decision(res.op.value, res.reason.value if res.reason else None)
-            return JSONResponse({"session": session.to_dict(), "stored_messages": len(msgs),
-                                 "results": [result_to_json(x) for x in results]})
+            _session_for(m, p, session_id)
+            # The engine redacts PII and appends atomically (engine/sessions.py, issue 12 item 2).
+            try:
+                added = m.add_messages(session_id, [msg.model_dump() for msg in body.messages], tenant=p.tenant,
+                                       now=body.now, actor=actor_of(p, None), extract=body.extract and _has("ingest"))
+            except ConflictError:
+                raise ApiProblem(409, "session_closed", "the session is closed") from None
+            except TranscriptFull as exc:
+                raise ApiProblem(413, "payload_too_large", str(exc), field="messages") from None
+            for res in added.results:
+                metrics.decision(res.op.value, res.reason.value if res.reason else None)
+            return JSONResponse({"session": added.session.to_dict(), "stored_messages": added.stored_messages,
+                                 "results": [result_to_json(x) for x in added.results]})
 
         @r.post("/sessions/{session_id}/close", tags=["sessions"], response_model=SessionClosedOut,
                 responses=COMMON, summary="Close: archive as an episode, retire the session's context. Idempotent")
