@@ -124,3 +124,34 @@ def test_events_flow_again_after_nats_restarts_without_its_jetstream_state(nats_
     finally:
         m.close()
         other.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_read_after_erasure_leaves_no_redis_key_naming_the_user(tmp_path):
+    import redis
+
+    import backends
+
+    settings = backends.tiered_settings(tmp_path, Settings().with_overrides(embedder="none",
+                                                                            hybrid_lexical_weight=0.0))
+    m = Memory(settings=settings)
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        m.write("acme", "leaver-77", "preference", "seat", "window", source="user_confirmed", now=T0)
+        m.write("acme", "leaver-77", "fact", "city", "杭州", source="user_confirmed", now=T0)
+        assert [r.key for r in m.recall("acme", "leaver-77", k=5, now=T0 + 1)]  # fills the tier
+        assert client.keys(f"{settings.key_prefix}:*leaver-77*:loaded")
+        m.forget_user("acme", "leaver-77", now=T0 + 2)
+        for i in range(3):  # reads after the erasure, as an agent that does not know would do
+            assert m.recall("acme", "leaver-77", k=5, now=T0 + 3 + i) == []
+        names = [n.decode() for n in client.keys(f"{settings.key_prefix}:*leaver-77*")]
+        assert [n for n in names if not n.endswith(":ver")] == []  # the version counter guards racing fills
+        # A user who holds only non-tier kinds still gets the (empty) tier cached: no store read per recall.
+        m.write("acme", "facts-only", "fact", "city", "上海", source="user_confirmed", now=T0)
+        m.recall("acme", "facts-only", k=5, now=T0 + 1)
+        assert client.keys(f"{settings.key_prefix}:*facts-only*:loaded")
+    finally:
+        m.close()
+        client.close()
+        backends.tiered_cleanup(tmp_path)

@@ -419,7 +419,9 @@ class TieredStore:
                     self.stats["misses"] += 1
                     cached = self.record.live(LiveQuery(q.tenant, q.user_id, _EVERYTHING, kinds=sorted(tier.kinds),
                                                         include_retracted=True))
-                    if tier.fill(q.tenant, q.user_id, cached, token):
+                    if not cached and not self._holds_anything(q.tenant, q.user_id):
+                        pass  # erased or unknown: no `loaded` marker naming the user (issue 12 item 6)
+                    elif tier.fill(q.tenant, q.user_id, cached, token):
                         self.stats["fills"] += 1
                 else:
                     self.stats["hits"] += 1
@@ -428,6 +430,10 @@ class TieredStore:
                 self._down(tier, exc)
         self.stats["fallbacks"] += 1
         return self.record.live(replace(q, kinds=kinds))
+
+    def _holds_anything(self, tenant: str, user_id: str) -> bool:
+        """The store of record holds a live row of any kind for the user (an empty fill is worth caching)."""
+        return bool(self.record.live_scores(LiveQuery(tenant, user_id, _EVERYTHING, include_retracted=True)))
 
     def _split(self, q: LiveQuery) -> tuple[list[Kind] | None, list[Tier]]:
         kinds = list(q.kinds) if q.kinds is not None else list(Kind)
