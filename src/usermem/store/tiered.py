@@ -13,7 +13,8 @@ of it (store/redis.py explains the protocol, docs/storage.md the durability argu
 When a tier fails: reads of its kinds fall back to the store of record, writes still commit there
 (the acknowledgement point) and the user is marked *dirty* in the store of record; the tier is not
 read again until those marks are reconciled (the users' cached data erased), which every instance
-checks at most every `dirty_check_interval` seconds. Erasure that cannot reach a tier raises
+checks at most every `dirty_check_interval` seconds; in between, a read of a user marked dirty goes to
+the store of record (every tier read checks that user's mark). Erasure that cannot reach a tier raises
 TierUnavailable after the store of record is erased; a retry finishes the job.
 """
 
@@ -224,6 +225,10 @@ class TieredStore:
                 n += 1
                 self.stats["reconciled"] += 1
 
+    def _is_dirty(self, tier: Tier, tenant: str, user_id: str) -> bool:
+        return self.record.get_doc(DIRTY_TENANT, self._ns(tier), json.dumps([tenant, user_id], ensure_ascii=False)) \
+            is not None
+
     def _mark_dirty(self, tier: Tier, tenant: str, user_id: str) -> None:
         self.record.put_doc(DIRTY_TENANT, self._ns(tier), json.dumps([tenant, user_id], ensure_ascii=False),
                             {"tenant": tenant, "user_id": user_id}, now=time.time())
@@ -412,7 +417,10 @@ class TieredStore:
     def _tier_records(self, tier: Tier, q: LiveQuery) -> list[MemoryRecord]:
         """Live records of the tier's kinds matching q: from the tier, else from the store of record."""
         kinds = [k for k in (q.kinds if q.kinds is not None else list(Kind)) if k in tier.kinds]
-        if self._usable(tier):
+        # A user marked dirty (a write of any instance skipped the tier) is served from the store of record
+        # until reconciled, also by instances that checked the marks less than dirty_check_interval ago
+        # (issue 12 item 7). One primary-key read of the marks per tier read.
+        if self._usable(tier) and not self._is_dirty(tier, q.tenant, q.user_id):
             try:
                 cached, token = tier.read(q.tenant, q.user_id)
                 if cached is None:
