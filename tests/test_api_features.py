@@ -6,10 +6,6 @@ from __future__ import annotations
 import pytest
 
 from apihelp import T0, make_api
-from usermem import Memory
-
-pytestmark = pytest.mark.skipif(not hasattr(Memory, "open_session") or not hasattr(Memory, "grant"),
-                                reason="engine features not present")
 
 
 @pytest.fixture
@@ -87,3 +83,26 @@ def test_export_plan_assemble_redact(api):
     assert asm.status_code == 200 and "<USER_FACTS>" in asm.json()["prompt"]
     r = api.http.post("/v1/redact", headers=h, json={"text": "call 13800138000 or mail a@b.com"}).json()
     assert "13800138000" not in r["text"] and "a@b.com" not in r["text"] and r["findings"]
+
+
+def test_purge_by_an_admin_key_never_shortens_the_servers_retention(api):
+    """POST /v1/purge (Client.purge): admin keys only; it applies the server's retention (or a longer one),
+    so one tenant's admin cannot cut another tenant's recovery window."""
+    from fastapi.testclient import TestClient
+
+    import usermem
+
+    day = 86_400.0
+    m = api.memory
+    m.write("acme", "p1", "fact", "city", "Oslo", now=T0)
+    m.write("globex", "p2", "fact", "city", "Rome", now=T0)
+    m.forget("acme", "p1", "city", now=T0 + 1)
+    m.forget("globex", "p2", "city", now=T0 + 20 * day)
+    h = api.h(api.admin_a)
+    assert api.http.post("/v1/purge", headers=api.h(api.key_a), json={}).status_code == 403
+    short = api.http.post("/v1/purge", headers=h, json={"retention_days": 1, "now": T0 + 40 * day})
+    assert short.status_code == 422 and short.json()["field"] == "retention_days"
+    client = usermem.Client("http://testserver", api.admin_a, http=TestClient(api.app))
+    assert client.purge(T0 + 40 * day) == 1  # acme's row is 40 days gone (> 30); globex's only 20
+    assert client.purge(T0 + 40 * day, retention_days=365) == 0
+    assert m.purge(T0 + 60 * day) == 1  # globex's row was still held until its retention condemned it

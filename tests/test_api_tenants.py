@@ -68,6 +68,11 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
         "/v1/users/{u}/verifications/{vid}/accept", {"json": {"value": "x"}}),
     ("POST", "/v1/users/{user_id}/verifications/{verification_id}/reject"): (
         "/v1/users/{u}/verifications/{vid}/reject", {"json": {}}),
+    ("POST", "/v1/sessions/{session_id}/touch"): ("/v1/sessions/{sid}/touch", {"json": {}}),
+    ("POST", "/v1/sessions/expire"): ("/v1/sessions/expire", {"json": {"now": T0 + 10**8}}),
+    ("GET", "/v1/grants"): ("/v1/grants", {"params": {"user_id": "{u}"}}),
+    ("POST", "/v1/extract"): ("/v1/extract", {"json": {"messages": ["I live in Nowhere"]}}),
+    ("POST", "/v1/purge"): ("/v1/purge", {"json": {"now": T0 + 10**8}}),
 }
 # Responses that legitimately carry fresh ids or times: compare status and tenant only.
 VOLATILE = {("POST", "/v1/memories"), ("POST", "/v1/memories/batch"), ("POST", "/v1/users/{user_id}/sessions"),

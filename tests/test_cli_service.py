@@ -62,6 +62,7 @@ def test_keys_create_list_revoke(tmp_path):
     (["bench", "no_such_bench"], "unknown benchmark"),
 ])
 def test_errors_are_one_line_and_non_zero(tmp_path, args, needle):
+    Memory(f"sqlite:///{tmp_path}/e.db").close()  # read-only commands refuse a missing database file
     r = cli(*args, "--store", f"sqlite:///{tmp_path}/e.db") if args[0] != "bench" else cli(*args)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 import usermem
 from apihelp import T0, fast_memory, make_api
-from usermem import Memory, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+from usermem import MemoryRecord, ScoredMemory, WriteRequest, WriteResult
 from usermem.errors import InvalidArgument, NotFound, PermissionDenied, ValidationError
 
 DAY = 86_400.0
@@ -102,8 +102,6 @@ def scenario_get_and_audit(m) -> list[Any]:
 
 
 def scenario_lifecycle(m) -> list[Any]:
-    if not hasattr(Memory, "confirm"):
-        pytest.skip("lifecycle not in this engine")
     out: list[Any] = []
     first = m.write(TENANT, "u4", "preference", "tone", "warm", source="extracted", now=T0)
     out.append(first)
@@ -126,8 +124,6 @@ def scenario_lifecycle(m) -> list[Any]:
 
 
 def scenario_sessions_and_privacy(m) -> list[Any]:
-    if not hasattr(Memory, "open_session"):
-        pytest.skip("sessions not in this engine")
     sid = m.open_session(TENANT, "u5", "web")
     m.write(TENANT, "u5", "context", "draft", "订单 #42", session_id=sid)
     s = m.get_session(sid, tenant=TENANT)
@@ -144,8 +140,6 @@ def scenario_sessions_and_privacy(m) -> list[Any]:
 
 
 def scenario_onboarding_and_verification(m) -> list[Any]:
-    if not hasattr(Memory, "pending_verifications"):
-        pytest.skip("understanding not in this engine")
     questions = m.onboarding_questions(TENANT, "u6", "zh")
     answers = m.answer_onboarding(TENANT, "u6", {questions[0]["id"]: questions[0].get("options", ["x"])[0]
                                                  if questions[0].get("options") else "简洁"}, now=T0) if questions else []
@@ -158,8 +152,6 @@ def scenario_onboarding_and_verification(m) -> list[Any]:
 
 
 def scenario_contracts(m) -> list[Any]:
-    if not hasattr(Memory, "set_contract"):
-        pytest.skip("contracts not in this engine")
     made = m.set_contract(TENANT, {"key": "shoe_size", "kind": "fact", "description": "鞋码"}, now=T0)
     off = m.disable_field(TENANT, "shoe_size", now=T0 + 1)
     rejected = m.write(TENANT, "u7", "fact", "shoe_size", 42, now=T0 + 2)
@@ -216,7 +208,36 @@ def test_same_errors(target, label, call, exc):
         call(target)
 
 
-def test_client_refuses_another_tenant_and_purge():
+def scenario_conversation_and_admin(m) -> list[Any]:
+    """The operations the client gained: extract, plan, ingest, assemble (an Assembly), touch, idle expiry,
+    tenant-wide grants, consents, purge."""
+    from usermem.understand.assemble import Assembly
+
+    m.write(TENANT, "u8", "fact", "city", "Paris", source="user_confirmed", now=T0)
+    m.write(TENANT, "u8", "preference", "reply_length", "concise", source="user_confirmed", now=T0)
+    candidates = m.extract(["I live in Lyon", {"role": "user", "content": "我住在北京"}], tenant=TENANT)
+    plan = m.plan(TENANT, "u8", "where do I live? keep it short")
+    ingested = m.ingest(TENANT, "u8", ["I live in Lyon"], now=T0 + 1)
+    assembly = m.assemble(TENANT, "u8", "where do I live?", 400, now=T0 + 2)
+    sid = m.open_session(TENANT, "u8", "web", now=T0, idle_seconds=60)
+    touched = m.touch_session(sid, tenant=TENANT, now=T0 + 30)
+    expired = m.expire_idle_sessions(T0 + 1000, tenant=TENANT)
+    gid = m.grant(TENANT, "u8", "L2", "support", 600, now=T0)
+    tenant_grants = m.grants(TENANT, now=T0 + 1)
+    opted = m.opt_in(TENANT, "u8", ["city"], "shop", now=T0)
+    withdrawn = m.opt_out(TENANT, "u8", "city", "shop", now=T0 + 1)
+    m.forget(TENANT, "u8", "city", now=T0 + 3)
+    purged = m.purge(T0 + 400 * DAY)
+    return [candidates, plan, ingested, type(assembly) is Assembly, assembly.prompt, assembly.tokens,
+            [_norm(s) for s in assembly.facts], [_norm(s) for s in assembly.preferences], assembly.plan,
+            (type(touched).__name__, touched.last_activity_at), [(c.reason, c.session.id == sid) for c in expired],
+            [(g.id == gid, g.level, g.purpose) for g in tenant_grants], opted, withdrawn, purged]
+
+
+SCENARIOS["conversation_and_admin"] = scenario_conversation_and_admin
+
+
+def test_client_refuses_another_tenant():
     api = make_api()
     client = usermem.Client("http://testserver", api.key_a, http=TestClient(api.app))
     with pytest.raises(PermissionDenied, match="tenant_mismatch"):
@@ -224,8 +245,10 @@ def test_client_refuses_another_tenant_and_purge():
     with pytest.raises(PermissionDenied):
         client.audit(TENANT)  # not an admin key
     with pytest.raises(PermissionDenied):
-        client.purge()
+        client.purge()  # not an admin key
     assert client.whoami()["tenant"] == TENANT
+    assert client.tenant == TENANT
+    assert client.recall(None, "u1") == []  # None: the key's tenant
     bad = usermem.Client("http://testserver", "umk_nope", http=TestClient(api.app))
     with pytest.raises(PermissionDenied, match="unauthorized"):
         bad.recall(TENANT, "u1")

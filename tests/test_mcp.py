@@ -83,7 +83,7 @@ def test_unbound_server_needs_a_user_and_a_tenant():
     m.close()
 
 
-def test_confirm_tool_uses_the_engine_when_available():
+def test_confirm_tool_confirms_the_current_version():
     m = Memory()
     m.write("acme", "alice", "preference", "tone", "warm", source="user_confirmed", now=T0)
 
@@ -92,12 +92,9 @@ def test_confirm_tool_uses_the_engine_when_available():
             return await c.call_tool("confirm", {"key": "tone"})
 
     r = run(go)
-    if callable(getattr(m, "confirm", None)):
-        assert not r.is_error, r.content
-        rec = m.history("acme", "alice", "tone")[-1]
-        assert rec.last_confirmed_at is not None and rec.is_current
-    else:
-        assert r.is_error and "not available" in r.content[0].text
+    assert not r.is_error, r.content
+    rec = m.history("acme", "alice", "tone")[-1]
+    assert rec.last_confirmed_at is not None and rec.is_current
     m.close()
 
 

@@ -18,7 +18,7 @@ from usermem.errors import (
     UsermemError,
     ValidationError,
 )
-from usermem.interfaces.client import Client
+from usermem.interfaces.client import AsyncClient, Client
 from usermem.model import (
     AuditEvent,
     Candidate,
@@ -37,6 +37,7 @@ from usermem.model import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
     "AuditEvent",
     "Candidate",
     "ChangeEvent",

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from usermem.errors import UsermemError
+from usermem.interfaces.cli_output import err_console, error_line
 
 app = typer.Typer(
     name="usermem",
@@ -21,12 +22,13 @@ eval_app = typer.Typer(help="Evaluations on labelled data; each prints a table a
                        no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 console = Console()
-err_console = Console(stderr=True)
+__all__ = ["app", "console", "err_console", "eval_app", "main"]
 
 
 def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
     from usermem.interfaces import (  # noqa: F401
+        cli_conversation,
         cli_core,
         cli_events,
         cli_lifecycle,
@@ -43,5 +45,10 @@ def main() -> None:
     try:
         app()
     except UsermemError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        error_line(str(exc))  # shown literally: messages quote user input ("[x]" must not vanish)
+        sys.exit(2)
+    except OSError as exc:
+        if exc.filename is None:  # not about a file the user named: a real failure, keep the traceback
+            raise
+        error_line(f"{exc.filename}: {exc.strerror or exc}")
         sys.exit(2)

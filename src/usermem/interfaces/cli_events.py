@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from usermem.interfaces.cli import app, console
+from usermem.interfaces.cli_output import esc as escape
 
 events_app = typer.Typer(help="Change events on NATS JetStream (federated sync, erasure broadcast).",
                          no_args_is_help=True)
@@ -18,8 +19,6 @@ app.add_typer(events_app, name="events")
 
 
 def _line(change: object) -> str:
-    from rich.markup import escape
-
     from usermem.events.payload import RemoteChange
 
     assert isinstance(change, RemoteChange)
@@ -28,9 +27,10 @@ def _line(change: object) -> str:
     keys = ", ".join(change.keys) if change.keys else "—"
     values = change.values
     shown = f" = {json.dumps(values, ensure_ascii=False)}" if values else ""
-    return (f"{when}  [bold]{escape(change.tenant)}[/bold]/{escape(change.user_id)}  [{colour}]{change.action}[/{colour}]"
+    return (f"{when}  [bold]{escape(change.tenant)}[/bold]/{escape(change.user_id)}"
+            f"  [{colour}]{escape(change.action)}[/{colour}]"
             f"  {escape(keys)}{escape(shown)}  client={escape(change.client_id or '—')}"
-            f"  cause={change.causality_id[:12]}  origin={change.origin[:12]}")
+            f"  cause={escape(change.causality_id[:12])}  origin={escape(change.origin[:12])}")
 
 
 @events_app.command("tail")
@@ -81,12 +81,12 @@ def tail(
 
     try:
         if not bus.wait_connected(min(timeout, 5.0) if timeout else 5.0):
-            console.print(f"[yellow]waiting for NATS at {redact_url(nats_url)}[/yellow] "
-                          f"({bus.stats()['last_error']})")
+            console.print(f"[yellow]waiting for NATS at {escape(redact_url(nats_url))}[/yellow] "
+                          f"({escape(str(bus.stats()['last_error']))})")
         bus.subscribe(show, filter_subject(bus.prefix, tenant, user))
         if not as_json:
             scope = "all tenants" if tenant is None else f"tenant {tenant}" + (f", user {user}" if user else "")
-            console.print(f"[dim]following {bus.stream} ({scope}) — Ctrl-C to stop[/dim]")
+            console.print(f"[dim]following {escape(bus.stream)} ({escape(scope)}) — Ctrl-C to stop[/dim]")
         deadline = time.monotonic() + timeout if timeout else None
         while not done.is_set():
             left = None if deadline is None else deadline - time.monotonic()

@@ -1,10 +1,10 @@
-"""Lifecycle CLI: confirm, deny, revert, revert a change set, sessions, and the decay defaults."""
+"""Lifecycle CLI: confirm, deny, revert, revert a change set, sessions, episodes, and the decay defaults."""
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Annotated
+import time
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -12,56 +12,59 @@ from rich.table import Table
 
 from usermem.interfaces.cli import app, console
 from usermem.interfaces.cli_core import StoreOpt, open_memory
+from usermem.interfaces.cli_output import cell, esc, shown, table
+from usermem.interfaces.cli_params import ActorOpt, AtOpt, JsonOpt, SinceOpt, UntilOpt, dumps, read_messages
 
-sessions_app = typer.Typer(help="Sessions: list, close, expire idle ones.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Sessions: open, show, touch, context, list, close, expire idle ones.",
+                           no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
-ActorOpt = Annotated[str | None, typer.Option(help="Who made the change (recorded in history and audit)")]
 SourceOpt = Annotated[str, typer.Option(help="Authority of the change: user_confirmed, agent_confirmed, system")]
-
-
-def _value(v: object) -> str:
-    return json.dumps(v, ensure_ascii=False)[:60]
+TenantCheckOpt = Annotated[str | None, typer.Option("--tenant", help="The session's tenant (checked)")]
 
 
 @app.command()
 def confirm(tenant: str, user_id: str, memory_id: str, store: StoreOpt = None, actor: ActorOpt = None,
-            source: SourceOpt = "user_confirmed") -> None:
+            source: SourceOpt = "user_confirmed", at: AtOpt = None) -> None:
     """Record that the user confirmed a memory (its weight returns to base).
 
     Example: usermem confirm acme u1 01a2…
     """
-    r = open_memory(store).confirm(tenant, user_id, memory_id, actor=actor, source=source)
-    console.print(f"confirmed [bold]{r.key}[/bold] = {_value(r.value)} (version {r.id}, source {r.source.value})")
+    with open_memory(store) as m:
+        r = m.confirm(tenant, user_id, memory_id, actor=actor, source=source, now=at)
+    console.print(f"confirmed [bold]{esc(r.key)}[/bold] = {esc(shown(r.value))} (version {esc(r.id)}, "
+                  f"source {r.source.value})")
 
 
 @app.command()
 def deny(tenant: str, user_id: str, memory_id: str, store: StoreOpt = None, actor: ActorOpt = None,
-         source: SourceOpt = "user_confirmed") -> None:
+         source: SourceOpt = "user_confirmed", at: AtOpt = None) -> None:
     """Record that the user said a memory is wrong: a retraction version supersedes it.
 
     Example: usermem deny acme u1 01a2…
     """
-    r = open_memory(store).deny(tenant, user_id, memory_id, actor=actor, source=source)
-    console.print(f"retracted [bold]{r.key}[/bold] (retraction {r.id}; change set {r.change_set_id})")
+    with open_memory(store) as m:
+        r = m.deny(tenant, user_id, memory_id, actor=actor, source=source, now=at)
+    console.print(f"retracted [bold]{esc(r.key)}[/bold] (retraction {esc(r.id)}; change set {esc(r.change_set_id)})")
 
 
 @app.command()
 def revert(
     tenant: str, user_id: str, key: str, store: StoreOpt = None,
     to: Annotated[str | None, typer.Option("--to", help="Version id, or 1-based position in `usermem history`")] = None,
-    actor: ActorOpt = None, source: SourceOpt = "user_confirmed",
+    actor: ActorOpt = None, source: SourceOpt = "user_confirmed", at: AtOpt = None,
 ) -> None:
     """Restore the previous (or a named) value of a key as a new version.
 
     Example: usermem revert edu stu1 report_format --to 1
     """
     target: str | int | None = int(to) if to is not None and to.isdigit() else to
-    r = open_memory(store).revert(tenant, user_id, key, target, actor=actor, source=source)
+    with open_memory(store) as m:
+        r = m.revert(tenant, user_id, key, target, actor=actor, source=source, now=at)
     if r.memory is not None and r.op.value in ("ADD", "UPDATE"):
-        console.print(f"[green]{r.op.value}[/green] {key} = {_value(r.memory.value)} ({r.detail})")
+        console.print(f"[green]{r.op.value}[/green] {esc(key)} = {esc(shown(r.memory.value))} ({esc(r.detail)})")
     else:
-        console.print(f"[yellow]{r.op.value}[/yellow] {r.reason.value if r.reason else ''} {r.detail or ''}")
+        console.print(f"[yellow]{r.op.value}[/yellow] {r.reason.value if r.reason else ''} {esc(r.detail or '')}")
         if r.op.value == "REJECT":
             raise typer.Exit(1)
 
@@ -71,55 +74,162 @@ def revert_change_set(
     tenant: str, change_set_id: str, store: StoreOpt = None, actor: ActorOpt = None,
     source: SourceOpt = "user_confirmed",
     partial: Annotated[bool, typer.Option(help="Revert what can be reverted and report the rest")] = False,
+    at: AtOpt = None,
 ) -> None:
     """Undo every write of a change set at once ("undo my last settings").
 
     Example: usermem revert-change-set edu 01a2…
     """
-    out = open_memory(store).revert_change_set(tenant, change_set_id, actor=actor, source=source, partial=partial)
-    console.print(f"reverted [bold]{out.reverted}[/bold] keys; undo this with change set {out.change_set_id}")
+    with open_memory(store) as m:
+        out = m.revert_change_set(tenant, change_set_id, actor=actor, source=source, partial=partial, now=at)
+    console.print(f"reverted [bold]{out.reverted}[/bold] keys; undo this with change set {esc(out.change_set_id)}")
     for user, key, why in out.conflicts:
-        console.print(f"[yellow]skipped[/yellow] {user}/{key}: {why}")
+        console.print(f"[yellow]skipped[/yellow] {esc(user)}/{esc(key)}: {esc(why)}")
+
+
+@sessions_app.command("open")
+def sessions_open(
+    tenant: str, user_id: str,
+    client: Annotated[str | None, typer.Option("--client", help="The client or device opening it")] = None,
+    idle_seconds: Annotated[float | None, typer.Option(help="Close after this much inactivity "
+                                                            "(default: session_idle_seconds)")] = None,
+    at: AtOpt = None, store: StoreOpt = None,
+) -> None:
+    """Open a session for a user and print its id (context memories live until it closes).
+
+    Example: usermem sessions open acme u1 --client web
+    """
+    with open_memory(store, create=True) as m:
+        sid = m.open_session(tenant, user_id, client, now=at, idle_seconds=idle_seconds)
+    console.print(sid, markup=False, highlight=False)
+
+
+@sessions_app.command("show")
+def sessions_show(session_id: str, tenant: TenantCheckOpt = None, store: StoreOpt = None) -> None:
+    """Show one session as JSON.
+
+    Example: usermem sessions show 01a2… --tenant acme
+    """
+    with open_memory(store) as m:
+        session = m.get_session(session_id, tenant=tenant)
+    print(dumps(session))
+
+
+@sessions_app.command("touch")
+def sessions_touch(session_id: str, tenant: TenantCheckOpt = None, at: AtOpt = None,
+                   store: StoreOpt = None) -> None:
+    """Record activity in a session (postpones its idle close).
+
+    Example: usermem sessions touch 01a2… --tenant acme
+    """
+    with open_memory(store) as m:
+        s = m.touch_session(session_id, tenant=tenant, now=at)
+    console.print(f"session {esc(s.id)}: last activity {s.last_activity_at:.0f}, status {esc(s.status)}")
+
+
+@sessions_app.command("context")
+def sessions_context(
+    session_id: str, tenant: TenantCheckOpt = None,
+    k: Annotated[int, typer.Option("-k", "--k", help="How many context memories at most")] = 20,
+    mark_used: Annotated[bool, typer.Option("--mark-used/--no-mark-used", help="Count this read as a use")] = True,
+    at: AtOpt = None, store: StoreOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """The session's context memories (what this conversation established), best first.
+
+    Example: usermem sessions context 01a2… --tenant acme
+    """
+    with open_memory(store) as m:
+        scored = m.session_context(session_id, tenant=tenant, k=k, now=at, mark_used=mark_used)
+    if as_json:
+        print(dumps([{"memory": s.memory, "score": s.score, "weight": s.weight} for s in scored]))
+        return
+    out = table(f"context of session {session_id}", "key", "value", "source", "score")
+    for s in scored:
+        out.add_row(cell(s.memory.key), cell(shown(s.memory.value)), s.memory.source.value, f"{s.score:.3f}")
+    console.print(out)
 
 
 @sessions_app.command("list")
 def sessions_list(tenant: str, user_id: str, store: StoreOpt = None,
-                  status: Annotated[str | None, typer.Option(help="open or closed")] = None) -> None:
+                  status: Annotated[str | None, typer.Option(help="open or closed")] = None,
+                  at: AtOpt = None) -> None:
     """A user's sessions.
 
     Example: usermem sessions list acme u1 --status open
     """
-    table = Table(title=f"sessions of {tenant}/{user_id}")
-    for col in ("id", "client", "opened", "last activity", "status", "reason", "episode"):
-        table.add_column(col)
-    for s in open_memory(store).sessions(tenant, user_id, status=status):
-        table.add_row(s.id, s.client_id or "-", f"{s.opened_at:.0f}", f"{s.last_activity_at:.0f}", s.status,
-                      s.close_reason or "-", s.episode_id or "-")
-    console.print(table)
+    out = table(f"sessions of {tenant}/{user_id}", "id", "client", "opened", "last activity", "status", "reason",
+                "episode")
+    with open_memory(store) as m:
+        found = m.sessions(tenant, user_id, status=status, now=at)
+    for s in found:
+        out.add_row(cell(s.id), cell(s.client_id or "-"), f"{s.opened_at:.0f}", f"{s.last_activity_at:.0f}",
+                    cell(s.status), cell(s.close_reason or "-"), cell(s.episode_id or "-"))
+    console.print(out)
 
 
 @sessions_app.command("close")
-def sessions_close(session_id: str, store: StoreOpt = None,
-                   tenant: Annotated[str | None, typer.Option(help="The session's tenant (checked)")] = None) -> None:
+def sessions_close(
+    session_id: str, store: StoreOpt = None, tenant: TenantCheckOpt = None,
+    transcript: Annotated[str | None, typer.Option(
+        "--transcript", help="The conversation to archive as the episode: a JSON list of {role, content} "
+                             "(file, - for stdin, or inline), or a text file")] = None,
+    actor: ActorOpt = None, at: AtOpt = None,
+) -> None:
     """Close a session: archive it as an episode and retire its context.
 
-    Example: usermem sessions close 01a2… --tenant acme
+    Example: usermem sessions close 01a2… --tenant acme --transcript chat.json
     """
-    c = open_memory(store).close_session(session_id, tenant=tenant)
+    conversation = None if transcript is None else _transcript(transcript)
+    with open_memory(store) as m:
+        c = m.close_session(session_id, conversation, tenant=tenant, now=at, actor=actor)
     state = "was already closed" if c.already_closed else f"closed ({c.reason})"
-    console.print(f"session {session_id} {state}; episode {c.episode.id if c.episode else '-'}; "
+    console.print(f"session {esc(session_id)} {esc(state)}; episode {esc(c.episode.id if c.episode else '-')}; "
                   f"{len(c.context)} context memories retired")
+
+
+def _transcript(source: str) -> Any:
+    messages = read_messages(source)
+    if isinstance(messages, list) and all(isinstance(x, str) for x in messages):
+        return "\n".join(messages)  # a plain text file: the transcript is its text
+    return messages
 
 
 @sessions_app.command("expire")
 def sessions_expire(store: StoreOpt = None,
-                    tenant: Annotated[str | None, typer.Option(help="Only this tenant's sessions")] = None) -> None:
+                    tenant: Annotated[str | None, typer.Option(help="Only this tenant's sessions")] = None,
+                    at: AtOpt = None) -> None:
     """Close every session idle past its timeout (run it from cron or a timer).
 
     Example: usermem sessions expire --store sqlite:///data/usermem.db
     """
-    closed = open_memory(store).expire_idle_sessions(tenant=tenant)
+    with open_memory(store) as m:
+        closed = m.expire_idle_sessions(at, tenant=tenant)
     console.print(f"expired [bold]{len(closed)}[/bold] idle sessions")
+
+
+@app.command()
+def episodes(
+    tenant: str, user_id: str, since: SinceOpt = None, until: UntilOpt = None,
+    limit: Annotated[int, typer.Option(help="How many episodes at most")] = 10,
+    at: AtOpt = None, store: StoreOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """A user's archived sessions (episodes), searchable by event time.
+
+    Example: usermem episodes acme u1 --since 2026-11-01
+    """
+    with open_memory(store) as m:
+        found = m.episodes(tenant, user_id, since=since, until=until, limit=limit, now=at)
+    if as_json:
+        print(dumps(found))
+        return
+    out = table(f"episodes of {tenant}/{user_id}", "id", "event time", "summary")
+    for r in found:
+        out.add_row(cell(r.id), _when(r.event_at or r.created_at), cell(shown(r.value, 100)))
+    console.print(out)
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
 @app.command("decay")
@@ -143,19 +253,19 @@ def decay_table() -> None:
             return f"{seconds / (365 * DAY):.0f} y"
         return f"{seconds / DAY:.1f} d" if seconds >= DAY else f"{seconds / 60:.1f} min"
 
-    table = Table(title=f"decay defaults (confirm < {confirm_at}, drop < {drop_at}, use lifts to {USE_BOOST})",
+    decay = Table(title=f"decay defaults (confirm < {confirm_at}, drop < {drop_at}, use lifts to {USE_BOOST})",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("kind", "half-life", "1/λ", "judged", "flag", "drop", "flag*", "TTL"):
-        table.add_column(col, no_wrap=True)
+        decay.add_column(col, no_wrap=True)
     for kind, spec in KIND_REGISTRY.items():
         hl = spec.half_life_seconds
         judged = spec.volatile
-        table.add_row(kind.value, span(hl), span(time_constant(hl)), "yes" if judged else "no",
+        decay.add_row(kind.value, span(hl), span(time_constant(hl)), "yes" if judged else "no",
                       span(crossing_time(1.0, confirm_at, hl)) if judged else "-",
                       span(crossing_time(1.0, drop_at, hl)) if judged else "-",
                       span(crossing_time(USE_BOOST, confirm_at, hl)) if judged else "-",
                       span(spec.ttl_seconds) if spec.ttl_seconds else "none")
-    console.print(table)
+    console.print(decay)
     console.print("flag / drop: age at which a fresh memory is flagged / dropped; flag*: time after a use")
     standing = sorted(c.key for c in ContractSet() if c.standing)
     console.print(f"standing fields (never flagged or dropped): {', '.join(standing)}")

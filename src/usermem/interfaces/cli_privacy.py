@@ -11,8 +11,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_core import StoreOpt, open_memory
+from usermem.interfaces.cli_output import cell, esc, say, table
+from usermem.interfaces.cli_params import AtOpt
 
 contracts_app = typer.Typer(help="Field contracts per tenant: what may be collected and who may read it.",
                             no_args_is_help=True)
@@ -36,24 +39,27 @@ def eval_pii(
 
     Example: usermem eval pii --out reports --pii 2000 --benign 3000
     """
-    from usermem.privacy_eval import build_corpus, evaluate, render_markdown
+    from usermem.evals.pii import build_corpus, evaluate, render_markdown
 
-    with console.status("generating corpus and detecting…"):
+    cli_output.writable_dir(out)
+    with console.status(say("generating corpus and detecting…", "正在生成语料并检测…")):
         corpus = build_corpus(seed=seed, pii=pii, benign=benign)
         report = evaluate(corpus)
     report["seed"] = seed
-    table = Table(title=f"PII detectors — {report['pii_sentences']} PII / {report['benign_sentences']} benign sentences")
+    pii_table = Table(title=f"PII detectors — {report['pii_sentences']} PII / {report['benign_sentences']} benign sentences")
     for col in ("kind", "planted", "detected", "recall", "FP sentences", "FP rate"):
-        table.add_column(col, justify="right" if col != "kind" else "left")
+        pii_table.add_column(col, justify="right" if col != "kind" else "left")
     for kind, v in report["per_kind"].items():
-        table.add_row(kind, str(v["planted"]), str(v["detected"]), "-" if v["recall"] is None else f"{v['recall']:.2%}",
-                      str(v["false_positive_sentences"]), f"{v['false_positive_rate']:.2%}")
-    console.print(table)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pii.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    (out / "pii.md").write_text(render_markdown(report, seed), encoding="utf-8")
-    verdict = "[green]targets met[/green]" if report["meets_targets"] else "[red]targets NOT met[/red]"
-    console.print(f"{verdict}; wrote {out / 'pii.json'} and {out / 'pii.md'}")
+        pii_table.add_row(kind, str(v["planted"]), str(v["detected"]),
+                          "-" if v["recall"] is None else f"{v['recall']:.2%}",
+                          str(v["false_positive_sentences"]), f"{v['false_positive_rate']:.2%}")
+    console.print(pii_table)
+    cli_output.write_file(out / "pii.json", json.dumps(report, indent=2, ensure_ascii=False))
+    cli_output.write_file(out / "pii.md", render_markdown(report, seed))
+    verdict = (say("[green]targets met[/green]", "[green]达到目标[/green]") if report["meets_targets"]
+               else say("[red]targets NOT met[/red]", "[red]未达到目标[/red]"))
+    console.print(say(f"{verdict}; wrote {esc(out / 'pii.json')} and {esc(out / 'pii.md')}",
+                      f"{verdict}；已写入 {esc(out / 'pii.json')} 和 {esc(out / 'pii.md')}"))
     if not report["meets_targets"]:
         raise typer.Exit(1)
 
@@ -77,19 +83,21 @@ def redact(
 def export(
     tenant: str, user_id: str, store: StoreOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the JSON here instead of stdout")] = None,
-    actor: ActorOpt = None,
+    actor: ActorOpt = None, at: AtOpt = None,
 ) -> None:
     """Export everything held about a user (current values, history, documents) as JSON.
 
     Example: usermem export cloudledger C007 --out C007.json
     """
-    m = open_memory(store)
-    data = json.dumps(m.export(tenant, user_id, actor=actor), indent=2, ensure_ascii=False)
+    if out is not None and out.is_dir():
+        cli_output.fail(say(f"--out {out}: is a directory; name a file", f"--out {out}：是目录，请给出文件名"))
+    with open_memory(store) as m:
+        data = json.dumps(m.export(tenant, user_id, actor=actor, now=at), indent=2, ensure_ascii=False)
     if out is None:
         print(data)
     else:
-        out.write_text(data, encoding="utf-8")
-        console.print(f"wrote {out}")
+        cli_output.write_file(out, data)
+        console.print(say(f"wrote {esc(out)}", f"已写入 {esc(out)}"))
 
 
 @contracts_app.command("list")
@@ -98,15 +106,15 @@ def contracts_list(tenant: TenantOpt = "default", store: StoreOpt = None) -> Non
 
     Example: usermem contracts list --tenant cloudledger
     """
-    m = open_memory(store)
-    table = Table(title=f"contracts of {tenant} (unknown fields: {m.contracts_for(tenant).unknown.value})")
-    for col in ("key", "kind", "level", "domain", "sharing", "enabled", "live", "version", "description"):
-        table.add_column(col)
-    for c in m.contracts_list(tenant):
-        table.add_row(c.key, c.kind.value, c.sensitivity.value, c.domain, c.sharing.value,
-                      "yes" if c.enabled else "[red]no[/red]", "yes" if c.live else "", str(c.version),
-                      c.description)
-    console.print(table)
+    with open_memory(store) as m:
+        unknown, contracts = m.contracts_for(tenant).unknown.value, m.contracts_list(tenant)
+    out = table(f"contracts of {tenant} (unknown fields: {unknown})", "key", "kind", "level", "domain",
+                "sharing", "enabled", "live", "version", "description")
+    for c in contracts:
+        out.add_row(cell(c.key), c.kind.value, c.sensitivity.value, cell(c.domain), c.sharing.value,
+                    "yes" if c.enabled else "[red]no[/red]", "yes" if c.live else "", str(c.version),
+                    cell(c.description))
+    console.print(out)
 
 
 @contracts_app.command("show")
@@ -115,34 +123,39 @@ def contracts_show(key: str, tenant: TenantOpt = "default", store: StoreOpt = No
 
     Example: usermem contracts show allergy --tenant cloudledger
     """
-    console.print_json(json.dumps(open_memory(store).contract(tenant, key).to_dict(), ensure_ascii=False))
+    with open_memory(store) as m:
+        contract = m.contract(tenant, key).to_dict()
+    console.print_json(json.dumps(contract, ensure_ascii=False))
 
 
 @contracts_app.command("enable")
-def contracts_enable(key: str, tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None) -> None:
+def contracts_enable(key: str, tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None,
+                     at: AtOpt = None) -> None:
     """Enable collection and recall of a field (takes effect at once).
 
     Example: usermem contracts enable reply_length --tenant cloudledger
     """
-    c = open_memory(store).enable_field(tenant, key, actor=actor)
-    console.print(f"{key}: enabled (version {c.version})")
+    with open_memory(store, create=True) as m:
+        c = m.enable_field(tenant, key, actor=actor, now=at)
+    console.print(f"{esc(key)}: enabled (version {c.version})")
 
 
 @contracts_app.command("disable")
 def contracts_disable(key: str, tenant: TenantOpt = "default", store: StoreOpt = None,
-                      actor: ActorOpt = None) -> None:
+                      actor: ActorOpt = None, at: AtOpt = None) -> None:
     """Stop collecting and recalling a field at once (stored values stay until forgotten).
 
     Example: usermem contracts disable allergy --tenant cloudledger
     """
-    c = open_memory(store).disable_field(tenant, key, actor=actor)
-    console.print(f"{key}: disabled (version {c.version})")
+    with open_memory(store, create=True) as m:
+        c = m.disable_field(tenant, key, actor=actor, now=at)
+    console.print(f"{esc(key)}: disabled (version {c.version})")
 
 
 @contracts_app.command("set")
 def contracts_set(
     file: Annotated[Path, typer.Argument(help="JSON file with one contract (key, kind, sensitivity, ...)")],
-    tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None,
+    tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None,
 ) -> None:
     """Add or replace a contract from a JSON file (a new version).
 
@@ -152,8 +165,9 @@ def contracts_set(
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc}") from None
-    c = open_memory(store).set_contract(tenant, data, actor=actor)
-    console.print(f"{c.key}: version {c.version}")
+    with open_memory(store, create=True) as m:
+        c = m.set_contract(tenant, data, actor=actor, now=at)
+    console.print(f"{esc(c.key)}: version {c.version}")
 
 
 @contracts_app.command("history")
@@ -162,24 +176,26 @@ def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt =
 
     Example: usermem contracts history reply_length --tenant cloudledger
     """
-    table = Table(title=f"{tenant}/{key}")
-    for col in ("version", "change", "actor", "at", "enabled"):
-        table.add_column(col)
-    for h in open_memory(store).contract_history(tenant, key):
+    out = table(f"{tenant}/{key}", "version", "change", "actor", "at", "enabled")
+    with open_memory(store) as m:
+        versions = m.contract_history(tenant, key)
+    for h in versions:
         c = h.get("contract") or {}
-        table.add_row(str(h["version"]), h["change"], h.get("actor") or "-", f"{h['at']:.0f}",
-                      str(c.get("enabled", "-")))
-    console.print(table)
+        out.add_row(str(h["version"]), cell(h["change"]), cell(h.get("actor") or "-"), f"{h['at']:.0f}",
+                    str(c.get("enabled", "-")))
+    console.print(out)
 
 
 @contracts_app.command("unknown")
 def contracts_unknown(policy: Annotated[str, typer.Argument(help="accept or reject")], tenant: TenantOpt = "default",
-                      store: StoreOpt = None, actor: ActorOpt = None) -> None:
+                      store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None) -> None:
     """Set what happens to keys without a contract: reject, or accept as L1.
 
     Example: usermem contracts unknown reject --tenant cloudledger
     """
-    console.print(f"unknown fields: {open_memory(store).set_unknown_fields(tenant, policy, actor=actor)}")
+    with open_memory(store, create=True) as m:
+        result = m.set_unknown_fields(tenant, policy, actor=actor, now=at)
+    console.print(f"unknown fields: {esc(result)}")
 
 
 @grants_app.command("add")
@@ -188,39 +204,95 @@ def grants_add(
     fields: Annotated[str, typer.Argument(help="L2, L3, or comma-separated field keys")],
     purpose: Annotated[str, typer.Option(help="Why the data is read (audited)")],
     ttl: Annotated[float, typer.Option(help="Seconds until the grant ends")] = 1800.0,
-    store: StoreOpt = None, actor: ActorOpt = None,
+    grantee: Annotated[str | None, typer.Option(help="Only this reader may use it (an API key: key:<id>)")] = None,
+    store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None,
 ) -> None:
     """Grant time-limited reads of L2/L3 fields.
 
     Example: usermem grants add cloudledger C007 L2 --purpose "deliver order"
     """
     scope = fields if fields.upper() in ("L2", "L3", "L1") else [f.strip() for f in fields.split(",") if f.strip()]
-    gid = open_memory(store).grant(tenant, user_id, scope, purpose, ttl, actor=actor)
-    console.print(gid)
+    with open_memory(store, create=True) as m:
+        gid = m.grant(tenant, user_id, scope, purpose, ttl, actor=actor, grantee=grantee, now=at)
+    console.print(gid, markup=False, highlight=False)
 
 
 @grants_app.command("revoke")
-def grants_revoke(grant_id: str, store: StoreOpt = None, actor: ActorOpt = None) -> None:
+def grants_revoke(
+    grant_id: str, store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", "-t", help="The grant's tenant (checked)")] = None,
+) -> None:
     """End a grant now.
 
-    Example: usermem grants revoke 0190f3...
+    Example: usermem grants revoke 0190f3... --tenant cloudledger
     """
-    ok = open_memory(store).revoke(grant_id, actor=actor)
+    with open_memory(store) as m:
+        ok = m.revoke(tenant, grant_id, actor=actor, now=at) if tenant else m.revoke(grant_id, actor=actor, now=at)
     console.print("revoked" if ok else "no such grant")
     if not ok:
         raise typer.Exit(1)
 
 
 @grants_app.command("list")
-def grants_list(tenant: str, user_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = None) -> None:
+def grants_list(
+    tenant: str, user_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = None,
+    include_expired: Annotated[bool, typer.Option("--include-expired", help="Also expired grants")] = False,
+    at: AtOpt = None,
+) -> None:
     """List active grants.
 
     Example: usermem grants list cloudledger C007
     """
-    table = Table(title=f"active grants of {tenant}")
-    for col in ("id", "user", "scope", "purpose", "expires", "grantee"):
-        table.add_column(col)
-    for g in open_memory(store).grants(tenant, user_id):
-        table.add_row(g.id, g.user_id, g.level.value if g.level else ",".join(g.fields), g.purpose,
-                      f"{g.expires_at:.0f}", g.grantee or "any")
-    console.print(table)
+    out = table(f"{'grants' if include_expired else 'active grants'} of {tenant}", "id", "user", "scope",
+                "purpose", "expires", "grantee")
+    with open_memory(store) as m:
+        active = m.grants(tenant, user_id, now=at, include_expired=include_expired)
+    for g in active:
+        out.add_row(cell(g.id), cell(g.user_id), cell(g.level.value if g.level else ",".join(g.fields)),
+                    cell(g.purpose), f"{g.expires_at:.0f}", cell(g.grantee or "any"))
+    console.print(out)
+
+
+@contracts_app.command("delete")
+def contracts_delete(key: str, tenant: TenantOpt = "default", store: StoreOpt = None, actor: ActorOpt = None,
+                     at: AtOpt = None) -> None:
+    """Delete a tenant's contract for a field (the built-in default, if any, applies again).
+
+    Example: usermem contracts delete shoe_size --tenant cloudledger
+    """
+    with open_memory(store) as m:
+        m.delete_contract(tenant, key, actor=actor, now=at)
+    console.print(say(f"{esc(key)}: contract deleted", f"{esc(key)}：合约已删除"))
+
+
+FieldsArg = Annotated[str, typer.Argument(help="Comma-separated field keys")]
+DomainArg = Annotated[str, typer.Option("--domain", help="The domain that may read them (e.g. logistics)")]
+
+
+def _fields(fields: str) -> list[str]:
+    return [f.strip() for f in fields.split(",") if f.strip()]
+
+
+@app.command("opt-in")
+def opt_in(tenant: str, user_id: str, fields: FieldsArg, domain: DomainArg, store: StoreOpt = None,
+           actor: ActorOpt = None, at: AtOpt = None) -> None:
+    """Record the user's consent to share fields with another domain (opt-in sharing contracts).
+
+    Example: usermem opt-in cloudledger C007 address --domain logistics
+    """
+    with open_memory(store) as m:
+        granted = m.opt_in(tenant, user_id, _fields(fields), domain, actor=actor, now=at)
+    console.print(say(f"opted in: {esc(', '.join(granted)) or '-'} for {esc(domain)}",
+                      f"已同意向 {esc(domain)} 共享：{esc('、'.join(granted)) or '-'}"))
+
+
+@app.command("opt-out")
+def opt_out(tenant: str, user_id: str, fields: FieldsArg, domain: DomainArg, store: StoreOpt = None,
+            actor: ActorOpt = None, at: AtOpt = None) -> None:
+    """Withdraw the user's consent to share fields with a domain.
+
+    Example: usermem opt-out cloudledger C007 address --domain logistics
+    """
+    with open_memory(store) as m:
+        n = m.opt_out(tenant, user_id, _fields(fields), domain, actor=actor, now=at)
+    console.print(say(f"withdrew {n} consent(s) for {esc(domain)}", f"已撤回对 {esc(domain)} 的 {n} 项同意"))

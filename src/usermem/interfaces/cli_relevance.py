@@ -10,8 +10,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_core import StoreOpt, open_memory
+from usermem.interfaces.cli_output import esc, say
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the JSON, markdown and PNG reports")]
 CacheOpt = Annotated[Path | None, typer.Option(
@@ -41,19 +43,23 @@ def reindex(
             plan = plan_reindex(m, force=force)
         model = plan.model
         if not plan.todo:
-            console.print(f"vector index is current: {plan.current} memories of {plan.users} users, model {model}")
+            console.print(say(f"vector index is current: {plan.current} memories of {plan.users} users, "
+                              f"model {esc(model)}",
+                              f"向量索引已是最新：{plan.users} 个用户的 {plan.current} 条记忆，模型 {esc(model)}"))
             return
         with _progress() as progress:
-            task = progress.add_task(f"embedding with {model}", total=len(plan.todo))
+            task = progress.add_task(esc(say(f"embedding with {model}", f"正在用 {model} 编码")), total=len(plan.todo))
             n = run_reindex(m, plan, batch=batch, progress=lambda k: progress.advance(task, k))
-        console.print(f"re-embedded [bold]{n}[/bold] memories of {plan.users} users "
-                      f"({plan.current} were current) with {model}")
+        console.print(say(f"re-embedded [bold]{n}[/bold] memories of {plan.users} users "
+                          f"({plan.current} were current) with {esc(model)}",
+                          f"已用 {esc(model)} 重新编码 {plan.users} 个用户的 [bold]{n}[/bold] 条记忆"
+                          f"（{plan.current} 条本已是最新）"))
     finally:
         m.close()
 
 
 def _show(result: object) -> None:
-    from usermem.relevance.evaluate import SYSTEMS, EvalResult, ordered_categories
+    from usermem.evals.retrieval import SYSTEMS, EvalResult, ordered_categories
 
     assert isinstance(result, EvalResult)
     table = Table(title=f"{result.name}: evidence recall@k and MRR@10")
@@ -75,7 +81,7 @@ def _show(result: object) -> None:
 
 
 def _run(name: str, convs: list, out: Path, cache: Path | None, sweep: bool) -> None:  # type: ignore[type-arg]
-    from usermem.relevance.evaluate import run_retrieval, write_reports
+    from usermem.evals.retrieval import run_retrieval, write_reports
 
     total = sum(len(c.questions) for c in convs)
     with _progress() as progress:
@@ -84,7 +90,7 @@ def _run(name: str, convs: list, out: Path, cache: Path | None, sweep: bool) -> 
                                progress=lambda done, _t: progress.update(task, completed=done))
     _show(result)
     paths = write_reports(result, out)
-    console.print("reports: " + ", ".join(str(p) for p in paths.values()))
+    console.print(say("reports: ", "报告：") + ", ".join(esc(p) for p in paths.values()))
 
 
 @eval_app.command("locomo")
@@ -100,10 +106,11 @@ def eval_locomo(
 
     Example: usermem eval locomo --data ../shared/data/locomo/locomo10.json
     """
-    from usermem.relevance.evaluate import load_locomo
+    from usermem.evals.retrieval import load_locomo
 
     if not data.exists():
         raise typer.BadParameter(f"{data} does not exist", param_hint="--data")
+    cli_output.writable_dir(out)
     convs, skipped = load_locomo(data, conversations=conversations, questions=questions)
     if any(skipped.values()):
         console.print(f"skipped: {skipped['no_evidence']} questions without usable evidence, "
@@ -124,9 +131,10 @@ def eval_memorybank(
 
     Example: usermem eval memorybank --data ../shared/data/memorybank
     """
-    from usermem.relevance.evaluate import load_memorybank
+    from usermem.evals.retrieval import load_memorybank
 
     if not (data / "memory_bank_cn.json").exists():
         raise typer.BadParameter(f"{data}/memory_bank_cn.json does not exist", param_hint="--data")
+    cli_output.writable_dir(out)
     label_path = labels or Path(str(resources.files("usermem") / "data" / "memorybank_labels.jsonl"))
     _run("memorybank", load_memorybank(data, label_path), out, cache, sweep)

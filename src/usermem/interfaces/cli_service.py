@@ -14,15 +14,18 @@ from rich.table import Table
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
 from usermem.errors import ConfigError, ValidationError
+from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, err_console
+from usermem.interfaces.cli_output import cell, esc, say, table
 
 keys_app = typer.Typer(help="API keys: one or more per tenant, stored hashed. "
                             "Example: usermem keys create acme --name backend", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
 LOCAL_TENANT = "local"
-StoreOpt = Annotated[str | None, typer.Option("--store", help="Store URL, e.g. sqlite:///data/usermem.db "
-                                                             "or postgresql://postgres@127.0.0.1/usermem")]
+StoreOpt = Annotated[str | None, typer.Option(
+    "--store", help="Store URL: sqlite:///relative/file.db (relative to the current directory), "
+                    "sqlite:////absolute/file.db, or postgresql://postgres@127.0.0.1/usermem")]
 
 
 def service_settings(store: str | None) -> Settings:
@@ -80,6 +83,7 @@ def serve(
     import uvicorn
 
     from usermem.interfaces.api import create_app
+    from usermem.store.redis import redact_url
 
     settings = service_settings(store)
     overrides: dict[str, Any] = {}
@@ -99,8 +103,8 @@ def serve(
     shown = example if example != before else f"{example[:6]}…{example[-2:]} (full key in {kept})"
     application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds),
                              mcp_path="/mcp" if with_mcp else None, host=settings.host)
-    base = f"http://{settings.host}:{settings.port}"
-    console.print(f"[bold]usermem[/bold] serving {settings.store_url} on {base}", soft_wrap=True)
+    base = esc(f"http://{settings.host}:{settings.port}")
+    console.print(f"[bold]usermem[/bold] serving {esc(redact_url(settings.store_url))} on {base}", soft_wrap=True)
     console.print(f"  docs     {base}/docs   (OpenAPI: {base}/openapi.json)", soft_wrap=True)
     console.print(f"  health   {base}/health  ready: {base}/ready  metrics: {base}/metrics", soft_wrap=True)
     if with_mcp:
@@ -137,15 +141,20 @@ def mcp(
     elif transport == "http":
         import uvicorn
 
-        err_console.print(f"usermem MCP (streamable HTTP) on http://{host}:{port}/mcp — send Authorization: Bearer <key>")
+        err_console.print(f"usermem MCP (streamable HTTP) on http://{esc(host)}:{port}/mcp — "
+                          "send Authorization: Bearer <key>")
         uvicorn.run(mcp_mod.http_app(memory, tenant=tenant, user_id=user), host=host, port=port, log_level="warning")
 
 
-def _key_store(store: str | None) -> Any:
-    """Keys live in the documents table of the store of record; no need to start the whole engine."""
+def _key_store(store: str | None, *, create: bool = False) -> Any:
+    """Keys live in the documents table of the store of record; no need to start the whole engine.
+    Only `keys create` may create a new SQLite file; listing or revoking on a mistyped path is an error."""
     from usermem.store.base import open_store
 
-    return open_store(service_settings(store).store_url)
+    url = service_settings(store).store_url
+    if not create:
+        cli_output.require_existing_store(url)
+    return open_store(url)
 
 
 @keys_app.command("create")
@@ -161,11 +170,13 @@ def keys_create(
     """
     from usermem.interfaces.api.keys import KeyRing
 
-    m = _key_store(store)
-    plain, rec = KeyRing(m).create(tenant, admin=admin, name=name, user_id=user)
-    console.print(f"created key [bold]{rec.id}[/bold] for tenant {tenant}{' (admin)' if admin else ''}")
-    console.print(plain, soft_wrap=True)
-    m.close()
+    m = _key_store(store, create=True)
+    try:
+        plain, rec = KeyRing(m).create(tenant, admin=admin, name=name, user_id=user)
+    finally:
+        m.close()
+    console.print(f"created key [bold]{esc(rec.id)}[/bold] for tenant {esc(tenant)}{' (admin)' if admin else ''}")
+    console.print(plain, soft_wrap=True, markup=False, highlight=False)
 
 
 @keys_app.command("list")
@@ -180,15 +191,16 @@ def keys_list(
     from usermem.interfaces.api.keys import KeyRing
 
     m = _key_store(store)
-    table = Table(title="API keys")
-    for col in ("id", "tenant", "admin", "user", "name", "created", "state"):
-        table.add_column(col)
-    for k in KeyRing(m).list(tenant):
+    try:
+        keys = KeyRing(m).list(tenant)
+    finally:
+        m.close()
+    out = table("API keys", "id", "tenant", "admin", "user", "name", "created", "state")
+    for k in keys:
         state = "active" if k.active else f"revoked {time.strftime('%Y-%m-%d %H:%M', time.gmtime(k.revoked_at or 0))}"
-        table.add_row(k.id, k.tenant, "yes" if k.admin else "", k.user_id or "", k.name,
-                      time.strftime("%Y-%m-%d %H:%M", time.gmtime(k.created_at)), state)
-    console.print(table)
-    m.close()
+        out.add_row(cell(k.id), cell(k.tenant), "yes" if k.admin else "", cell(k.user_id or ""), cell(k.name),
+                    time.strftime("%Y-%m-%d %H:%M", time.gmtime(k.created_at)), state)
+    console.print(out)
 
 
 @keys_app.command("revoke")
@@ -200,9 +212,11 @@ def keys_revoke(key_id: str, store: StoreOpt = None) -> None:
     from usermem.interfaces.api.keys import KeyRing
 
     m = _key_store(store)
-    rec = KeyRing(m).revoke(key_id)
-    console.print(f"revoked key {rec.id} of tenant {rec.tenant}")
-    m.close()
+    try:
+        rec = KeyRing(m).revoke(key_id)
+    finally:
+        m.close()
+    console.print(f"revoked key {esc(rec.id)} of tenant {esc(rec.tenant)}")
 
 
 @app.command()
@@ -230,28 +244,35 @@ def bench(
         raise ValidationError(f"unknown benchmark(s) {', '.join(unknown)}; list them with: usermem bench --list",
                               field="names")
     selected = list(names) if names else sorted(bench_mod.REGISTRY)
+    cli_output.writable_dir(out)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         progress.add_task(f"running {len(selected)} benchmark(s): {', '.join(selected)}", total=None)
         report = bench_mod.run(selected, out, quick=quick, progress=progress)
     _print_summary(report)
-    console.print(f"wrote {out / ('bench-quick.md' if quick else 'bench.md')} and the .json beside it")
+    md = report["files"]["md"]  # a partial run writes its own bench-partial-<run id>.md (never patches bench.md)
+    console.print(say(f"wrote {esc(md)} and the .json beside it", f"已写入 {esc(md)} 及同名 .json"))
+    failed = [e.split(":", 1)[0] for e in report["errors"]]  # also a part of one (storage.postgres)
+    if failed:
+        cli_output.error_line(say(f"{len(failed)} benchmark(s) failed: {', '.join(failed)}",
+                                  f"{len(failed)} 个基准测试失败：{', '.join(failed)}"))
+        raise typer.Exit(1)
 
 
 def _print_summary(report: dict[str, Any]) -> None:
-    table = Table(title="usermem benchmarks")
-    table.add_column("benchmark")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+    summary = Table(title="usermem benchmarks")
+    summary.add_column("benchmark")
+    summary.add_column("metric")
+    summary.add_column("value", justify="right")
     for name, res in report["results"].items():
         if "error" in res:
-            table.add_row(name, "[red]error[/red]", str(res["error"])[:80])
+            summary.add_row(name, "[red]error[/red]", cell(str(res["error"])[:80]))
             continue
         rows = [(k, v) for k, v in _flat(res) if _interesting(k)]
         for i, (k, v) in enumerate(rows):
-            table.add_row(name if i == 0 else "", k, f"{v:,.3f}" if isinstance(v, float) else str(v))
-        table.add_section()
-    console.print(table)
+            summary.add_row(name if i == 0 else "", k, f"{v:,.3f}" if isinstance(v, float) else str(v))
+        summary.add_section()
+    console.print(summary)
 
 
 def _interesting(key: str) -> bool:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from usermem.interfaces.cli import app, console
 from usermem.interfaces.cli_core import StoreOpt, open_memory
+from usermem.interfaces.cli_output import esc
 
 
 @app.command()
@@ -32,23 +33,23 @@ def storage(
         record = s.record if isinstance(s, TieredStore) else s
         s.ping()
         routes = resolve_routes(m.settings.preset, m.settings.routes)
-        console.print(f"store of record: [bold]{_redact_url(record.url)}[/bold] ({type(record).__name__})"
+        console.print(f"store of record: [bold]{esc(_redact_url(record.url))}[/bold] ({type(record).__name__})"
                       + (f", schema version {record.schema_version()}" if hasattr(record, "schema_version") else "")
                       + f", {record.count():,} rows")
-        table = Table(title=f"preset {m.settings.preset!r}: where each kind lives")
+        table = Table(title=esc(f"preset {m.settings.preset!r}: where each kind lives"))
         for col in ("kind", "written to", "served from"):
             table.add_column(col)
         for kind in Kind:
             route = routes[kind]
-            table.add_row(kind.value, "store of record", "store of record" if route == "record" else route)
+            table.add_row(kind.value, "store of record", esc("store of record" if route == "record" else route))
         console.print(table)
         if isinstance(s, TieredStore):
             for tier in s.tiers:
                 if reconcile:
                     n = s.reconcile(tier)
-                    console.print(f"tier {tier.name}: reconciled {n} dirty users")
+                    console.print(f"tier {esc(tier.name)}: reconciled {n} dirty users")
             for name, st in s.tier_status().items():
-                state = "[green]healthy[/green]" if st["healthy"] else f"[red]unavailable[/red]: {st['last_error']}"
-                console.print(f"tier {name} ({', '.join(st['kinds'])}): {state}")
+                state = "[green]healthy[/green]" if st["healthy"] else f"[red]unavailable[/red]: {esc(st['last_error'])}"
+                console.print(f"tier {esc(name)} ({esc(', '.join(st['kinds']))}): {state}")
     finally:
         m.close()

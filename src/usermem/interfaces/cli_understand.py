@@ -10,7 +10,9 @@ from rich.table import Table
 
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
+from usermem.interfaces import cli_output
 from usermem.interfaces.cli import console, eval_app
+from usermem.interfaces.cli_output import esc, say
 from usermem.understand import evals
 
 DataOpt = Annotated[Path | None, typer.Option("--data", help="Labelled data file (default: the shipped set)")]
@@ -72,6 +74,7 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
 
     Example: usermem eval plan --mode deterministic
     """
+    cli_output.writable_dir(out)
     rows = evals.load_plan_set(data)
     results: dict[str, dict[str, Any]] = {}
     for md in _modes(mode):
@@ -79,10 +82,14 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
         if settings is None:
             continue
         m = Memory(settings=settings)
+        use_llm = md == "llm"
+
+        def plan_one(text: str, m: Memory = m, use_llm: bool = use_llm) -> Any:
+            return m.understanding.plan("eval", "u", text, use_llm=use_llm)
+
         try:
-            with console.status(f"planning {len(rows)} utterances ({md})…"):
-                res = evals.eval_plan(lambda t, m=m, md=md: m.understanding.plan("eval", "u", t,
-                                                                                  use_llm=md == "llm"), rows)
+            with console.status(say(f"planning {len(rows)} utterances ({md})…", f"正在为 {len(rows)} 句话制定召回计划（{md}）…")):
+                res = evals.eval_plan(plan_one, rows)
             if md == "llm" and m.understanding.llm is not None:
                 res["llm"] = m.understanding.llm.stats.to_dict()
             results[md] = res
@@ -100,7 +107,7 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
                         f"(in-process, this machine); modes used {res['modes_used']}")
     j, mdp = evals.write_report(out, "plan", {"data": str(data or evals.PLAN_FILE), "results": results},
                                 "\n".join(md_lines) + "\n")
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
 
 
 @eval_app.command("extract")
@@ -109,6 +116,7 @@ def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Pat
 
     Example: usermem eval extract --mode deterministic
     """
+    cli_output.writable_dir(out)
     rows = evals.load_dialogues(data)
     results: dict[str, dict[str, Any]] = {}
     for md in _modes(mode):
@@ -136,7 +144,7 @@ def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Pat
                         f"business-data leaks {res['business_leaks']}")
     j, mdp = evals.write_report(out, "extract", {"data": str(data or evals.DIALOGUE_FILE), "results": results},
                                 "\n".join(md_lines) + "\n")
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
     if not ok:
         raise typer.Exit(1)
 
@@ -153,8 +161,9 @@ def eval_assemble(
 
     Example: usermem eval assemble --budget 800
     """
+    cli_output.writable_dir(out)
     settings = load_settings(env={})
-    with console.status("assembling…"):
+    with console.status(say("assembling…", "正在组装…")):
         res = evals.eval_assemble(_factory(settings), evals.load_dialogues(data), budget_tokens=budget,
                                   use_llm=False)
         long_res: dict[str, Any] = {}
@@ -179,7 +188,7 @@ def eval_assemble(
                         f"| {r['profile_tokens']} | {_pct(r['profile_vs_raw'])} | {_pct(r['median_block_vs_raw'])} |")
     j, mdp = evals.write_report(out, "assemble", {"dialogues": res, "memorybank": long_res},
                                 "\n".join(md_lines) + "\n")
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
 
 
 def _pct(x: float | None) -> str:

@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from usermem.engine.memory import Memory
 from usermem.errors import UsermemError
 from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.api.problems import problem_response
-from usermem.model import MemoryRecord, ScoredMemory
+from usermem.interfaces.catalog import OPERATIONS, describe
+from usermem.model import Kind, MemoryRecord, ScoredMemory, Source
 
 INSTRUCTIONS = (
     "Long-term memory about the user. Call `recall` at the start of a task to get what is known; call "
@@ -46,7 +48,7 @@ def _scored(s: ScoredMemory) -> dict[str, Any]:
 
 
 def render_block(items: list[ScoredMemory]) -> str:
-    """The structured-fields prompt block (used when the engine offers no `assemble`)."""
+    """A structured-fields prompt block from recalled memories (a plain alternative to `Memory.assemble`)."""
     facts = [s for s in items if s.memory.kind.value == "fact"]
     prefs = [s for s in items if s.memory.kind.value == "preference" and s.weight >= 0.5]
     other = [s for s in items if s.memory.kind.value not in ("fact", "preference")]
@@ -110,63 +112,91 @@ def _call(fn: Callable[[], Any]) -> Any:
         raise ToolError(f"{exc.code}: {exc}") from exc
 
 
+def _tool_doc(op_name: str, text: str) -> str:
+    """A tool's description: its own guidance for agents, then the catalogue operation it runs."""
+    op = OPERATIONS[op_name]
+    return f"{text} (usermem operation `{op.name}`.)"
+
+
+def _arg(param: str, extra: str = "") -> Any:
+    return Field(description=(describe(param) + (" " + extra if extra else "")).strip())
+
+
+UserArg = Annotated[str | None, _arg("user_id", "Omit when the server or key is bound to one user.")]
+
+
 def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | None = None,
                  keys: KeyRing | None = None, name: str = "usermem") -> MCPServer:
-    """An MCPServer exposing `memory` as tools. See the module docstring for how calls are bound."""
+    """An MCPServer exposing `memory` as tools. See the module docstring for how calls are bound.
+
+    The tools are the catalogue operations that declare an MCP tool (`usermem.interfaces.catalog`,
+    `Operation.mcp`); their arguments carry the catalogue's descriptions, and `kind` / `source` are enums.
+    """
     bind = Binding(tenant=tenant, user_id=user_id, keys=keys or KeyRing(memory.store))
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=_version())
 
-    @server.tool(description="Remember one attribute of the user (key like 'city' or 'reply_length'). "
-                             "Returns the decision: ADD, UPDATE, NOOP or REJECT with a reason.")
-    def remember(key: str, value: Any, kind: str = "fact", source: str = "extracted",
-                 user_id: str | None = None, ttl_seconds: float | None = None,
+    @server.tool(description=_tool_doc("write", "Remember one attribute of the user (key like 'city' or "
+                                                "'reply_length'). Returns the decision: ADD, UPDATE, NOOP or "
+                                                "REJECT with a reason."))
+    def remember(key: Annotated[str, _arg("key")], value: Annotated[Any, _arg("value")],
+                 kind: Annotated[Kind, _arg("kind")] = Kind.FACT,
+                 source: Annotated[Source, _arg("source")] = Source.EXTRACTED,
+                 user_id: UserArg = None,
+                 ttl_seconds: Annotated[float | None, _arg("ttl_seconds")] = None,
                  ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        r = _call(lambda: memory.write(t, u, kind, key, value, source=source, ttl_seconds=ttl_seconds, actor=actor))
+        r = _call(lambda: memory.write(t, u, Kind(kind).value, key, value, source=Source(source).value,
+                                       ttl_seconds=ttl_seconds, actor=actor))
         return {"op": r.op.value, "reason": r.reason.value if r.reason else None, "detail": r.detail,
                 "memory": _compact(r.memory) if r.memory else None}
 
-    @server.tool(description="Recall what is known about the user, best first, with weights; entries with "
-                             "needs_confirmation should be confirmed with the user before relying on them.")
-    def recall(query: str | None = None, k: int = 10, kinds: list[str] | None = None,
-               user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+    @server.tool(description=_tool_doc("recall_scored", "Recall what is known about the user, best first, with "
+                                                        "weights; entries with needs_confirmation should be "
+                                                        "confirmed with the user before relying on them."))
+    def recall(query: Annotated[str | None, _arg("query")] = None,
+               k: Annotated[int, Field(ge=1, le=1000, description=describe("k"))] = 10,
+               kinds: Annotated[list[Kind] | None, _arg("kinds")] = None,
+               user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
         t, u, _ = bind.resolve(ctx, user_id)
-        items = _call(lambda: memory.recall_scored(t, u, k, kinds=kinds, query=query, mark_used=True))
+        wanted = [Kind(x).value for x in kinds] if kinds is not None else None
+        items = _call(lambda: memory.recall_scored(t, u, k, kinds=wanted, query=query, mark_used=True))
         return {"user_id": u, "memories": [_scored(s) for s in items]}
 
-    @server.tool(description="A ready-to-insert prompt block (<USER_FACTS>, <USER_PREFERENCES>) with what the "
-                             "current message needs, within a token budget.")
-    def assemble(message: str = "", budget_tokens: int = 800, user_id: str | None = None,
-                 ctx: Context | None = None) -> dict[str, Any]:
+    @server.tool(description=_tool_doc("assemble", "A ready-to-insert prompt block (<USER_FACTS>, "
+                                                   "<USER_PREFERENCES>) with what the current message needs, "
+                                                   "within a token budget."))
+    def assemble(message: Annotated[str, _arg("message")] = "",
+                 budget_tokens: Annotated[int, Field(ge=16, le=100_000, description=describe("budget_tokens"))]
+                 = 800,
+                 user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        engine_assemble = getattr(memory, "assemble", None)
-        if callable(engine_assemble):
-            out = _call(lambda: engine_assemble(t, u, message, budget_tokens, actor=actor))
-            return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped)}
-        items = _call(lambda: memory.recall_scored(t, u, 20, query=message or None))
-        return {"user_id": u, "text": render_block(items), "tokens": None, "dropped": []}
+        out = _call(lambda: memory.assemble(t, u, message, budget_tokens, actor=actor))
+        return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped)}
 
-    @server.tool(description="Forget one key about the user (every version). Returns how many rows were deleted.")
-    def forget(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+    @server.tool(description=_tool_doc("forget", "Forget one key about the user (every version). Returns how "
+                                                 "many rows were deleted."))
+    def forget(key: Annotated[str, _arg("key")], user_id: UserArg = None,
+               ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
         return {"deleted": _call(lambda: memory.forget(t, u, key, actor=actor))}
 
-    @server.tool(description="Record that the user confirmed the current value of a key (resets its decay).")
-    def confirm(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+    @server.tool(description=_tool_doc("confirm", "Record that the user confirmed the current value of a key "
+                                                  "(resets its decay)."))
+    def confirm(key: Annotated[str, _arg("key", "Its current version is confirmed.")], user_id: UserArg = None,
+                ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        engine_confirm = getattr(memory, "confirm", None)
-        if not callable(engine_confirm):
-            raise ToolError("confirm is not available in this version of the engine")
         current = [r for r in _call(lambda: memory.history(t, u, key)) if r.is_current and not r.retracted]
         if not current:
             raise ToolError(f"not_found: nothing is remembered under {key!r}")
-        rec = _call(lambda: engine_confirm(t, u, current[-1].id, actor=actor))
+        rec = _call(lambda: memory.confirm(t, u, current[-1].id, actor=actor))
         return {"confirmed": key, "memory": _compact(rec)}
 
-    @server.tool(description="Every version of a key, oldest first: how a value changed and who said so.")
-    def history(key: str, user_id: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
-        t, u, _ = bind.resolve(ctx, user_id)
-        versions = _call(lambda: memory.history(t, u, key))
+    @server.tool(description=_tool_doc("history", "Every version of a key, oldest first: how a value changed "
+                                                  "and who said so."))
+    def history(key: Annotated[str, _arg("key")], user_id: UserArg = None,
+                ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        versions = _call(lambda: memory.history(t, u, key, actor=actor))
         return {"key": key, "versions": [dict(_compact(r), current=r.is_current, retracted=r.retracted)
                                          for r in versions]}
 

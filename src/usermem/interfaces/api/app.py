@@ -19,8 +19,7 @@ from usermem.interfaces.api import problems
 from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.api.middleware import BodyLimitAndMetrics, Metrics, RateLimiter
-from usermem.interfaces.api.routes import router
-from usermem.interfaces.api.routes_ext import build_router
+from usermem.interfaces.api.routes import AREA_ROUTERS
 
 log = logging.getLogger("usermem.api")
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -82,8 +81,8 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
         from usermem.interfaces.mcp import mount_on
 
         mcp_box["server"] = mount_on(app, memory, app.state.keys, path=mcp_path, host=host)
-    app.include_router(router)
-    app.include_router(build_router())
+    for area_router in AREA_ROUTERS.values():  # one router per area of the operation catalogue
+        app.include_router(area_router)
     _ops_routes(app)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
     _declare_security(app)

@@ -138,3 +138,451 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     status: str
     checks: dict[str, str]
+
+
+# -- lifecycle ----------------------------------------------------------------------------------------
+
+ACTOR_FIELD = Field(None, max_length=128, description="Recorded after the key id in the audit log")
+NOW_FIELD = Field(None, description="Judge at this time (Unix seconds) instead of the server clock")
+
+
+class ConfirmIn(_In):
+    source: str = Field("user_confirmed", max_length=64, description="user_confirmed or agent_confirmed")
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class RevertIn(_In):
+    to_version: str | int | None = Field(None, description="A version id, or a 1-based position in history")
+    source: str = Field("user_confirmed", max_length=64)
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class ChangeSetRevertIn(_In):
+    partial: bool = False
+    source: str = Field("user_confirmed", max_length=64)
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class ConflictOut(BaseModel):
+    user_id: str
+    key: str
+    reason: str
+
+
+class ChangeSetRevertOut(BaseModel):
+    reverted_change_set_id: str
+    change_set_id: str
+    results: list[WriteResultOut]
+    conflicts: list[ConflictOut]
+
+
+# -- sessions -----------------------------------------------------------------------------------------
+
+class Message(_In):
+    role: str = Field(max_length=32, examples=["user"])
+    content: str = Field(max_length=64_000)
+
+
+class SessionOpenIn(_In):
+    client_id: str | None = Field(None, max_length=256)
+    idle_seconds: float | None = Field(None, gt=0)
+    now: float | None = NOW_FIELD
+
+
+class SessionOut(BaseModel):
+    id: str
+    tenant: str
+    user_id: str
+    opened_at: float
+    last_activity_at: float
+    idle_seconds: float
+    client_id: str | None = None
+    status: str
+    closed_at: float | None = None
+    close_reason: str | None = None
+    episode_id: str | None = None
+    episode_error: str | None = None
+    implicit: bool = False
+    idle_key: str | None = None
+    messages: int | None = None
+
+
+class SessionListOut(BaseModel):
+    items: list[SessionOut]
+
+
+class MessagesIn(_In):
+    messages: list[Message] = Field(min_length=1, max_length=500)
+    extract: bool = Field(False, description="Also extract memories from these messages and write them")
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class MessagesOut(BaseModel):
+    session: SessionOut
+    stored_messages: int
+    results: list[WriteResultOut]
+
+
+class SessionCloseIn(_In):
+    transcript: list[Message] | str | None = Field(
+        None, description="Defaults to the messages added with POST .../messages")
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class NowIn(_In):
+    now: float | None = NOW_FIELD
+
+
+class SessionClosedOut(BaseModel):
+    session: SessionOut
+    reason: str
+    already_closed: bool
+    episode: MemoryOut | None = None
+    context: list[MemoryOut]
+
+
+class SessionClosedListOut(BaseModel):
+    items: list[SessionClosedOut]
+
+
+class ScoredListOut(BaseModel):
+    items: list[ScoredOut]
+
+
+class MemoryListOut(BaseModel):
+    items: list[MemoryOut]
+
+
+# -- conversation -------------------------------------------------------------------------------------
+
+class PlanIn(_In):
+    message: str = Field(max_length=64_000)
+
+
+class PlanOut(BaseModel):
+    fact_recall: list[str]
+    preference_recall: list[str]
+    context_recall: bool
+    memory_priority: str
+
+
+class AssembleIn(_In):
+    message: str = Field(max_length=64_000)
+    budget_tokens: int = Field(800, ge=16, le=100_000)
+    session_id: str | None = Field(None, max_length=256)
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class AssemblyItemOut(BaseModel):
+    key: str
+    value: Any = None
+    kind: str
+    source: str
+    weight: float
+    score: float
+    id: str
+
+
+class AssemblySelectedOut(BaseModel):
+    """The selections in full (what `Client.assemble` rebuilds the engine's `Assembly` from)."""
+
+    facts: list[ScoredOut]
+    preferences: list[ScoredOut]
+    context: list[ScoredOut]
+    used_ids: list[str]
+
+
+class AssemblyOut(BaseModel):
+    plan: PlanOut
+    plan_mode: str
+    facts: list[AssemblyItemOut]
+    preferences: list[AssemblyItemOut]
+    context: list[AssemblyItemOut]
+    prompt: str
+    tokens: int
+    budget_tokens: int
+    dropped: list[str]
+    withheld: list[str]
+    selected: AssemblySelectedOut
+
+
+class IngestIn(_In):
+    messages: list[Message] = Field(min_length=1, max_length=500)
+    session_id: str | None = Field(None, max_length=256)
+    change_set_id: str | None = Field(None, max_length=128)
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class ExtractIn(_In):
+    messages: list[Message | str] = Field(min_length=1, max_length=500,
+                                          description="{role, content} messages, or strings (user turns)")
+
+
+class CandidateOut(BaseModel):
+    key: str
+    kind: str
+    value: Any = None
+    confidence: float
+    evidence: str = ""
+    message_index: int | None = None
+    method: str = "pattern"
+
+
+class CandidatesOut(BaseModel):
+    items: list[CandidateOut]
+
+
+class ResultsOut(BaseModel):
+    results: list[WriteResultOut]
+
+
+class OptionOut(BaseModel):
+    value: Any = None
+    label: str
+
+
+class QuestionOut(BaseModel):
+    """An onboarding question rendered in one language, for one user."""
+
+    id: str
+    key: str
+    kind: str
+    question: str
+    options: list[OptionOut]
+    multiple: bool
+    language: str
+    answered: bool
+
+
+class QuestionListOut(BaseModel):
+    items: list[QuestionOut]
+
+
+class QuestionDefOut(BaseModel):
+    """A stored onboarding question: its text and option labels per language."""
+
+    id: str
+    key: str
+    kind: str
+    text: dict[str, str]
+    options: dict[str, dict[str, str]]
+    multiple: bool
+
+
+class QuestionDefListOut(BaseModel):
+    items: list[QuestionDefOut]
+
+
+class QuestionsIn(_In):
+    questions: list[dict[str, Any]] = Field(max_length=200, description="{id, key, kind, text: {zh, en}, "
+                                                                        "options?, multiple?}")
+    now: float | None = NOW_FIELD
+
+
+class AnswersIn(_In):
+    answers: dict[str, Any] = Field(description="{question id or field key: answer}")
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class PushbackIn(_In):
+    key: str = Field(max_length=64)
+    message: str = Field("", max_length=64_000)
+    value: Any = None
+    now: float | None = NOW_FIELD
+
+
+class VerificationOut(BaseModel):
+    id: str
+    user_id: str
+    key: str
+    kind: str
+    value: Any = None
+    source: str
+    confidence: float
+    evidence_count: int
+    status: str
+    question: dict[str, str]
+    created_at: float
+
+
+class VerificationListOut(BaseModel):
+    items: list[VerificationOut]
+
+
+class PushbackOut(BaseModel):
+    key: str
+    count: int
+    threshold: int
+    window_seconds: float
+    verification: VerificationOut | None = None
+
+
+class VerificationIn(_In):
+    value: Any = Field(None, description="The value the user confirmed, when it differs from the hypothesis")
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class RejectIn(_In):
+    now: float | None = NOW_FIELD
+
+
+class RejectedOut(BaseModel):
+    rejected: bool
+
+
+# -- privacy ------------------------------------------------------------------------------------------
+
+class GrantIn(_In):
+    fields: list[str] | None = Field(None, description="Field keys to open; or give `level`")
+    level: str | None = Field(None, description="L2 or L3: every field up to this sensitivity")
+    purpose: str = Field(max_length=500)
+    ttl_seconds: float = Field(1800.0, gt=0, le=366 * 86400)
+    grantee: str | None = Field(None, max_length=256, description="Only this reader (an API key id: key:<id>)")
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class GrantOut(BaseModel):
+    id: str
+    tenant: str
+    user_id: str
+    fields: list[str]
+    level: str | None = None
+    purpose: str
+    created_at: float
+    expires_at: float
+    actor: str | None = None
+    grantee: str | None = None
+
+
+class GrantListOut(BaseModel):
+    items: list[GrantOut]
+
+
+class RevokedOut(BaseModel):
+    revoked: bool
+
+
+class ConsentIn(_In):
+    fields: list[str] = Field(min_length=1, max_length=200)
+    domain: str = Field(max_length=128)
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class ConsentOut(BaseModel):
+    fields: list[str]
+
+
+class WithdrawnOut(BaseModel):
+    removed: int
+
+
+class ExportFieldOut(BaseModel):
+    current: MemoryOut | None = None
+    history: list[MemoryOut]
+
+
+class ExportDocOut(BaseModel):
+    key: str
+    value: dict[str, Any]
+
+
+class ExportCountsOut(BaseModel):
+    fields: int
+    versions: int
+
+
+class ExportOut(BaseModel):
+    format: str
+    tenant: str
+    user_id: str
+    exported_at: float
+    fields: dict[str, ExportFieldOut]
+    documents: dict[str, list[ExportDocOut]]
+    counts: ExportCountsOut
+
+
+class RedactIn(_In):
+    text: str = Field(max_length=1_000_000)
+    placeholder: str | None = Field(None, max_length=64)
+
+
+class RedactOut(BaseModel):
+    text: str
+    findings: dict[str, int]
+
+
+# -- contracts ----------------------------------------------------------------------------------------
+
+class ContractOut(BaseModel):
+    key: str
+    kind: str
+    description: str = ""
+    aliases: list[str] = Field(default_factory=list)
+    sensitivity: str
+    domain: str
+    sharing: str
+    ttl_seconds: float | None = None
+    ttl_override: bool = False
+    half_life_seconds: float | None = None
+    default_importance: float | None = None
+    authority: list[str] | None = None
+    storable: bool = True
+    live: bool = False
+    resolver: str | None = None
+    enabled: bool = True
+    standing: bool = False
+    allowed_pii: list[str] = Field(default_factory=list)
+    questions: dict[str, str] = Field(default_factory=dict)
+    version: int | None = None
+
+
+class ContractListOut(BaseModel):
+    items: list[ContractOut]
+
+
+class ContractVersionOut(BaseModel):
+    version: int | None = None
+    at: float
+    change: str
+    actor: str | None = None
+    contract: ContractOut | None = None
+
+
+class ContractHistoryOut(BaseModel):
+    items: list[ContractVersionOut]
+
+
+class DeletedOut(BaseModel):
+    deleted: bool
+
+
+class PolicyIn(_In):
+    policy: str = Field(description="accept | reject", max_length=16)
+    now: float | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class PolicyOut(BaseModel):
+    policy: str
+
+
+# -- admin --------------------------------------------------------------------------------------------
+
+class PurgeIn(_In):
+    now: float | None = NOW_FIELD
+    retention_days: float | None = Field(None, ge=0, description="At least the server's retention_days")
+
+
+class PurgeOut(BaseModel):
+    purged: int

@@ -1,0 +1,92 @@
+"""/v1 privacy: grants for L2/L3 fields, cross-domain consents, export, PII redaction."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from usermem.interfaces.api import schemas as S
+from usermem.interfaces.api.deps import Admin, Mem, Principal, actor_of, bound_user
+from usermem.interfaces.api.problems import ApiProblem, responses
+from usermem.interfaces.api.routing import COMMON, operation
+from usermem.interfaces.catalog import describe
+
+router = APIRouter()
+ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
+NowQ = Annotated[float | None, Query(description=describe("now"))]
+ExpiredQ = Annotated[bool, Query(description=describe("include_expired"))]
+
+
+@operation(router, "grant", S.GrantOut, summary="Grant time-limited access to L2/L3 fields (admin key; audited)")
+def grant(user_id: str, body: S.GrantIn, p: Admin, m: Mem) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    if (body.fields is None) == (body.level is None):
+        raise ApiProblem(422, "validation_error", "give exactly one of fields or level", field="fields")
+    target: Any = body.fields if body.fields is not None else body.level
+    gid = m.grant(p.tenant, user_id, target, body.purpose, body.ttl_seconds, actor=actor_of(p, body.actor),
+                  grantee=body.grantee, now=body.now)
+    found = next((g for g in m.grants(p.tenant, user_id, now=body.now, include_expired=True) if g.id == gid), None)
+    if found is None:
+        raise ApiProblem(404, "grant_not_found", "grant vanished")
+    return JSONResponse(found.to_dict())
+
+
+@operation(router, "grants", S.GrantListOut, summary="The tenant's grants, or one user's (admin key)")
+def list_grants(p: Admin, m: Mem, user_id: Annotated[str | None, Query(description=describe("user_id"))] = None,
+                include_expired: ExpiredQ = False, now: NowQ = None) -> JSONResponse:
+    if p.user_id is not None:
+        user_id = bound_user(p, user_id or p.user_id)
+    items = m.grants(p.tenant, user_id, now=now, include_expired=include_expired)
+    return JSONResponse({"items": [g.to_dict() for g in items]})
+
+
+@router.get("/v1/users/{user_id}/grants", tags=["privacy"], response_model=S.GrantListOut, responses=COMMON,
+            summary="A user's grants (admin key; same as GET /v1/grants?user_id=)")
+def list_user_grants(user_id: str, p: Admin, m: Mem, include_expired: ExpiredQ = False,
+                     now: NowQ = None) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    items = m.grants(p.tenant, user_id, now=now, include_expired=include_expired)
+    return JSONResponse({"items": [g.to_dict() for g in items]})
+
+
+@operation(router, "revoke", S.RevokedOut, summary="Revoke a grant (admin key)")
+def revoke_grant(grant_id: str, p: Admin, m: Mem, actor: ActorQ = None, now: NowQ = None) -> JSONResponse:
+    if not m.revoke(p.tenant, grant_id, actor=actor_of(p, actor), now=now):
+        raise ApiProblem(404, "grant_not_found", "no such grant")
+    return JSONResponse({"revoked": True})
+
+
+@operation(router, "opt_in", S.ConsentOut,
+           summary="The user lets a domain use fields whose sharing is explicit opt-in")
+def opt_in(user_id: str, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    out = m.opt_in(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, body.actor), now=body.now)
+    return JSONResponse({"fields": list(out)})
+
+
+@operation(router, "opt_out", S.WithdrawnOut, summary="Withdraw an opt-in")
+def opt_out(user_id: str, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    n = m.opt_out(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, body.actor), now=body.now)
+    return JSONResponse({"removed": int(n)})
+
+
+@operation(router, "export", S.ExportOut,
+           summary="Everything held about a user (memories with history, sessions, grants), as JSON")
+def export(user_id: str, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    out = m.export(p.tenant, user_id, now=now, actor=actor_of(p, actor))
+    if not out.get("counts", {}).get("versions") and not out.get("documents"):
+        raise ApiProblem(404, "user_not_found", "no such user")
+    return JSONResponse(out)
+
+
+@router.post("/v1/redact", tags=["privacy"], response_model=S.RedactOut, responses=responses(401, 413, 422, 429),
+             summary="Redact PII (ID numbers, phones, cards, e-mail...) from text before it leaves your system")
+def redact(body: S.RedactIn, p: Principal) -> S.RedactOut:
+    from usermem import privacy
+
+    text = privacy.redact(body.text, body.placeholder) if body.placeholder else privacy.redact(body.text)
+    return S.RedactOut(text=text, findings=privacy.summarize(body.text))
