@@ -398,7 +398,7 @@ class Memory:
         return self._sessions.close(session_id, transcript, tenant=tenant, now=now, actor=actor)
 
     def add_messages(self, session_id: str, messages: Sequence[Any], *, tenant: str | None = None,
-                     now: float | None = None, actor: str | None = None, extract: bool = False) -> MessagesAdded:
+                     extract: bool = False, now: float | None = None, actor: str | None = None) -> MessagesAdded:
         """Append conversation messages ({role, content}) to an open session's transcript.
 
         PII in the messages is redacted (the policy's redactor, as in `usermem.privacy.redact`) before

@@ -13,7 +13,6 @@ from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user
 from usermem.interfaces.api.problems import ApiProblem
 from usermem.interfaces.api.routing import (
-    COMMON,
     closed_json,
     count_decisions,
     not_user_bound,
@@ -59,9 +58,8 @@ def get_session(session_id: str, p: Principal, m: Mem) -> JSONResponse:
     return JSONResponse(session_for(m, p, session_id).to_dict())
 
 
-@router.post("/v1/sessions/{session_id}/messages", tags=["sessions"], response_model=S.MessagesOut,
-             responses=COMMON,
-             summary="Add conversation messages (kept as the transcript; optionally extracted into memories)")
+@operation(router, "add_messages", S.MessagesOut,
+           summary="Add conversation messages (PII redacted, kept as the transcript; optionally extracted)")
 def add_messages(session_id: str, body: S.MessagesIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
     session_for(m, p, session_id)
     # The engine redacts PII and appends atomically (engine/sessions.py, issue 12 item 2).
