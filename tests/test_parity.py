@@ -115,7 +115,7 @@ def test_route_matches_the_catalogue(name, app_routes):
 def test_no_v1_route_without_an_operation(app_routes):
     catalogued = {(op.http.method, op.http.path) for op in C.OPERATIONS.values() if op.http is not None}
     extras = {(m, r.path) for r in app_routes.values() if r.path.startswith("/v1") for m in r.methods}
-    documented_extras = {("GET", "/v1/whoami"), ("POST", "/v1/sessions/{session_id}/messages"),
+    documented_extras = {("GET", "/v1/whoami"),
                          ("POST", "/v1/redact"), ("GET", "/v1/users/{user_id}/grants")}
     assert extras - catalogued == documented_extras
     assert {v.split(" ", 1)[1] for v in C.CLIENT_EXTRAS.values()} <= {p for _, p in documented_extras}
@@ -200,9 +200,9 @@ SAMPLES: dict[str, Any] = {
     "transcript": [{"role": "user", "content": "hi"}], "status": "closed", "message": "hello 你好",
     "messages": [{"role": "user", "content": "I live in Oslo"}], "budget_tokens": 321, "language": "zh",
     "questions": [{"id": "q1", "key": "tone", "kind": "preference", "text": {"en": "Tone?", "zh": "语气?"}}],
-    "answers": {"tone": "warm"}, "verification_id": "ef" * 16,
+    "answers": {"tone": "warm"}, "verification_id": "ef" * 16, "extract": True,
 }
-SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context"}
+SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}
 
 
 def _sample(op: C.Operation, param: C.Param) -> Any:

@@ -258,7 +258,7 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
     erasure = ErasurePipeline(ctx, erasers=[capabilities.erase_tiers] if capabilities.erase_tiers is not None else [],
                               purgers=[grants.sweep])
     # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
-    lifecycle = LifecyclePipeline(ctx, write)
+    lifecycle = LifecyclePipeline(ctx, write, gate_for=grants.gate)  # L2/L3 results need a grant
     sessions = SessionManager(ctx, write, recall)
     ctx.subscribe(sessions.on_change)
     engine = Engine(ctx=ctx, write=write, recall=recall, erasure=erasure, lifecycle=lifecycle, sessions=sessions,

@@ -1,4 +1,9 @@
-"""Erasure: forget a key, a time range or a whole user (soft delete, one transaction), and purge for real."""
+"""Erasure: forget a key, a time range or a whole user (soft delete, one transaction), and purge for real.
+
+The `forget`/`forget_user` audit entry is written in the soft delete's transaction. When a serving tier
+(Redis) cannot be erased, `erase_tiers_failed` is audited, the change event still goes out and
+TierUnavailable is raised; the retry that finishes the job is audited as `erase_tiers_done`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,13 @@ from collections.abc import Iterable, Sequence
 from usermem.engine.context import EngineContext
 from usermem.engine.ports import Eraser, Purger
 from usermem.engine.write import check_ids
-from usermem.errors import InvalidArgument, ValidationError
+from usermem.errors import InvalidArgument, TierUnavailable, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
 from usermem.policy.validate import KEY_PATTERN, MAX_TTL_SECONDS, number_arg
+from usermem.store.base import AuditQuery
+
+TIER_FAILED = "erase_tiers_failed"  # audit: the store of record is erased, a serving tier is not yet
+TIER_DONE = "erase_tiers_done"  # audit: a retry finished erasing the tiers
 
 
 class ErasurePipeline:
@@ -48,21 +57,45 @@ class ErasurePipeline:
                 if not KEY_PATTERN.match(key):
                     raise ValidationError(f"key must match [a-z0-9_.-]{{1,64}}, got {key!r:.80}", field="key")
         at = self.ctx.now(now)
-        ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
-                                         created_until=created_until)
         whole_user = keys is None and created_from is None and created_until is None
+        action = "forget_user" if whole_user else "forget"
+        # The audit entry commits in the soft-delete's own transaction (detail gets "rows"): an erasure
+        # is never committed without it, whatever happens to the tier step below (issue 12 item 15).
+        audit = AuditEvent(tenant=tenant, at=at, action=action, user_id=user_id, actor=actor,
+                           detail={"keys": list(keys) if keys else None, "created_from": created_from,
+                                   "created_until": created_until})
+        ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
+                                         created_until=created_until, audit=audit)
         if whole_user:
             # Sessions, grants, verifications and other per-user documents go too (hard delete).
             self.ctx.store.delete_user_docs(tenant, user_id)
+        failure: TierUnavailable | None = None
         for erase in list(self._erasers):
-            erase(tenant, user_id, keys)
-        action = "forget_user" if whole_user else "forget"
-        self.ctx.store.append_audit(AuditEvent(
-            tenant=tenant, at=at, action=action, user_id=user_id, actor=actor,
-            detail={"rows": len(ids), "keys": list(keys) if keys else None,
-                    "created_from": created_from, "created_until": created_until}))
-        self.ctx.emit(ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(ids)))
+            try:
+                erase(tenant, user_id, keys)
+            except TierUnavailable as exc:
+                failure = failure or exc
+        event = ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(ids))
+        if failure is not None:
+            # The store of record is erased and audited; the tiers are not yet. Say so in the audit, tell
+            # the other instances (they drop their caches) and raise: retrying the call finishes the job.
+            self.ctx.store.append_audit(AuditEvent(
+                tenant=tenant, at=at, action=TIER_FAILED, user_id=user_id, actor=actor,
+                detail={"erasure": action, "keys": list(keys) if keys else None, "error": str(failure)[:300]}))
+            self.ctx.emit(event)
+            raise failure
+        if self._erasers and not ids and self._retrying(tenant, user_id):
+            self.ctx.store.append_audit(AuditEvent(tenant=tenant, at=at, action=TIER_DONE, user_id=user_id,
+                                                   actor=actor, detail={"erasure": action, "retry": True}))
+        self.ctx.emit(event)
         return len(ids)
+
+    def _retrying(self, tenant: str, user_id: str) -> bool:
+        """The user's last tier-erasure outcome in the audit is a failure (this call is its retry)."""
+        last = {a: max((e.seq or 0 for e in self.ctx.store.audit_log(AuditQuery(tenant, user_id, action=a,
+                                                                                   limit=1000))), default=0)
+                for a in (TIER_FAILED, TIER_DONE)}
+        return last[TIER_FAILED] > last[TIER_DONE]
 
     def purge(self, *, now: float | None = None, retention_days: float | None = None) -> int:
         """Physically remove rows soft-deleted or expired more than `retention_days` ago."""

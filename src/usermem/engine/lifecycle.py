@@ -15,18 +15,30 @@ so tiers and indexes follow. History is never rewritten:
 - `revert_change_set` undoes every key a change set touched, all or nothing: each key gets back the
   value it had before the change set (or a retraction when the change set created it). The revert
   itself is a change set, so it can be undone the same way.
+
+Each of them returns records, so L2/L3 fields pass the same grant gate as `Memory.get/history`
+(issue 12 item 15): without an active grant covering the field for `actor`, PermissionDenied is raised
+*before* anything is written; with one, the read is audited (`read_sensitive`, via the operation).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from usermem.engine.context import EngineContext, new_id
+from usermem.engine.grants import AccessGate, is_sensitive
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.errors import ConflictError, IntegrityError, InvalidArgument, NotFound, ValidationError
+from usermem.errors import (
+    ConflictError,
+    IntegrityError,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ValidationError,
+)
 from usermem.model import (
     KIND_REGISTRY,
     AuditEvent,
@@ -45,6 +57,8 @@ from usermem.store.base import WriteTx
 
 DEFAULT_ACTOR_SOURCE = Source.USER_CONFIRMED
 _RETRIES = 3
+# gate_for(tenant, user_id, now, reader, domain) -> AccessGate (GrantsPipeline.gate), as for recall.
+GateFor = Callable[[str, str, float, str | None, str | None], AccessGate]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +125,29 @@ def _audit(tenant: str, user_id: str, action: str, at: float, *, key: str | None
 
 
 class LifecyclePipeline:
-    def __init__(self, ctx: EngineContext, write: WritePipeline) -> None:
+    def __init__(self, ctx: EngineContext, write: WritePipeline, *, gate_for: GateFor | None = None) -> None:
         self.ctx = ctx
         self.write = write
+        # None (a pipeline built without grants): L2/L3 fields are refused outright, never returned ungated.
+        self.gate_for = gate_for
+
+    def _gate(self, tenant: str, user_id: str, keys: Sequence[str], at: float, actor: str | None) -> AccessGate | None:
+        """The read gate when any of `keys` is L2/L3: PermissionDenied unless a grant covers it for `actor`."""
+        contracts = self._contracts(tenant)
+        sensitive = [c for k in dict.fromkeys(keys) if (c := contracts.get(k)) is not None and is_sensitive(c)]
+        if not sensitive:
+            return None
+        if self.gate_for is None:
+            raise PermissionDenied(f"field {sensitive[0].key!r} is {sensitive[0].sensitivity.value}: "
+                                   "reading it needs an active grant (Memory.grant)")
+        gate = self.gate_for(tenant, user_id, at, actor, None)
+        for contract in sensitive:
+            gate.require(contract)
+        return gate
+
+    def _audit_read(self, gate: AccessGate | None, tenant: str, records: Sequence[MemoryRecord], via: str) -> None:
+        if gate is not None and records:
+            gate.audit_reads(records, self._contracts(tenant), via=via)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -169,6 +203,7 @@ class LifecyclePipeline:
         at = self.ctx.now(now)
         src = _source(source)
         record = self._owned(tenant, user_id, memory_id)
+        gate = self._gate(tenant, user_id, [record.key], at, actor)
         order = self._order(tenant, record.key)
         for attempt in range(_RETRIES):
             try:
@@ -198,10 +233,13 @@ class LifecyclePipeline:
         self.ctx.store.touch(tenant, [record.id], confirmed_at=at)
         if upgrade:
             self._emit(tenant, user_id, at, [new], new.change_set_id)
+            self._audit_read(gate, tenant, [new], "confirm")
             return new
         self.ctx.emit(ChangeEvent(tenant, user_id, "touch", at, keys=(record.key,), memory_ids=(record.id,)))
         current = self.ctx.store.get(tenant, record.id)
-        return current if current is not None else record.with_changes(last_confirmed_at=at)
+        out = current if current is not None else record.with_changes(last_confirmed_at=at)
+        self._audit_read(gate, tenant, [out], "confirm")
+        return out
 
     def deny(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
              actor: str | None = None, source: str | Source = DEFAULT_ACTOR_SOURCE,
@@ -215,6 +253,7 @@ class LifecyclePipeline:
         at = self.ctx.now(now)
         src = _source(source)
         record = self._owned(tenant, user_id, memory_id)
+        gate = self._gate(tenant, user_id, [record.key], at, actor)
         order = self._order(tenant, record.key)
         cs = change_set_id or new_id()
         for attempt in range(_RETRIES):
@@ -222,6 +261,7 @@ class LifecyclePipeline:
                 with self.ctx.store.transaction(tenant, user_id) as tx:
                     head = tx.head(record.key)
                     if head is not None and head.retracted and head.prev_version_id == record.id:
+                        self._audit_read(gate, tenant, [head], "deny")
                         return head  # already denied
                     head = self._require_current(head, record, at, "deny")
                     if authority_rank(src, order) < authority_rank(head.source, order):
@@ -236,6 +276,7 @@ class LifecyclePipeline:
                 if attempt == _RETRIES - 1:
                     raise
         self._emit(tenant, user_id, at, [tomb], cs)
+        self._audit_read(gate, tenant, [tomb], "deny")
         return tomb
 
     # -- revert ----------------------------------------------------------------------------------------
@@ -254,6 +295,7 @@ class LifecyclePipeline:
         at = self.ctx.now(now)
         src = _source(source)
         cs = change_set_id or new_id()
+        gate = self._gate(tenant, user_id, [key], at, actor)
         for attempt in range(_RETRIES):
             history = self.ctx.store.history(tenant, user_id, key)
             if not history:
@@ -263,6 +305,7 @@ class LifecyclePipeline:
                 raise ConflictError(f"{key!r} has no current version")
             target = self._target(history, current, to_version)
             if target.id == current.id:
+                self._audit_read(gate, tenant, [current], "revert")
                 return WriteResult(Op.NOOP, memory=current, detail="already the current version",
                                    existing_id=current.id)
             try:
@@ -278,6 +321,8 @@ class LifecyclePipeline:
                     raise
         if result.op in (Op.ADD, Op.UPDATE) and result.memory is not None:
             self._emit(tenant, user_id, at, [result.memory], cs)
+        if result.memory is not None:
+            self._audit_read(gate, tenant, [result.memory], "revert")
         return result
 
     @staticmethod
@@ -385,6 +430,9 @@ class LifecyclePipeline:
         by_user: dict[str, list[tuple[MemoryRecord, MemoryRecord]]] = defaultdict(list)
         for (user, _key), (first, last) in spans.items():
             by_user[user].append((first, last))
+        # Every user's L2/L3 keys need a grant before anything is reverted (the results carry records).
+        gates = {user: self._gate(tenant, user, [last.key for _, last in items], at, actor)
+                 for user, items in sorted(by_user.items())}
         cs = new_id()
         results: list[WriteResult] = []
         conflicts: list[tuple[str, str, str]] = []
@@ -404,6 +452,7 @@ class LifecyclePipeline:
             emitted.append((user, written))
         for user, written in emitted:
             self._emit(tenant, user, at, written, cs)
+            self._audit_read(gates[user], tenant, written, "revert_change_set")
         return ChangeSetRevert(change_set_id, cs, tuple(results), tuple(conflicts))
 
     def _revert_user(self, tenant: str, user: str, items: list[tuple[MemoryRecord, MemoryRecord]], *, at: float,

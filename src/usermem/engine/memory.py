@@ -12,7 +12,7 @@ from usermem.engine.export import export_user
 from usermem.engine.grants import Grant
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
-from usermem.engine.sessions import CloseHook, Session, SessionClosed, Transcript, episodes
+from usermem.engine.sessions import CloseHook, MessagesAdded, Session, SessionClosed, Transcript, episodes
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import (
@@ -396,6 +396,27 @@ class Memory:
         it. Without it the id is resolved through the session→tenant index.
         """
         return self._sessions.close(session_id, transcript, tenant=tenant, now=now, actor=actor)
+
+    def add_messages(self, session_id: str, messages: Sequence[Any], *, tenant: str | None = None,
+                     extract: bool = False, now: float | None = None, actor: str | None = None) -> MessagesAdded:
+        """Append conversation messages ({role, content}) to an open session's transcript.
+
+        PII in the messages is redacted (the policy's redactor, as in `usermem.privacy.redact`) before
+        anything is stored; the append is atomic per user; the transcript becomes the close hooks'
+        transcript and is deleted when the session closes (explicitly or idle) or its user is erased.
+        With `extract=True` memories are also extracted from the redacted messages and written (one
+        change set); `results` holds those writes. ConflictError when the
+        session is closed; TranscriptFull beyond 2000 messages per session.
+        """
+        if not isinstance(extract, bool):
+            raise InvalidArgument(f"extract must be a bool, got {type(extract).__name__}")
+        added = self._sessions.add_messages(session_id, messages, tenant=tenant, now=now, actor=actor)
+        if not extract:
+            return added
+        s = added.session
+        results = self.ingest(s.tenant, s.user_id, [m.to_dict() for m in added.messages], now=now,
+                              session_id=s.id, actor=actor)
+        return MessagesAdded(s, added.stored_messages, added.added, added.redacted, added.messages, tuple(results))
 
     def expire_idle_sessions(self, now: float | None = None, *, tenant: str | None = None) -> list[SessionClosed]:
         """Close (reason "idle") every session idle past its timeout; run this periodically."""

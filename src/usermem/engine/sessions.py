@@ -18,6 +18,10 @@ Where things live (all in the generic documents table, so every backend supports
                                        tenant; holds nothing but the tenant name
   ("*", "session_idle", "<deadline>|<session_id>")  an index of open sessions ordered by idle
                                        deadline, so the sweep reads only sessions that are due
+  (tenant, "api_session_messages", session_id)  the transcript added with `add_messages` (user_id set):
+                                       PII redacted before it is stored, appended under the user's store
+                                       transaction, deleted when the session closes (explicitly or idle)
+                                       and with the user (forget_user)
 Closed sessions' documents expire after the retention period.
 """
 
@@ -34,10 +38,28 @@ from typing import TYPE_CHECKING, Any
 from usermem.engine.context import EngineContext, new_id
 from usermem.engine.lifecycle import link, retraction
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.errors import InvalidArgument, NotFound, ValidationError
-from usermem.model import DAY, AuditEvent, ChangeEvent, Kind, MemoryRecord, ScoredMemory, Source, WriteRequest
-from usermem.policy.validate import InputProblem, canonical_json, check_identifier
-from usermem.store.base import LiveQuery, Store
+from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
+from usermem.model import (
+    DAY,
+    AuditEvent,
+    ChangeEvent,
+    Kind,
+    MemoryRecord,
+    ScoredMemory,
+    Source,
+    WriteRequest,
+    WriteResult,
+)
+from usermem.policy import pii
+from usermem.policy.validate import (
+    InputProblem,
+    canonical_json,
+    check_identifier,
+    check_optional_identifiers,
+    check_text,
+    typed_error,
+)
+from usermem.store.base import LiveQuery, Store, WriteTx
 
 if TYPE_CHECKING:
     from usermem.engine.recall import RecallPipeline
@@ -48,6 +70,9 @@ SESSIONS_NS = "sessions"
 INDEX_TENANT = "*"
 TENANT_INDEX_NS = "session_tenants"
 IDLE_INDEX_NS = "session_idle"
+MESSAGES_NS = "api_session_messages"  # the name the HTTP API used before the engine kept transcripts
+MAX_SESSION_MESSAGES = 2000  # messages one session keeps
+MAX_ROLE_CHARS = 32
 ACTOR = "usermem.sessions"
 MAX_IDLE_SECONDS = 366 * DAY
 MAX_POINTS = 40
@@ -121,6 +146,80 @@ class SessionClosed:
 
 
 CloseHook = Callable[[SessionClosed], None]
+
+
+class TranscriptFull(ValidationError):
+    """The session already keeps MAX_SESSION_MESSAGES messages (413 over HTTP)."""
+
+    code = "transcript_full"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One stored transcript message: the role and the content with PII already redacted."""
+
+    role: str
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesAdded:
+    """What `add_messages` did: the session after the activity, how many messages it now keeps, how
+    many were added and how many of those had PII redacted before storing; `results` are the writes
+    of the extraction (`extract=True`, run on the redacted messages), else empty."""
+
+    session: Session
+    stored_messages: int
+    added: int
+    redacted: int
+    messages: tuple[Message, ...] = ()  # the messages added, as stored (redacted)
+    results: tuple[WriteResult, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session": self.session.to_dict(), "stored_messages": self.stored_messages, "added": self.added,
+                "redacted": self.redacted, "results": [r.to_dict() for r in self.results]}
+
+
+def _hold(tx: WriteTx, s: Session) -> None:
+    """Make sure the user's lock is held before documents are read outside the transaction: a read
+    through the transaction waits for it (PostgreSQL pipelines the lock statement of `transaction`)."""
+    tx.head(episode_key(s.id))
+
+
+def redact_messages(messages: Any, max_messages: int, max_chars: int) -> tuple[list[Message], int]:
+    """Validated messages with PII redacted by the policy's redactor (the one the output filter uses), and
+    how many of them had something redacted. Raises InvalidArgument/ValidationError on anything else."""
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise InvalidArgument("messages must be a list of {'role', 'content'} mappings")
+    if not messages:
+        raise ValidationError("messages must not be empty", field="messages")
+    if len(messages) > max_messages:
+        raise ValidationError(f"{len(messages)} messages exceed the limit of {max_messages}", field="messages")
+    out: list[Message] = []
+    redacted = 0
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
+            raise ValidationError(f"message {i} must be a mapping with a 'content' string", field="messages")
+        role = m.get("role", "user")
+        if not isinstance(role, str) or not 1 <= len(role) <= MAX_ROLE_CHARS:
+            raise ValidationError(f"message {i}: role must be a string of 1 to {MAX_ROLE_CHARS} characters",
+                                  field="messages")
+        content = m["content"]
+        if len(content) > max_chars:
+            raise ValidationError(f"message {i} is longer than {max_chars} characters", field="messages")
+        try:
+            check_text("messages", role)
+            check_text("messages", content)
+        except InputProblem as exc:
+            raise ValidationError(f"message {i}: {exc}", field="messages") from None
+        clean = pii.redact(content)
+        clean_role = pii.redact(role)
+        redacted += clean != content or clean_role != role
+        out.append(Message(clean_role, clean))
+    return out, redacted
 
 
 def _idle_key(deadline: float, session_id: str) -> str:
@@ -310,11 +409,65 @@ class SessionManager:
         return self.recall.recall(s.tenant, s.user_id, k, now=at, kinds=[Kind.CONTEXT], session_id=s.id,
                                   mark_used=mark_used)
 
+    # -- transcript ----------------------------------------------------------------------------------
+
+    def add_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]], *, tenant: str | None = None,
+                     now: float | None = None, actor: str | None = None) -> MessagesAdded:
+        """Append messages to the session's transcript, PII redacted first; counts as activity.
+
+        The append is one read-modify-write under the user's store transaction (the per-user lock of
+        the store: a PostgreSQL advisory lock, SQLite's write transaction), so concurrent appends from
+        any number of processes never lose a message and a close cannot leave an orphan behind (close
+        deletes the transcript under the same lock). Raises ConflictError when the session is closed
+        (or idle past its timeout: it is closed then), TranscriptFull beyond MAX_SESSION_MESSAGES.
+        The audit entry (`session_messages`) names counts and PII kinds, never text.
+        """
+        at = self.ctx.now(now)
+        try:
+            check_optional_identifiers(actor=actor)  # the audit never keeps personal data
+        except (TypeError, InputProblem) as exc:
+            raise typed_error(exc) from None
+        limits = self.ctx.limits
+        clean, redacted = redact_messages(messages, limits.max_messages, limits.max_message_chars)
+        s = self.touch(session_id, tenant=tenant, now=at)  # closes it first when it idled out
+        if s.status != "open":
+            raise ConflictError(f"session {session_id!r} is closed")
+        store = self.ctx.store
+        with store.transaction(s.tenant, s.user_id) as tx:
+            _hold(tx, s)
+            current = load_session(store, s.tenant, s.id)
+            if current is None or current.status != "open":
+                raise ConflictError(f"session {session_id!r} is closed")
+            doc = store.get_doc(s.tenant, MESSAGES_NS, s.id) or {"messages": []}
+            kept = list(doc.get("messages") or [])
+            if len(kept) + len(clean) > MAX_SESSION_MESSAGES:
+                raise TranscriptFull(f"a session keeps at most {MAX_SESSION_MESSAGES} messages", field="messages")
+            kept.extend(m.to_dict() for m in clean)
+            store.put_doc(s.tenant, MESSAGES_NS, s.id, {"messages": kept}, now=at, user_id=s.user_id)
+            tx.audit(AuditEvent(tenant=s.tenant, at=at, action="session_messages", user_id=s.user_id,
+                                actor=actor or ACTOR, detail={"session_id": s.id, "added": len(clean),
+                                                              "redacted": redacted, "stored": len(kept)}))
+        return MessagesAdded(s, len(kept), len(clean), redacted, tuple(clean))
+
+    def stored_messages(self, session: Session) -> list[dict[str, Any]] | None:
+        """The transcript kept for an open session (already redacted), or None."""
+        doc = self.ctx.store.get_doc(session.tenant, MESSAGES_NS, session.id)
+        return list(doc["messages"]) if doc and doc.get("messages") else None
+
+    def _drop_messages(self, s: Session) -> None:
+        with self.ctx.store.transaction(s.tenant, s.user_id) as tx:  # after any append holding the lock
+            _hold(tx, s)
+            self.ctx.store.delete_doc(s.tenant, MESSAGES_NS, s.id)
+
     # -- close ---------------------------------------------------------------------------------------
 
     def close(self, session_id: str, transcript: Transcript | None = None, *, tenant: str | None = None,
               now: float | None = None, actor: str | None = None, reason: str = "closed") -> SessionClosed:
-        """Archive the session as an episode, retract its context, run the close hooks. Idempotent."""
+        """Archive the session as an episode, retract its context, run the close hooks. Idempotent.
+
+        Without a `transcript`, the messages added with `add_messages` (redacted) are the transcript.
+        The stored transcript is deleted either way (explicit and idle closes alike).
+        """
         at = self.ctx.now(now)
         limits = self.ctx.limits
         messages = _check_transcript(transcript, limits.max_messages, limits.max_message_chars)
@@ -323,8 +476,12 @@ class SessionManager:
         with self._closing:
             s = self.resolve(session_id, tenant)
             if s.status != "open":
+                self._drop_messages(s)  # a transcript appended while another closer ran
                 episode = self.ctx.store.get(s.tenant, s.episode_id) if s.episode_id else None
                 return SessionClosed(s, s.close_reason or "closed", episode=episode, already_closed=True)
+            if transcript is None:
+                transcript = self.stored_messages(s)
+                messages = len(transcript) if transcript else 0
             if reason == "closed" and not s.is_open(at):
                 reason = "idle"  # it had already timed out; say so
             ended = at if reason == "closed" else min(at, s.deadline)
@@ -335,6 +492,7 @@ class SessionManager:
             s = self._save(Session.from_dict({**s.to_dict(), "status": "closed", "closed_at": at,
                                               "close_reason": reason, "episode_id": episode.id if episode else None,
                                               "episode_error": episode_error, "messages": messages}), at)
+            self._drop_messages(s)
         if tombstones:
             self.ctx.emit(ChangeEvent(s.tenant, s.user_id, "write", at, keys=tuple(t.key for t in tombstones),
                                       memory_ids=tuple(t.id for t in tombstones), causality_id=cs,

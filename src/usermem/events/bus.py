@@ -10,6 +10,15 @@ failure is logged (the first of a run at WARNING, repeats at DEBUG) and counted 
 Subscriptions are ordered push consumers starting at the time `subscribe()` was called, so events
 published while the consumer is being created (or while NATS was away, within the stream's
 retention) are still delivered. Callbacks run on one dispatcher thread, never on the event loop.
+
+A NATS server that restarts without its JetStream state (issue 12 item 8) has lost the stream: on every
+reconnect, and whenever a publish or purge answers "no stream", the bus recreates the stream and
+re-creates its subscriptions' consumers (counted as `streams_recreated`), then retries the publish.
+
+Erasure (`purge(subject)`, issue 12 item 6) *securely deletes* every stored message on the subject one
+by one (JetStream's message delete without `no_erase`: the server overwrites the message's bytes in its
+block file), then purges the subject. A plain purge only drops the messages from the index: their bytes,
+L1 values included, stayed in the block files until the block was compacted or expired.
 """
 
 from __future__ import annotations
@@ -64,7 +73,8 @@ class EventBus:
         self.name = name
         self._counts = {"enqueued": 0, "published": 0, "failed": 0, "dropped": 0, "received": 0, "delivered": 0,
                         "bad_payloads": 0, "callback_errors": 0, "connects": 0, "disconnects": 0,
-                        "connect_errors": 0, "publish_errors": 0, "purged": 0, "skipped_old": 0}
+                        "connect_errors": 0, "publish_errors": 0, "purged": 0, "skipped_old": 0,
+                        "streams_recreated": 0, "consumers_recreated": 0, "erased_messages": 0}
         self._latencies: deque[float] = deque(maxlen=10_000)  # enqueue -> JetStream ack, seconds
         self._last_error: str | None = None
         self._warned: set[str] = set()
@@ -74,6 +84,8 @@ class EventBus:
         self._nc: Any = None
         self._js: Any = None
         self._connected = threading.Event()
+        self._recovering: asyncio.Lock | None = None  # created on the bus loop
+        self._stream_id = ""  # the stream's creation time as NATS reports it: a new value = a new stream
         self._loop = asyncio.new_event_loop()
         self._queue: asyncio.Queue[tuple[str, str, bytes, float]] | None = None
         self._inflight = 0
@@ -253,9 +265,15 @@ class EventBus:
             self._problem("disconnected", "connection lost")
 
         async def reconnected() -> None:
-            self._connected.set()
             self._warned.difference_update({"disconnected", "cannot connect", "connection error"})
             log.info("usermem events: reconnected to NATS %s", redact_url(self.url))
+            # The server may have restarted without its JetStream state: make sure the stream is there
+            # (and the consumers with it) before publishing resumes.
+            try:
+                await self._recover()
+            except Exception as exc:
+                self._problem("stream recreation failed", exc)
+            self._connected.set()
 
         async def error(exc: Exception) -> None:
             if self._connected.is_set():
@@ -292,15 +310,69 @@ class EventBus:
                 await self._attach(sub)
             return
 
-    async def _ensure_stream(self, js: Any) -> None:
+    async def _ensure_stream(self, js: Any) -> bool:
+        """Create the stream when it is missing; True when this call created it. Remembers the stream's
+        creation time, so a stream recreated by anyone (another instance) is recognised as new."""
         from nats.js.api import StreamConfig
         from nats.js.errors import NotFoundError
 
         try:
-            await js.stream_info(self.stream)
+            info = await js.stream_info(self.stream)
+            created = False
         except NotFoundError:
-            await js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.prefix}.>"],
-                                             max_age=self.max_age))
+            info = await js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.prefix}.>"],
+                                                    max_age=self.max_age))
+            created = True
+        self._stream_id = str(getattr(info, "created", None) or "")
+        return created
+
+    async def _recover(self) -> None:
+        """Recreate a lost stream and, when it was lost, the consumers of every subscription."""
+        if self._js is None:
+            return
+        if self._recovering is None:
+            self._recovering = asyncio.Lock()
+        async with self._recovering:
+            before = self._stream_id
+            if await self._ensure_stream(self._js):
+                self._count("streams_recreated")
+                log.warning("usermem events: stream %s was missing on NATS %s (restarted without its JetStream "
+                            "state?); recreated it", self.stream, redact_url(self.url))
+            elif self._stream_id == before:
+                return  # the same stream as before: the consumers are still there
+            # A new stream (ours or another instance's): the old consumers went with the old one.
+            self._count("consumers_recreated")
+            with self._lock:
+                subs = list(self._subs)
+            for sub in subs:
+                if sub.handle is not None:
+                    handle, sub.handle = sub.handle, None
+                    with contextlib.suppress(Exception):
+                        await handle.unsubscribe()
+                await self._attach(sub)
+
+    @staticmethod
+    def _stream_missing(exc: BaseException) -> bool:
+        from nats.errors import NoRespondersError
+        from nats.js.errors import NoStreamResponseError, NotFoundError
+
+        return isinstance(exc, NoRespondersError | NoStreamResponseError | NotFoundError)
+
+    async def _erase(self, subject: str) -> None:
+        """Securely delete every stored message on `subject` (bytes overwritten), then purge it."""
+        from nats.js.errors import NotFoundError
+
+        seq = 1
+        while True:
+            try:
+                msg = await self._js.get_msg(self.stream, seq=seq, subject=subject, next=True)
+            except NotFoundError:  # no more messages on the subject (or no stream: nothing stored)
+                break
+            with contextlib.suppress(NotFoundError):  # already gone (expired meanwhile)
+                await self._js.delete_msg(self.stream, msg.seq)
+                self._count("erased_messages")
+            seq = msg.seq + 1
+        await self._js.purge_stream(self.stream, subject=subject)
 
     async def _publisher(self) -> None:
         assert self._queue is not None
@@ -332,13 +404,18 @@ class EventBus:
                 await asyncio.sleep(0.05)
             try:
                 if op == "purge":
-                    await self._js.purge_stream(self.stream, subject=subject)
+                    await self._erase(subject)
                     self._count("purged")
                     return
                 await self._js.publish(subject, data, stream=self.stream, timeout=2.0)
             except Exception as exc:
                 self._count("publish_errors")
                 self._problem(f"{op} failed", exc)
+                if self._stream_missing(exc):
+                    try:
+                        await self._recover()
+                    except Exception as again:
+                        self._problem("stream recreation failed", again)
                 if attempt < self.attempts:
                     await asyncio.sleep(min(self.retry_interval, 0.2 * attempt))
                 continue
@@ -391,6 +468,7 @@ class EventBus:
         except Exception as exc:
             self._problem("subscribe failed", exc)
         finally:
+            sub.attaching = False
             sub.ready.set()
 
     async def _detach(self, sub: Subscription) -> None:

@@ -288,6 +288,10 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/sessions/{session_id}/close", body=("transcript", "now", "actor"),
             from_key=_SESSION_TENANT),
             client="tenant optional, as in Memory: the key's tenant is used"),
+        _op("add_messages", "sessions", (V, NF, CF), Http(
+            "POST", "/v1/sessions/{session_id}/messages", body=("messages", "extract", "now", "actor"),
+            from_key=_SESSION_TENANT),
+            client="returns the extraction's write results (the HTTP response also has stored_messages)"),
         _op("touch_session", "sessions", (V, NF, CF), Http(
             "POST", "/v1/sessions/{session_id}/touch", body=("now",), from_key=_SESSION_TENANT)),
         _op("get_session", "sessions", (V, NF), Http(
@@ -399,7 +403,6 @@ IN_PROCESS: Mapping[str, str] = {
 # What the clients offer beyond Memory (the HTTP API's own resources), with the route.
 CLIENT_EXTRAS: Mapping[str, str] = {
     "whoami": "GET /v1/whoami",
-    "add_messages": "POST /v1/sessions/{session_id}/messages",
     "redact": "POST /v1/redact",
 }
 

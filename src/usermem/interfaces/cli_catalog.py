@@ -61,6 +61,8 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     "delete_contract": CliCommand("contracts delete", params=AT),
     "set_unknown_fields": CliCommand("contracts unknown", params=AT),
     "contracts_for": "returns the in-process ContractSet object; its content is `usermem contracts list`",
+    "add_messages": "a conversation's transcript comes from the application talking to the user, over HTTP or "
+                    "the library; a shell command has no conversation to add",
     # -- conversation
     "plan": CliCommand("plan"),
     "extract": CliCommand("extract"),

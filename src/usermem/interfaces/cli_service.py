@@ -96,7 +96,11 @@ def serve(
     if overrides:
         settings = settings.with_overrides(**overrides)
     memory = Memory(settings=settings)
-    example = local_key(memory, _key_file(settings.store_url, key_file))
+    kept = _key_file(settings.store_url, key_file)
+    before = kept.read_text(encoding="utf-8").strip() if kept is not None and kept.exists() else None
+    example = local_key(memory, kept)
+    # The full key is printed once, when it is created; afterwards it is masked (logs keep stdout).
+    shown = example if example != before else f"{example[:6]}…{example[-2:]} (full key in {kept})"
     application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds),
                              mcp_path="/mcp" if with_mcp else None, host=settings.host)
     base = esc(f"http://{settings.host}:{settings.port}")
@@ -105,8 +109,9 @@ def serve(
     console.print(f"  health   {base}/health  ready: {base}/ready  metrics: {base}/metrics", soft_wrap=True)
     if with_mcp:
         console.print(f"  mcp      {base}/mcp  (streamable HTTP; Authorization: Bearer <key>)", soft_wrap=True)
-    console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{example}[/bold]", soft_wrap=True)
-    console.print(f"  try: curl -H 'Authorization: Bearer {example}' {base}/v1/whoami", soft_wrap=True)
+    console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{shown}[/bold]", soft_wrap=True)
+    console.print(f"  try: curl -H 'Authorization: Bearer {example if shown == example else '<key>'}' "
+                  f"{base}/v1/whoami", soft_wrap=True)
     uvicorn.run(application, host=settings.host, port=settings.port, log_level=log_level,
                 timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
 

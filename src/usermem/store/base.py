@@ -181,8 +181,12 @@ class Store(Protocol):
         keys: Sequence[str] | None = None,
         created_from: float | None = None,
         created_until: float | None = None,
+        audit: AuditEvent | None = None,
     ) -> list[str]:
-        """Mark every matching version deleted (one transaction); returns the ids of all versions deleted."""
+        """Mark every matching version deleted (one transaction); returns the ids of all versions deleted.
+
+        `audit`: an entry written in the same transaction, its detail completed with ``rows`` (the number
+        of versions deleted), so an erasure is never committed without its audit entry."""
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:
         """Physically remove soft-deleted and expired rows, and make their bytes unrecoverable."""

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -398,7 +399,8 @@ class PostgresStore:
         return n
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
-                    created_from: float | None = None, created_until: float | None = None) -> list[str]:
+                    created_from: float | None = None, created_until: float | None = None,
+                    audit: AuditEvent | None = None) -> list[str]:
         if keys is not None and not keys:
             return []
         where, args = POSTGRES.soft_delete_where(tenant, user_id, keys, created_from, created_until)
@@ -406,6 +408,8 @@ class PostgresStore:
             self._user_lock(c, tenant, user_id)
             rows = c.execute(f"UPDATE memories SET deleted_at=%s WHERE {where} RETURNING id, seq",
                              [at, *args]).fetchall()
+            if audit is not None:  # same transaction (issue 12 item 15)
+                _insert_audit(c, replace(audit, detail={**audit.detail, "rows": len(rows)}))
         return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:

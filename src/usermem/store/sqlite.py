@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from usermem.errors import IntegrityError, StoreError
@@ -186,13 +187,16 @@ class SQLiteStore:
         return n
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
-                    created_from: float | None = None, created_until: float | None = None) -> list[str]:
+                    created_from: float | None = None, created_until: float | None = None,
+                    audit: AuditEvent | None = None) -> list[str]:
         if keys is not None and not keys:
             return []
         where, args = SQLITE.soft_delete_where(tenant, user_id, keys, created_from, created_until)
         with self.transaction(tenant, user_id):
             ids = [r[0] for r in self._conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY seq", args)]
             self._conn.execute(f"UPDATE memories SET deleted_at=? WHERE {where}", [at, *args])
+            if audit is not None:  # same transaction (issue 12 item 15)
+                _insert_audit(self._conn, replace(audit, detail={**audit.detail, "rows": len(ids)}))
         return ids
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:

@@ -13,7 +13,8 @@ of it (store/redis.py explains the protocol, docs/storage.md the durability argu
 When a tier fails: reads of its kinds fall back to the store of record, writes still commit there
 (the acknowledgement point) and the user is marked *dirty* in the store of record; the tier is not
 read again until those marks are reconciled (the users' cached data erased), which every instance
-checks at most every `dirty_check_interval` seconds. Erasure that cannot reach a tier raises
+checks at most every `dirty_check_interval` seconds; in between, a read of a user marked dirty goes to
+the store of record (every tier read checks that user's mark). Erasure that cannot reach a tier raises
 TierUnavailable after the store of record is erased; a retry finishes the job.
 """
 
@@ -225,6 +226,10 @@ class TieredStore:
                 n += 1
                 self.stats["reconciled"] += 1
 
+    def _is_dirty(self, tier: Tier, tenant: str, user_id: str) -> bool:
+        return self.record.get_doc(DIRTY_TENANT, self._ns(tier), json.dumps([tenant, user_id], ensure_ascii=False)) \
+            is not None
+
     def _mark_dirty(self, tier: Tier, tenant: str, user_id: str) -> None:
         self.record.put_doc(DIRTY_TENANT, self._ns(tier), json.dumps([tenant, user_id], ensure_ascii=False),
                             {"tenant": tenant, "user_id": user_id}, now=time.time())
@@ -281,7 +286,8 @@ class TieredStore:
                 self._mark_dirty(tier, tenant, user_id)
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
-                    created_from: float | None = None, created_until: float | None = None) -> list[str]:
+                    created_from: float | None = None, created_until: float | None = None,
+                    audit: AuditEvent | None = None) -> list[str]:
         """Soft-delete in the store of record, then erase the tiers' copies.
 
         A tier that cannot be reached does not fail this call: the user is marked dirty (no read uses
@@ -289,7 +295,7 @@ class TieredStore:
         the erasure pipeline calls after deleting the user's documents and which raises it.
         """
         ids = self.record.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
-                                      created_until=created_until)
+                                      created_until=created_until, audit=audit)
         by_key = keys if keys is not None and created_from is None and created_until is None else None
         failed: dict[str, str] = {}
         for tier in self.tiers:
@@ -412,14 +418,19 @@ class TieredStore:
     def _tier_records(self, tier: Tier, q: LiveQuery) -> list[MemoryRecord]:
         """Live records of the tier's kinds matching q: from the tier, else from the store of record."""
         kinds = [k for k in (q.kinds if q.kinds is not None else list(Kind)) if k in tier.kinds]
-        if self._usable(tier):
+        # A user marked dirty (a write of any instance skipped the tier) is served from the store of record
+        # until reconciled, also by instances that checked the marks less than dirty_check_interval ago
+        # (issue 12 item 7). One primary-key read of the marks per tier read.
+        if self._usable(tier) and not self._is_dirty(tier, q.tenant, q.user_id):
             try:
                 cached, token = tier.read(q.tenant, q.user_id)
                 if cached is None:
                     self.stats["misses"] += 1
                     cached = self.record.live(LiveQuery(q.tenant, q.user_id, _EVERYTHING, kinds=sorted(tier.kinds),
                                                         include_retracted=True))
-                    if tier.fill(q.tenant, q.user_id, cached, token):
+                    if not cached and not self._holds_anything(q.tenant, q.user_id):
+                        pass  # erased or unknown: no `loaded` marker naming the user (issue 12 item 6)
+                    elif tier.fill(q.tenant, q.user_id, cached, token):
                         self.stats["fills"] += 1
                 else:
                     self.stats["hits"] += 1
@@ -428,6 +439,10 @@ class TieredStore:
                 self._down(tier, exc)
         self.stats["fallbacks"] += 1
         return self.record.live(replace(q, kinds=kinds))
+
+    def _holds_anything(self, tenant: str, user_id: str) -> bool:
+        """The store of record holds a live row of any kind for the user (an empty fill is worth caching)."""
+        return bool(self.record.live_scores(LiveQuery(tenant, user_id, _EVERYTHING, include_retracted=True)))
 
     def _split(self, q: LiveQuery) -> tuple[list[Kind] | None, list[Tier]]:
         kinds = list(q.kinds) if q.kinds is not None else list(Kind)

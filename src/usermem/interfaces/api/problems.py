@@ -138,7 +138,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error: %s", exc)
-        return problem_response(500, "internal_error", "internal error")
+        # The server closes the connection after an unhandled error: say so, so that keep-alive clients
+        # do not reuse it and fail with ECONNRESET (issue 12 item 12).
+        return problem_response(500, "internal_error", "internal error", headers={"Connection": "close"})
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
+from usermem.engine.sessions import TranscriptFull
+from usermem.errors import ConflictError
 from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.deps import Admin, Mem, Met, Principal, actor_of, bound_user
 from usermem.interfaces.api.problems import ApiProblem
 from usermem.interfaces.api.routing import (
-    COMMON,
     closed_json,
     count_decisions,
     not_user_bound,
@@ -21,7 +21,6 @@ from usermem.interfaces.api.routing import (
 )
 from usermem.interfaces.catalog import describe
 from usermem.interfaces.wire import record_to_json, result_to_json, scored_to_json
-from usermem.model import WriteResult
 
 router = APIRouter()
 MESSAGES_NS = "api_session_messages"
@@ -59,28 +58,21 @@ def get_session(session_id: str, p: Principal, m: Mem) -> JSONResponse:
     return JSONResponse(session_for(m, p, session_id).to_dict())
 
 
-@router.post("/v1/sessions/{session_id}/messages", tags=["sessions"], response_model=S.MessagesOut,
-             responses=COMMON,
-             summary="Add conversation messages (kept as the transcript; optionally extracted into memories)")
+@operation(router, "add_messages", S.MessagesOut,
+           summary="Add conversation messages (PII redacted, kept as the transcript; optionally extracted)")
 def add_messages(session_id: str, body: S.MessagesIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
-    s = session_for(m, p, session_id)
-    if s.status != "open":
-        raise ApiProblem(409, "session_closed", "the session is closed")
-    at = body.now if body.now is not None else time.time()
-    doc = m.store.get_doc(p.tenant, MESSAGES_NS, session_id) or {"messages": []}
-    msgs = doc["messages"] + [msg.model_dump() for msg in body.messages]
-    if len(msgs) > MAX_SESSION_MESSAGES:
-        raise ApiProblem(413, "payload_too_large",
-                         f"a session keeps at most {MAX_SESSION_MESSAGES} messages", field="messages")
-    m.store.put_doc(p.tenant, MESSAGES_NS, session_id, {"messages": msgs}, now=at, user_id=s.user_id)
-    session = m.touch_session(session_id, tenant=p.tenant, now=body.now)
-    results: list[WriteResult] = []
-    if body.extract:
-        results = m.ingest(p.tenant, s.user_id, [msg.model_dump() for msg in body.messages], now=body.now,
-                           session_id=session_id, actor=actor_of(p, body.actor))
-        count_decisions(metrics, results)
-    return JSONResponse({"session": session.to_dict(), "stored_messages": len(msgs),
-                         "results": [result_to_json(x) for x in results]})
+    session_for(m, p, session_id)
+    # The engine redacts PII and appends atomically (engine/sessions.py, issue 12 item 2).
+    try:
+        added = m.add_messages(session_id, [msg.model_dump() for msg in body.messages], tenant=p.tenant,
+                               now=body.now, actor=actor_of(p, body.actor), extract=body.extract)
+    except ConflictError:
+        raise ApiProblem(409, "session_closed", "the session is closed") from None
+    except TranscriptFull as exc:
+        raise ApiProblem(413, "payload_too_large", str(exc), field="messages") from None
+    count_decisions(metrics, list(added.results))
+    return JSONResponse({"session": added.session.to_dict(), "stored_messages": added.stored_messages,
+                         "results": [result_to_json(x) for x in added.results]})
 
 
 @operation(router, "touch_session", S.SessionOut, summary="Count activity in a session (postpones its idle expiry)")
