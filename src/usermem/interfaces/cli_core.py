@@ -75,10 +75,12 @@ def purge(
     """
     if now and retention_days is not None:
         cli_output.fail("--now and --retention-days contradict each other; pass one")
-    with open_memory(store) as m, console.status(say("purging…", "正在清除…")):
+    started = time.monotonic()
+    with open_memory(store) as m, console.status(say("purging and compacting…", "正在清除并压缩…")):
         n = m.purge(at, retention_days=0.0 if now else retention_days)
-    console.print(say(f"purged [bold]{n}[/bold] rows from {esc(redact_url(m.store.url))}",
-                      f"已从 {esc(redact_url(m.store.url))} 物理删除 [bold]{n}[/bold] 行"))
+    took = time.monotonic() - started
+    console.print(say(f"purged [bold]{n}[/bold] rows from {esc(redact_url(m.store.url))} in {took:.1f} s",
+                      f"已从 {esc(redact_url(m.store.url))} 物理删除 [bold]{n}[/bold] 行，用时 {took:.1f} 秒"))
 
 
 # -- write --------------------------------------------------------------------------------------------

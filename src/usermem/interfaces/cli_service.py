@@ -170,7 +170,8 @@ def keys_create(
         plain, rec = KeyRing(m).create(tenant, admin=admin, name=name, user_id=user)
     finally:
         m.close()
-    console.print(f"created key [bold]{esc(rec.id)}[/bold] for tenant {esc(tenant)}{' (admin)' if admin else ''}")
+    console.print(say(f"created key [bold]{esc(rec.id)}[/bold] for tenant {esc(tenant)}{' (admin)' if admin else ''}",
+                      f"已为租户 {esc(tenant)} 创建密钥 [bold]{esc(rec.id)}[/bold]{'（管理员）' if admin else ''}"))
     console.print(plain, soft_wrap=True, markup=False, highlight=False)
 
 
@@ -211,7 +212,8 @@ def keys_revoke(key_id: str, store: StoreOpt = None) -> None:
         rec = KeyRing(m).revoke(key_id)
     finally:
         m.close()
-    console.print(f"revoked key {esc(rec.id)} of tenant {esc(rec.tenant)}")
+    console.print(say(f"revoked key {esc(rec.id)} of tenant {esc(rec.tenant)}",
+                      f"已吊销租户 {esc(rec.tenant)} 的密钥 {esc(rec.id)}"))
 
 
 @app.command()
