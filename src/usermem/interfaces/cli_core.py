@@ -59,7 +59,8 @@ def demo(store: StoreOpt = None) -> None:
     """
     from usermem.interfaces.demo import run_demo
 
-    run_demo(open_memory(store, create=True) if store else Memory(), console)
+    # Without --store: a private in-memory store, never the configured one (the demo erases user C007).
+    run_demo(open_memory(store, create=True) if store else Memory("sqlite://"), console)
 
 
 @app.command()
