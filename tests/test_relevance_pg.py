@@ -59,7 +59,7 @@ def _load(m: Memory) -> None:
 
 
 def test_pgvector_index_is_used_and_ranks_by_meaning(pgv_memory):
-    rel = pgv_memory._relevance
+    rel = pgv_memory.relevance
     assert isinstance(rel.index, PgVectorIndex) and rel.use_candidates
     _load(pgv_memory)
     with pgv_memory.store.connection() as conn:  # type: ignore[attr-defined]
@@ -80,7 +80,7 @@ def test_pgvector_index_is_used_and_ranks_by_meaning(pgv_memory):
 
 def test_pgvector_erasure_and_purge(pgv_memory):
     _load(pgv_memory)
-    index = pgv_memory._relevance.index
+    index = pgv_memory.relevance.index
     pgv_memory.forget("acme", "u1", "ep.refund", now=T0)
     assert "ep.refund" not in index.indexed("acme", "u1")
     pgv_memory.forget_user("acme", "u1", now=T0)
@@ -97,7 +97,7 @@ def test_pgvector_reindex_after_vectors_are_lost(pgv_memory):
     plan = plan_reindex(pgv_memory, now=T0)
     assert len(plan.todo) == len(EPISODES) - 1 and plan.current == 1
     run_reindex(pgv_memory, plan)
-    assert set(pgv_memory._relevance.index.indexed("acme", "u1")) == {k for k, _, _ in EPISODES}
+    assert set(pgv_memory.relevance.index.indexed("acme", "u1")) == {k for k, _, _ in EPISODES}
 
 
 def test_postgres_without_pgvector_falls_back_to_lexical_and_says_so_once(tmp_path, caplog):
@@ -111,7 +111,7 @@ def test_postgres_without_pgvector_falls_back_to_lexical_and_says_so_once(tmp_pa
         with psycopg.connect(url.split("?")[0]) as c:
             if c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone():
                 pytest.skip("this PostgreSQL has pgvector; the fallback cannot be observed here")
-        assert m._relevance.index is None and m._relevance.embedder is None
+        assert m.relevance.index is None and m.relevance.embedder is None
         notices = [r for r in caplog.records if "lexical" in r.message]
         assert len(notices) == 1 and "pgvector" in notices[0].message
         Memory(url).close()  # a second instance in the same process does not repeat it
@@ -122,3 +122,51 @@ def test_postgres_without_pgvector_falls_back_to_lexical_and_says_so_once(tmp_pa
     finally:
         m.close()
         drop_schema(tmp_path)
+
+
+def test_vector_tables_come_from_the_migrations_and_fall_under_row_level_security(pgvector_server):
+    """The pgvector tables are made by the store's (optional) migration 0004, declared in the store's
+    capabilities, and isolated by tenant for a plain role with rls=on, like the memories."""
+    import psycopg
+
+    from usermem.store.postgres import PostgresStore
+
+    base = pgvector_server.get_uri()
+    schema = "relv_" + uuid.uuid4().hex[:10]
+    owner = PostgresStore(base + f"&schema={schema}&rls=on")
+    assert owner.capabilities.vectors == "pgvector" and owner.capabilities.dialect == "postgres"
+    assert owner.schema_version() == 4
+    with owner.sql() as c:
+        forced = c.execute("SELECT relname, relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid IN"
+                           " ('relevance_vectors'::regclass, 'relevance_generation'::regclass)").fetchall()
+    assert sorted(forced) == [("relevance_generation", True), ("relevance_vectors", True)]
+    owner.close()
+    role = "usermem_vec_" + uuid.uuid4().hex[:8]
+    admin = psycopg.connect(base, autocommit=True)
+    try:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
+        app = Memory(base.replace("postgres:@", f"{role}:@", 1) + f"&schema={schema}&rls=on&purge_vacuum=none")
+        assert app.store.capabilities.row_level_security
+        for tenant in ("a", "b"):
+            assert app.write(tenant, "u1", "episode", "ep.refund", f"refund for {tenant}", now=T0).ok
+        app.flush()
+        index = app._relevance.index
+        assert set(index.indexed("a", "u1")) == {"ep.refund"}
+        with app.store.sql("a") as c:  # a statement without a tenant filter sees only the tenant in scope
+            assert c.execute("SELECT tenant FROM relevance_vectors").fetchall() == [("a",)]
+            assert c.execute("SELECT tenant FROM relevance_generation").fetchall() == [("a",)]
+        with app.store.sql("nobody") as c:
+            assert c.execute("SELECT count(*) FROM relevance_vectors").fetchone()[0] == 0
+        with pytest.raises(Exception, match="row-level security"), app.store.sql("a", write=True) as c:
+            c.execute("INSERT INTO relevance_generation (tenant, user_id, gen) VALUES ('b', 'x', 1)")
+        app.forget_user("a", "u1", now=T0)
+        with app.store.sql() as c:  # the maintenance scope sees every tenant
+            assert c.execute("SELECT tenant FROM relevance_vectors").fetchall() == [("b",)]
+        app.close()
+    finally:
+        admin.execute(f'DROP OWNED BY "{role}"')
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        admin.close()

@@ -12,10 +12,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
+from urllib.parse import urlsplit, urlunsplit
 
 from usermem.errors import ConfigError
 
 ENV_PREFIX = "USERMEM_"
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+            return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "<unparseable URL>"
+    return url
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import json
 import math
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeAlias
+
+
+def new_id() -> str:
+    """Time-ordered unique ids (UUIDv7 layout), so ids sort roughly by creation across backends."""
+    ms = time.time_ns() // 1_000_000
+    rand = uuid.uuid4().int & ((1 << 74) - 1)
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return uuid.UUID(int=value).hex
 
 JSONValue: TypeAlias = Any
 """A JSON-serialisable value (str, number, bool, None, list, dict)."""

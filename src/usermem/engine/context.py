@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from usermem.config import Settings
-from usermem.model import ChangeEvent
+from usermem.errors import InvalidArgument
+from usermem.model import ChangeEvent, new_id
 from usermem.policy.contracts import ContractSet
 from usermem.policy.validate import Limits
 from usermem.store.base import Store
@@ -18,13 +18,7 @@ Clock = Callable[[], float]
 Listener = Callable[[ChangeEvent], None]
 log = logging.getLogger("usermem")
 
-
-def new_id() -> str:
-    """Time-ordered unique ids (UUIDv7 layout), so ids sort roughly by creation across backends."""
-    ms = time.time_ns() // 1_000_000
-    rand = uuid.uuid4().int & ((1 << 74) - 1)
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
-    return uuid.UUID(int=value).hex
+__all__ = ["Clock", "EngineContext", "Listener", "new_id"]  # new_id lives in usermem.model (re-exported)
 
 
 @dataclass
@@ -36,6 +30,18 @@ class EngineContext:
     listeners: list[Listener] = field(default_factory=list)
     # Per-tenant contract sets (engine/contracts.py); None: every tenant uses `contracts`.
     contract_provider: Callable[[str], ContractSet] | None = None
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener(ChangeEvent)` after every committed change."""
+        self.listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def use_contract_provider(self, provider: Callable[[str], ContractSet] | None) -> None:
+        """Where per-tenant contract sets come from (engine/contracts.py); None: `contracts` for all."""
+        self.contract_provider = provider
 
     def contracts_for(self, tenant: str) -> ContractSet:
         """The contract set in force for `tenant` now (stored edits included)."""
@@ -49,8 +55,6 @@ class EngineContext:
         if now is None:
             return float(self.clock())
         if isinstance(now, bool) or not isinstance(now, int | float):
-            from usermem.errors import InvalidArgument
-
             raise InvalidArgument(f"now must be Unix seconds (float), got {type(now).__name__}")
         return float(now)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from usermem.engine.context import EngineContext
+from usermem.engine.ports import Eraser, Purger
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
@@ -12,14 +13,28 @@ from usermem.policy.validate import KEY_PATTERN
 
 
 class ErasurePipeline:
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, *, erasers: Iterable[Eraser] = (), purgers: Iterable[Purger] = ()) -> None:
         self.ctx = ctx
         # Extra places a user's data lives (Redis tier, session tier, vector index...). Each gets
         # (tenant, user_id, keys or None) and must be idempotent, so a failed erasure can be retried.
-        self.extra_erasers: list = []  # type: ignore[type-arg]
+        self._erasers: list[Eraser] = list(erasers)
         # Called before the store purges, with (deleted_before, expired_before): derived data (vectors,
         # index terms) of the rows about to go is removed first, so the store's compaction erases it too.
-        self.extra_purgers: list = []  # type: ignore[type-arg]
+        self._purgers: list[Purger] = list(purgers)
+
+    def add_eraser(self, eraser: Eraser) -> None:
+        self._erasers.append(eraser)
+
+    def remove_eraser(self, eraser: Eraser) -> None:
+        if eraser in self._erasers:
+            self._erasers.remove(eraser)
+
+    def add_purger(self, purger: Purger) -> None:
+        self._purgers.append(purger)
+
+    def remove_purger(self, purger: Purger) -> None:
+        if purger in self._purgers:
+            self._purgers.remove(purger)
 
     def forget(self, tenant: str, user_id: str, *, keys: Sequence[str] | None = None,
                created_from: float | None = None, created_until: float | None = None,
@@ -39,7 +54,7 @@ class ErasurePipeline:
         if whole_user:
             # Sessions, grants, verifications and other per-user documents go too (hard delete).
             self.ctx.store.delete_user_docs(tenant, user_id)
-        for erase in self.extra_erasers:
+        for erase in list(self._erasers):
             erase(tenant, user_id, keys)
         action = "forget_user" if whole_user else "forget"
         self.ctx.store.append_audit(AuditEvent(
@@ -56,7 +71,7 @@ class ErasurePipeline:
         if days < 0:
             raise ValidationError("retention_days must not be negative", field="retention_days")
         cutoff = at - days * DAY
-        for drop in self.extra_purgers:
+        for drop in list(self._purgers):
             drop(cutoff, cutoff)
         n = self.ctx.store.purge(deleted_before=cutoff, expired_before=cutoff)
         self.ctx.store.append_audit(AuditEvent(tenant="*", at=at, action="purge",

@@ -14,6 +14,7 @@ Documents: grants/<grant_id> (tenant-scoped, user_id set, expires_at = grant exp
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -190,7 +191,7 @@ class GrantsPipeline:
     # -- cross-domain opt-in ----------------------------------------------------------------------------
 
     def opt_in(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
-               actor: str | None = None, now: float | None = None) -> list[str]:
+               actor: str | None = None, now: float | None = None) -> builtins.list[str]:
         """The user agrees that `fields` (sharing=explicit_opt_in) may be used by `domain`. Lasts until opt_out."""
         check_ids(tenant, user_id)
         keys, _ = _parse_scope([fields] if isinstance(fields, str) else fields)

@@ -119,8 +119,7 @@ class LifecyclePipeline:
 
     def _contracts(self, tenant: str) -> ContractSet:
         """The tenant's contract set (stored per-tenant edits when the engine has them)."""
-        per_tenant = getattr(self.ctx, "contracts_for", None)
-        return per_tenant(tenant) if per_tenant is not None else self.ctx.contracts
+        return self.ctx.contracts_for(tenant)
 
     def _order(self, tenant: str, key: str) -> tuple[Source, ...] | None:
         contract = self._contracts(tenant).get(key)
@@ -132,9 +131,7 @@ class LifecyclePipeline:
 
     def _prepare(self, tenant: str, request: WriteRequest) -> Any:
         """The write pipeline's validation, guards and contract checks, for a restored value."""
-        if hasattr(self.ctx, "contracts_for"):
-            return self.write._prepare(request, self._contracts(tenant))
-        return self.write._prepare(request)
+        return self.write.prepare(request, self._contracts(tenant))
 
     def _owned(self, tenant: str, user_id: str, memory_id: str) -> MemoryRecord:
         check_ids(tenant, user_id)

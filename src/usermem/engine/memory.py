@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from usermem.config import Settings, load_settings
-from usermem.engine.context import Clock, EngineContext, Listener, new_id
-from usermem.engine.contracts import ContractRegistry
-from usermem.engine.erasure import ErasurePipeline
+from usermem.engine.compose import compose
+from usermem.engine.context import Clock, Listener
 from usermem.engine.export import export_user
-from usermem.engine.grants import Grant, GrantsPipeline
-from usermem.engine.lifecycle import ChangeSetRevert, LifecyclePipeline
-from usermem.engine.recall import RecallPipeline
-from usermem.engine.resolvers import LiveResolvers, ResolverFn
-from usermem.engine.sessions import CloseHook, Session, SessionClosed, SessionManager, Transcript, episodes
-from usermem.engine.write import WritePipeline, check_ids
+from usermem.engine.grants import Grant
+from usermem.engine.lifecycle import ChangeSetRevert
+from usermem.engine.resolvers import ResolverFn
+from usermem.engine.sessions import CloseHook, Session, SessionClosed, Transcript, episodes
+from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import (
     AuditEvent,
@@ -26,21 +23,18 @@ from usermem.model import (
     ScoredMemory,
     WriteRequest,
     WriteResult,
+    new_id,
     parse_kind,
 )
-from usermem.policy.contracts import (
-    DEFAULT_CONTRACTS,
-    DEFAULT_FORBIDDEN_KEYS,
-    ContractSet,
-    FieldContract,
-    Sensitivity,
-    UnknownFieldPolicy,
-)
+from usermem.policy.contracts import ContractSet, FieldContract, Sensitivity
 from usermem.store.base import AuditQuery, Store
-from usermem.store.tiered import build_store
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
+    from usermem.events.sync import FederatedSync
+    from usermem.relevance.embed import Embedder
+    from usermem.relevance.hybrid import HybridRelevance
+    from usermem.understand.service import Understanding
 
 
 def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
@@ -57,7 +51,7 @@ def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
 class Memory:
     """Long-term user memory.
 
-    >>> m = Memory()                                 # private in-memory SQLite
+    >>> m = Memory()        # USERMEM_* settings; no USERMEM_STORE_URL: private in-memory SQLite
     >>> r = m.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed")
     >>> r.op
     <Op.ADD: 'ADD'>
@@ -66,48 +60,23 @@ class Memory:
     def __init__(self, url: str | None = None, *, settings: Settings | None = None, store: Store | None = None,
                  clock: Clock | None = None, contracts: ContractSet | None = None) -> None:
         if settings is None:
-            settings = load_settings(env={}) if url is None else load_settings(env={}, store_url=url)
+            # Defaults < usermem.toml (or USERMEM_CONFIG) < USERMEM_* environment < explicit arguments.
+            # Without a URL anywhere the store is a private in-memory SQLite database ("sqlite://").
+            settings = load_settings() if url is None else load_settings(store_url=url)
         elif url is not None:
             settings = settings.with_overrides(store_url=url)
         self.settings = settings
-        if store is None:
-            # The store of record, plus Redis / session tiers when the preset or routes ask for them.
-            store = build_store(settings)
-        if contracts is None:
-            contracts = ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
-                                    DEFAULT_FORBIDDEN_KEYS | frozenset(settings.forbidden_keys))
-        self._ctx = EngineContext(store=store, settings=settings, contracts=contracts, clock=clock or time.time)
-        self._write = WritePipeline(self._ctx)
-        self._recall = RecallPipeline(self._ctx)
-        self._erasure = ErasurePipeline(self._ctx)
-        if hasattr(store, "erase_tiers"):  # Redis / session tiers: erased after the store of record
-            self._erasure.extra_erasers.append(store.erase_tiers)
-        # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
-        self._lifecycle = LifecyclePipeline(self._ctx, self._write)
-        self._sessions = SessionManager(self._ctx, self._write, self._recall)
-        # Background extraction at session close (seed 000): understand/service.py, built on first use.
-        self._sessions.hooks.append(lambda closed: self.understanding.on_session_closed(closed))
-        self._ctx.listeners.append(self._sessions.on_change)
-        # Privacy and governance (docs/privacy.md): per-tenant stored contracts, grants for L2/L3, live fields.
-        self._contracts = ContractRegistry(self._ctx)
-        self._ctx.contract_provider = self._contracts.for_tenant
-        self._grants = GrantsPipeline(self._ctx)
-        self._recall.gate_for = self._grants.gate
-        self._erasure.extra_purgers.append(self._grants.sweep)  # expired grants leave with the purge
-        self._live = LiveResolvers(self._ctx)
-        self._recall.live = self._live
-        # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).
-        self._relevance: Any = None
-        if settings.embedder != "none" or settings.hybrid_lexical_weight > 0:
-            from usermem.relevance.hybrid import install
-
-            install(self)
-        # Change events on NATS JetStream (events/, docs/events.md): federated sync, erasure broadcast.
-        self._events: Any = None
-        if settings.nats_url:
-            from usermem.events.sync import install as install_events
-
-            self._events = install_events(self)
+        # The composition root (engine/compose.py) builds the pipelines and plug-ins and wires them.
+        engine = self._engine = compose(settings, store=store, clock=clock, contracts=contracts)
+        self._ctx = engine.ctx
+        self._write = engine.write
+        self._recall = engine.recall
+        self._erasure = engine.erasure
+        self._lifecycle = engine.lifecycle
+        self._sessions = engine.sessions
+        self._contracts = engine.contracts
+        self._grants = engine.grants
+        self._live = engine.live
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -121,7 +90,7 @@ class Memory:
 
     def subscribe(self, listener: Listener) -> None:
         """Call `listener(ChangeEvent)` after every committed change."""
-        self._ctx.listeners.append(listener)
+        self._ctx.subscribe(listener)
 
     def on_remote_change(self, callback: Callable[[RemoteChange], None]) -> None:
         """Call `callback(RemoteChange)` for each change made by another instance (needs `nats_url`).
@@ -129,29 +98,39 @@ class Memory:
         Runs on the event dispatcher thread after this process's caches of the user are dropped;
         whatever it writes or forgets is not published again (docs/events.md, loop prevention).
         """
-        if self._events is None:
+        if self._engine.events is None:
             raise InvalidArgument("remote changes need the event bus: set nats_url (USERMEM_NATS_URL)")
-        self._events.add_callback(callback)
+        self._engine.events.add_callback(callback)
 
     @property
-    def events(self) -> Any:
+    def relevance(self) -> HybridRelevance | None:
+        """The hybrid relevance plug-in of recall(query=...) (embedder, vector index, indexer), or None."""
+        return self._engine.relevance
+
+    @property
+    def _relevance(self) -> HybridRelevance | None:  # the pre-0.2 private name, kept for old callers
+        return self._engine.relevance
+
+    def use_relevance(self, relevance: HybridRelevance | Literal["hybrid"] | None = "hybrid", *,
+                      embedder: Embedder | None = None, background: bool = True) -> HybridRelevance | None:
+        """Wire relevance into recall(query=...), indexing and erasure; returns what is wired.
+
+        "hybrid" builds it from the settings (or with `embedder`); None removes it (stored vectors stay).
+        `usermem.relevance.hybrid.install/uninstall` call this.
+        """
+        return self._engine.use_relevance(relevance, embedder=embedder, background=background)
+
+    @property
+    def events(self) -> FederatedSync | None:
         """The FederatedSync of this instance (stats(), instance_id), or None without `nats_url`."""
-        return self._events
+        return self._engine.events
 
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until memories written so far are indexed for recall(query=...) (tests, imports, evals)."""
-        indexer = getattr(self._relevance, "indexer", None)
-        if indexer is not None:
-            indexer.flush(timeout)
+        self._engine.flush(timeout)
 
     def close(self) -> None:
-        if self._events is not None:
-            self._events.close()
-        self._live.close()
-        indexer = getattr(self._relevance, "indexer", None)
-        if indexer is not None:
-            indexer.close()
-        self._ctx.store.close()
+        self._engine.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -267,7 +246,15 @@ class Memory:
 
     def forget_range(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
                      now: float | None = None, actor: str | None = None) -> int:
-        """Soft-delete what was written in [since, until)."""
+        """Soft-delete what was written in [since, until). At least one bound is required (forget_user
+        erases everything)."""
+        check_ids(tenant, user_id)
+        if since is None and until is None:
+            raise ValidationError("forget_range needs a bound: since, until or both (forget_user erases "
+                                  "everything)", field="since")
+        for name, v in (("since", since), ("until", until)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
+                raise InvalidArgument(f"{name} must be Unix seconds (float), got {v!r}")
         return self._erasure.forget(tenant, user_id, created_from=since, created_until=until, now=now, actor=actor)
 
     def purge(self, now: float | None = None, *, retention_days: float | None = None) -> int:
@@ -434,7 +421,7 @@ class Memory:
 
     def on_session_closed(self, callback: CloseHook) -> CloseHook:
         """Register `callback(SessionClosed)`, called after each close (explicit or idle). Usable as a decorator."""
-        self._sessions.hooks.append(callback)
+        self._sessions.add_close_hook(callback)
         return callback
 
     def episodes(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
@@ -447,14 +434,9 @@ class Memory:
     # -- conversations (understand/: recall plans, extraction, assembly, onboarding, verification) -------
 
     @property
-    def understanding(self) -> Any:
+    def understanding(self) -> Understanding:
         """The conversation pipelines (usermem.understand.service.Understanding), built on first use."""
-        und = self.__dict__.get("_understanding")
-        if und is None:
-            from usermem.understand.service import Understanding
-
-            und = self.__dict__["_understanding"] = Understanding(self)
-        return und
+        return self._engine.understanding()
 
     def plan(self, tenant: str, user_id: str, message: str) -> dict[str, Any]:
         """Recall plan for the current message: {fact_recall, preference_recall, context_recall, memory_priority}.

@@ -12,19 +12,24 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from usermem.engine.context import EngineContext
+from usermem.engine.ports import Relevance
 from usermem.engine.sessions import visible_context
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
 from usermem.policy.contracts import FieldContract
 from usermem.policy.decay import weight_of
 from usermem.store.base import LiveQuery, ScoreRow
 
-# (query, records) -> relevance in [0, 1] per record, same order. Plugged in by the relevance package
-# (relevance/hybrid.py), which may also offer candidates(...) (load only these keys) and
-# combine(relevance, importance, weight) (the query score); without them the score is a product.
+if TYPE_CHECKING:
+    from usermem.engine.grants import AccessGate
+    from usermem.engine.resolvers import LiveResolvers
+
+# (query, records) -> relevance in [0, 1] per record, same order (the call part of ports.Relevance).
 RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
+# Tiered authorization (engine/grants.py): gate_for(tenant, user_id, now, reader, domain) -> AccessGate.
+GateFor = Callable[[str, str, float, str | None, str | None], "AccessGate"]
 # Questions asked when a volatile memory's weight falls below the confirm threshold.
 _GENERIC_QUESTION = {
     "zh": "关于「{key}」，您还是「{value}」吗？",
@@ -67,14 +72,20 @@ def confirmation_question(record: MemoryRecord, contract: FieldContract | None, 
 
 
 class RecallPipeline:
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, *, gate_for: GateFor | None = None, live: LiveResolvers | None = None,
+                 relevance: Relevance | None = None) -> None:
         self.ctx = ctx
-        self.relevance: RelevanceFn | None = None
-        # Tiered authorization (engine/grants.py): gate_for(tenant, user_id, now, reader) -> AccessGate.
-        # Without it, recall fails closed: L2/L3 fields are never returned.
-        self.gate_for: Callable[[str, str, float, str | None], Any] | None = None
+        # Query relevance (engine/ports.Relevance, e.g. relevance/hybrid.py); None: no query ranking.
+        self.relevance = relevance
+        # Tiered authorization (engine/grants.py). Without it, recall fails closed: L2/L3 fields are never
+        # returned.
+        self.gate_for = gate_for
         # Live fields (engine/resolvers.py): values read from the system of record at recall time.
-        self.live: Any = None
+        self.live = live
+
+    def use_relevance(self, relevance: Relevance | None) -> None:
+        """Plug in (or, with None, remove) query relevance; the composition root calls this."""
+        self.relevance = relevance
 
     def _scope_context(self, tenant: str, user_id: str, rows: list[ScoreRow], full: dict[str, MemoryRecord] | None,
                        now: float, session_id: str | None) -> set[str]:
@@ -131,7 +142,7 @@ class RecallPipeline:
         by_kind = {k.value: _key_policy(None, k) for k in Kind}
         by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
         get_contract = contracts.get
-        combine = getattr(self.relevance, "combine", None) if relevance is not None else None
+        combine = self.relevance.combine if relevance is not None and self.relevance is not None else None
         for row in rows:
             contract = get_contract(row.key)
             if contract is None:
@@ -188,9 +199,9 @@ class RecallPipeline:
         """Full records for a query or an event-time window: the relevance plug-in's candidates when it
         offers them (plus live memories of kinds it does not index), else every live memory."""
         store = self.ctx.store
-        find = getattr(self.relevance, "candidates", None) if query else None
-        keys = find(q.tenant, q.user_id, query, kinds=q.kinds, at_from=event_from, at_until=event_until) \
-            if find is not None else None
+        rel = self.relevance if query else None
+        keys = rel.candidates(q.tenant, q.user_id, query, kinds=q.kinds, at_from=event_from, at_until=event_until) \
+            if rel is not None and query else None
         if keys is None:
             records = store.live(q)
         else:
@@ -198,7 +209,7 @@ class RecallPipeline:
                 wanted = set(q.keys)
                 keys = [k for k in keys if k in wanted]
             records = store.live(replace(q, keys=keys)) if keys else []
-            indexed = getattr(self.relevance, "indexed_kinds", frozenset())
+            indexed = rel.indexed_kinds if rel is not None else frozenset()
             others = [k for k in (q.kinds or list(Kind)) if k not in indexed]
             if others:
                 records += store.live(replace(q, kinds=others))

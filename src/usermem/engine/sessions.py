@@ -27,7 +27,7 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,10 @@ class SessionClosed:
     def user_id(self) -> str:
         return self.session.user_id
 
+    @property
+    def closed_at(self) -> float | None:
+        return self.session.closed_at
+
 
 CloseHook = Callable[[SessionClosed], None]
 
@@ -199,12 +203,17 @@ def key_points(context: Sequence[MemoryRecord], budget_bytes: int) -> list[str]:
 
 
 class SessionManager:
-    def __init__(self, ctx: EngineContext, write: WritePipeline, recall: RecallPipeline | None = None) -> None:
+    def __init__(self, ctx: EngineContext, write: WritePipeline, recall: RecallPipeline | None = None,
+                 *, hooks: Iterable[CloseHook] = ()) -> None:
         self.ctx = ctx
         self.write = write
         self.recall = recall
-        self.hooks: list[CloseHook] = []
+        self._hooks: list[CloseHook] = list(hooks)
         self._closing = threading.RLock()  # re-entrant: archiving writes, whose listener may close
+
+    def add_close_hook(self, hook: CloseHook) -> None:
+        """Call `hook(SessionClosed)` after each close (explicit or idle)."""
+        self._hooks.append(hook)
 
     # -- documents ---------------------------------------------------------------------------------
 
@@ -334,7 +343,7 @@ class SessionManager:
                                   memory_ids=tuple(t.id for t in tombstones) + ((episode.id,) if episode else ()),
                                   client_id=s.client_id, causality_id=cs, records=tuple(tombstones)))
         closed = SessionClosed(s, reason, tuple(context), episode, transcript)
-        for hook in list(self.hooks):
+        for hook in list(self._hooks):
             try:
                 hook(closed)
             except Exception:  # a hook failing must not undo a close that already happened

@@ -76,7 +76,7 @@ class WritePipeline:
             raise ValidationError(f"batch of {len(requests)} writes exceeds the limit of {self.ctx.limits.max_batch}",
                                   field="writes")
         contracts = self.ctx.contracts_for(tenant)
-        prepared = [(r, self._prepare(r, contracts)) for r in requests]
+        prepared = [(r, self.prepare(r, contracts)) for r in requests]
         written: list[MemoryRecord] = []
         for attempt in range(3):
             try:
@@ -96,7 +96,7 @@ class WritePipeline:
 
     # -- steps ---------------------------------------------------------------------------------------
 
-    def _prepare(self, req: WriteRequest, contracts: ContractSet | None = None) -> _Prepared | WriteResult:
+    def prepare(self, req: WriteRequest, contracts: ContractSet | None = None) -> _Prepared | WriteResult:
         """Validation and guards, no I/O. Returns a REJECT result for anything that may not be stored."""
         if not isinstance(req, WriteRequest):
             raise InvalidArgument(f"expected WriteRequest, got {type(req).__name__}")

@@ -1,11 +1,14 @@
 """Change events on NATS JetStream: federated sync between instances and the erasure broadcast.
 
-See docs/events.md. `Memory` installs this when `settings.nats_url` is set; `EventBus` can also be
+See docs/events.md. The composition root (engine/compose.py) wires this when `settings.nats_url` is
+set, through `events.sync.connect`; this package never imports the engine or the store; `EventBus` can also be
 used on its own (e.g. `usermem events tail`).
 """
 
 from usermem.events.bus import EventBus
 from usermem.events.payload import RemoteChange, filter_subject, subject_for, user_hash
-from usermem.events.sync import FederatedSync, install
+from usermem.events.sync import FederatedSync, connect, install
 
-__all__ = ["EventBus", "FederatedSync", "RemoteChange", "filter_subject", "install", "subject_for", "user_hash"]
+__all__ = [
+    "EventBus", "FederatedSync", "RemoteChange", "connect", "filter_subject", "install", "subject_for", "user_hash",
+]

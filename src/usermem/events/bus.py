@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from usermem.config import redact_url
 from usermem.events.payload import BadPayload, RemoteChange, decode
-from usermem.store.redis import redact_url
 
 log = logging.getLogger("usermem.events")
 
@@ -36,7 +36,7 @@ _BATCH = 256  # publishes in flight at once
 
 
 @dataclass
-class _Sub:
+class Subscription:
     subject: str
     callback: Callback
     start: float
@@ -69,7 +69,7 @@ class EventBus:
         self._last_error: str | None = None
         self._warned: set[str] = set()
         self._lock = threading.Lock()
-        self._subs: list[_Sub] = []
+        self._subs: list[Subscription] = []
         self._closed = False
         self._nc: Any = None
         self._js: Any = None
@@ -78,7 +78,7 @@ class EventBus:
         self._queue: asyncio.Queue[tuple[str, str, bytes, float]] | None = None
         self._inflight = 0
         self._idle = threading.Condition()
-        self._dispatch: queue.Queue[tuple[_Sub, RemoteChange] | None] = queue.Queue(maxsize=queue_size)
+        self._dispatch: queue.Queue[tuple[Subscription, RemoteChange] | None] = queue.Queue(maxsize=queue_size)
         self._thread = threading.Thread(target=self._run, name=f"{name}-nats", daemon=True)
         self._dispatcher = threading.Thread(target=self._dispatch_loop, name=f"{name}-events", daemon=True)
         self._started = threading.Event()
@@ -119,14 +119,14 @@ class EventBus:
             self._count("dropped")
             return False
 
-    def subscribe(self, callback: Callback, subject: str | None = None, *, ready_timeout: float = 5.0) -> _Sub:
+    def subscribe(self, callback: Callback, subject: str | None = None, *, ready_timeout: float = 5.0) -> Subscription:
         """Deliver every message on `subject` (default: all of usermem's) published from now on.
 
         Waits up to `ready_timeout` seconds for the consumer to exist when NATS is reachable; when it is
         not, returns at once and the consumer is created when the connection comes up (events since
         this call are then delivered, within the stream's retention).
         """
-        sub = _Sub(subject or f"{self.prefix}.>", callback, time.time())
+        sub = Subscription(subject or f"{self.prefix}.>", callback, time.time())
         with self._lock:
             self._subs.append(sub)
         if self._connected.is_set():
@@ -134,7 +134,7 @@ class EventBus:
             sub.ready.wait(ready_timeout)
         return sub
 
-    def unsubscribe(self, sub: _Sub) -> None:
+    def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             if sub in self._subs:
                 self._subs.remove(sub)
@@ -158,6 +158,11 @@ class EventBus:
 
     def wait_connected(self, timeout: float) -> bool:
         return self._connected.wait(timeout)
+
+    def reset_latencies(self, keep: int | None = None) -> None:
+        """Forget the publish latencies measured so far; keep the last `keep` from now on (benchmarks)."""
+        with self._lock:
+            self._latencies = deque(maxlen=keep if keep is not None else self._latencies.maxlen)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -345,7 +350,7 @@ class EventBus:
         log.error("usermem events: giving up on an event for %s after %d attempts (%s)", subject, self.attempts,
                   self._last_error)
 
-    async def _attach(self, sub: _Sub) -> None:
+    async def _attach(self, sub: Subscription) -> None:
         if sub.handle is not None or sub.attaching or self._js is None:
             return
         sub.attaching = True
@@ -388,7 +393,7 @@ class EventBus:
         finally:
             sub.ready.set()
 
-    async def _detach(self, sub: _Sub) -> None:
+    async def _detach(self, sub: Subscription) -> None:
         try:
             await sub.handle.unsubscribe()
         except Exception as exc:

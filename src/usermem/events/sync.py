@@ -1,6 +1,8 @@
 """Federated memory sync (seed 004 §4.3) and the erasure broadcast (issue 6) on top of `EventBus`.
 
-`install(memory)` (called by `Memory` when `settings.nats_url` is set):
+`connect(settings, contracts_for=..., drop_local=...)` builds it; the composition root
+(engine/compose.py) does so when `settings.nats_url` is set, subscribes `on_local_change` to the
+engine's change events and starts it. `install(host)` does the same for any `SyncHost`. It:
 
 * publishes every committed `ChangeEvent` of this instance (a listener: it only queues, never blocks);
 * receives the events of *other* instances, drops this process's caches of the user concerned
@@ -19,15 +21,14 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from usermem.engine.context import new_id
-from usermem.events.bus import EventBus, _Sub
+from usermem.config import Settings
+from usermem.errors import ConfigError
+from usermem.events.bus import EventBus, Subscription
 from usermem.events.payload import RemoteChange, encode, filter_subject, subject_for, to_payload
-from usermem.model import ChangeEvent
-
-if TYPE_CHECKING:
-    from usermem.engine.memory import Memory
+from usermem.events.ports import ContractsFor, DropLocal, SyncHost
+from usermem.model import ChangeEvent, new_id
 
 log = logging.getLogger("usermem.events")
 
@@ -37,9 +38,11 @@ PUBLISHED_ACTIONS = frozenset({"write", "forget", "forget_user", "confirm", "den
 
 
 class FederatedSync:
-    def __init__(self, memory: Memory, bus: EventBus, *, values: str = "l1", remember: int = 10_000) -> None:
-        self.memory = memory
+    def __init__(self, bus: EventBus, *, contracts_for: ContractsFor, drop_local: DropLocal | None = None,
+                 values: str = "l1", remember: int = 10_000) -> None:
         self.bus = bus
+        self.contracts_for = contracts_for
+        self.drop_local = drop_local
         self.values = values
         self.instance_id = new_id()
         self._remote_causes: OrderedDict[str, None] = OrderedDict()
@@ -48,7 +51,7 @@ class FederatedSync:
         self._lock = threading.Lock()
         self.counts = {"published": 0, "suppressed": 0, "skipped_own": 0, "remote": 0, "caches_dropped": 0}
         self._callbacks: list[RemoteCallback] = []
-        self._sub: _Sub | None = None
+        self._sub: Subscription | None = None
 
     # -- outgoing ------------------------------------------------------------------------------------
 
@@ -63,7 +66,7 @@ class FederatedSync:
         if event.action == "forget_user":
             self.bus.purge(filter_subject(prefix, event.tenant, event.user_id))
         payload = to_payload(event, event_id=new_id(), origin=self.instance_id,
-                             contracts=self.memory._ctx.contracts_for(event.tenant), values=self.values)
+                             contracts=self.contracts_for(event.tenant), values=self.values)
         if self.bus.publish(subject_for(prefix, event.tenant, event.user_id, event.action), encode(payload)):
             self._bump("published")
 
@@ -104,11 +107,10 @@ class FederatedSync:
 
     def drop_local_caches(self, tenant: str, user_id: str) -> int:
         """Drop what this process holds in memory about the user (near cache, session tier)."""
-        drop = getattr(self.memory.store, "drop_local", None)
-        if drop is None:
+        if self.drop_local is None:
             return 0  # no tiers: every read goes to the store of record, nothing is cached in-process
         try:
-            n = int(drop(tenant, user_id))
+            n = int(self.drop_local(tenant, user_id))
         except Exception:
             log.exception("dropping local caches of a user failed")
             return 0
@@ -132,13 +134,19 @@ class FederatedSync:
         self.bus.close(timeout)
 
 
-def install(memory: Memory) -> FederatedSync:
-    """Wire `memory` to the NATS JetStream named by its settings (see the module docstring)."""
-    s = memory.settings
-    assert s.nats_url is not None
+def connect(settings: Settings, *, contracts_for: ContractsFor, drop_local: DropLocal | None = None) -> FederatedSync:
+    """A FederatedSync on the NATS JetStream named by `settings` (not started, not subscribed yet)."""
+    s = settings
+    if s.nats_url is None:
+        raise ConfigError("change events need a NATS URL", setting="nats_url")
     bus = EventBus(s.nats_url, stream=s.nats_stream, subject_prefix=s.nats_subject_prefix,
                    queue_size=s.nats_queue_size, max_age=s.nats_max_age_seconds)
-    sync = FederatedSync(memory, bus, values=s.nats_values)
-    memory.subscribe(sync.on_local_change)
+    return FederatedSync(bus, contracts_for=contracts_for, drop_local=drop_local, values=s.nats_values)
+
+
+def install(host: SyncHost, *, drop_local: DropLocal | None = None) -> FederatedSync:
+    """Wire `host` (e.g. a `Memory`) to the NATS JetStream named by its settings (module docstring)."""
+    sync = connect(host.settings, contracts_for=host.contracts_for, drop_local=drop_local)
+    host.subscribe(sync.on_local_change)
     sync.start()
     return sync

@@ -41,7 +41,7 @@ def reindex(
     try:
         with console.status("checking the vector index…"):
             plan = plan_reindex(m, force=force)
-        model = m._relevance.embedder.model_id
+        model = plan.model
         if not plan.todo:
             console.print(say(f"vector index is current: {plan.current} memories of {plan.users} users, "
                               f"model {esc(model)}",

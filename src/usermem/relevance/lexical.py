@@ -18,6 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -47,9 +48,9 @@ _jieba_lock = threading.Lock()
 _jieba_ready = False
 
 
-def _jieba():  # type: ignore[no-untyped-def]
+def _jieba() -> Any:
     global _jieba_ready
-    import jieba
+    import jieba  # type: ignore[import-untyped]
 
     if not _jieba_ready:
         with _jieba_lock:

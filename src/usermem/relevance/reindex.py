@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from usermem.errors import ConfigError
 from usermem.model import MemoryRecord
+from usermem.relevance.hybrid import Indexer
+from usermem.relevance.ports import RelevanceHost
 from usermem.relevance.text import INDEXED_KINDS
+from usermem.relevance.vectors import VectorIndex
 from usermem.store.base import LiveQuery
 
 
@@ -18,16 +20,21 @@ class ReindexPlan:
     users: int
     todo: list[MemoryRecord]
     current: int  # memories already embedded by the current model
+    model: str = ""  # the embedder's model id
 
 
-def plan_reindex(memory: Any, *, force: bool = False, now: float | None = None) -> ReindexPlan:
-    """Which live memories need a (new) vector; also drops vectors of memories that are gone."""
-    rel = getattr(memory, "_relevance", None)
-    index = getattr(rel, "index", None)
-    embedder = getattr(rel, "embedder", None)
-    if index is None or embedder is None:
+def _indexed(memory: RelevanceHost) -> tuple[VectorIndex, Indexer]:
+    rel = memory.relevance
+    if rel is None or rel.index is None or rel.embedder is None or rel.indexer is None:
         raise ConfigError("there is no vector index to rebuild: the embedder is 'none' or the store has no "
                           "vector support (PostgreSQL without pgvector)", setting="embedder")
+    return rel.index, rel.indexer
+
+
+def plan_reindex(memory: RelevanceHost, *, force: bool = False, now: float | None = None) -> ReindexPlan:
+    """Which live memories need a (new) vector; also drops vectors of memories that are gone."""
+    index, indexer = _indexed(memory)
+    embedder = indexer.embedder
     at = time.time() if now is None else now
     todo: list[MemoryRecord] = []
     current = 0
@@ -41,18 +48,17 @@ def plan_reindex(memory: Any, *, force: bool = False, now: float | None = None) 
                 current += 1
             else:
                 todo.append(r)
-    return ReindexPlan(len(pairs), todo, current)
+    return ReindexPlan(len(pairs), todo, current, embedder.model_id)
 
 
-def run_reindex(memory: Any, plan: ReindexPlan, *, batch: int = 64,
+def run_reindex(memory: RelevanceHost, plan: ReindexPlan, *, batch: int = 64,
                 progress: Callable[[int], None] | None = None) -> int:
     """Embed and store the planned memories in batches; `progress(n)` after each batch. Returns the count."""
-    rel = memory._relevance
-    indexer = rel.indexer
+    index, indexer = _indexed(memory)
     done = 0
     for start in range(0, len(plan.todo), batch):
         part = plan.todo[start:start + batch]
-        rel.index.upsert(indexer.rows_for(part))
+        index.upsert(indexer.rows_for(part))
         done += len(part)
         if progress is not None:
             progress(len(part))

@@ -1,11 +1,15 @@
-"""Where memory vectors live, beside the memories, in tables of this module's own.
+"""Where memory vectors live: beside the memories, in tables the store's migrations create.
+
+`open_index(store, model_id)` picks the index from `store.capabilities.vectors` (never from class names)
+and reaches the tables only through the store's public `store.sql(tenant)`, so on PostgreSQL with
+row-level security every per-user statement runs scoped to its tenant.
 
 * SQLite: `relevance_vectors` holds one float32 BLOB per (tenant, user, key) — the current version's
   vector — with the model id, the memory's kind, its event time and its index terms. Search is exact:
   the user's rows are loaded once into a numpy matrix (cached per process, invalidated by a per-user
   generation number in `relevance_generation`) and scored with one matrix-vector product.
-* PostgreSQL: the same table with a pgvector `vector` column when the `vector` extension is present;
-  dense search is `ORDER BY vec <=> q` over the user's rows (exact, no ANN index). Without pgvector
+* PostgreSQL: the same table with a pgvector `vector` column when the `vector` extension is present
+  (the store's optional migration 0004 is applied only then); dense search is `ORDER BY vec <=> q` over the user's rows (exact, no ANN index). Without pgvector
   there is no vector table and recall falls back to lexical scoring (announced once, see hybrid.py).
 
 Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
@@ -15,17 +19,17 @@ memory (`erase`, `drop_orphans`).
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from usermem.relevance.lexical import BM25Index
+from usermem.store.base import StoreCapabilities
 
 log = logging.getLogger("usermem.relevance")
 
@@ -146,15 +150,27 @@ class _CacheMixin:
             self._cache.clear()
 
 
-_SQLITE_DDL = (
-    """CREATE TABLE IF NOT EXISTS relevance_vectors (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL, memory_id TEXT NOT NULL,
-        kind TEXT NOT NULL, at REAL NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL,
-        vec BLOB NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))""",
-    "CREATE INDEX IF NOT EXISTS relevance_vectors_memory ON relevance_vectors (memory_id)",
-    """CREATE TABLE IF NOT EXISTS relevance_generation (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, gen INTEGER NOT NULL, PRIMARY KEY (tenant, user_id))""",
-)
+class SqlHost(Protocol):
+    """What the vector indexes need of a store: its declared capabilities and its public SQL access."""
+
+    @property
+    def capabilities(self) -> StoreCapabilities: ...
+
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> AbstractContextManager[Any]: ...
+
+
+def open_index(store: SqlHost, model_id: str | None) -> VectorIndex | None:
+    """The vector index the store declares (`store.capabilities.vectors`), or None (no vector support).
+
+    A TieredStore declares the capabilities of its store of record, so vectors live beside it."""
+    kind = store.capabilities.vectors
+    if kind == "sqlite":
+        return SQLiteVectorIndex(store, model_id)
+    if kind == "pgvector":
+        return PgVectorIndex(store, model_id)
+    return None
+
+
 _BUMP = ("INSERT INTO relevance_generation (tenant, user_id, gen) VALUES (?, ?, 1)"
          " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = gen + 1")
 
@@ -164,34 +180,19 @@ class SQLiteVectorIndex(_CacheMixin):
 
     dense_in_db = False
 
-    def __init__(self, store: Any, model_id: str | None) -> None:
-        # The embedded store's connection and lock: the vector table shares its file, its transactions
-        # and its secure_delete setting, so erasing a memory's vector zeroes its bytes too.
-        self._conn: sqlite3.Connection = store._conn
-        self._lock: threading.RLock = store._lock
+    def __init__(self, store: SqlHost, model_id: str | None) -> None:
+        # The tables share the SQLite store's file, its transactions and its secure_delete setting, so
+        # erasing a memory's vector zeroes its bytes too.
+        if store.capabilities.vectors != "sqlite":
+            raise ValueError("this store declares no SQLite vector tables (capabilities.vectors)")
+        self._sql = store.sql
         self.model_id = model_id
         self._init_cache()
-        with self._tx() as c:
-            for ddl in _SQLITE_DDL:
-                c.execute(ddl)
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            c = self._conn
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                yield c
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            else:
-                c.execute("COMMIT")
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:
             return
-        with self._tx() as c:
+        with self._sql(write=True) as c:
             # Only index a version that is still current: a late write of an old version must not win.
             c.executemany(
                 "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
@@ -205,7 +206,7 @@ class SQLiteVectorIndex(_CacheMixin):
             c.executemany(_BUMP, sorted({(r.tenant, r.user_id) for r in rows}))
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
-        with self._tx() as c:
+        with self._sql(tenant, write=True) as c:
             if keys is not None:
                 n = 0
                 for key in keys:
@@ -224,16 +225,16 @@ class SQLiteVectorIndex(_CacheMixin):
                   " AND m.superseded_by IS NULL AND m.deleted_at IS NULL AND (m.expires_at IS NULL OR ? IS NULL"
                   " OR m.expires_at > ?))")
         args = (expired_before, expired_before)
-        with self._tx() as c:
+        with self._sql(write=True) as c:
             users = c.execute(f"SELECT DISTINCT tenant, user_id FROM relevance_vectors WHERE {orphan}",
                               args).fetchall()
-            n = c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount
+            n = int(c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount)
             c.executemany(_BUMP, users)
         return n
 
     def _gen(self, tenant: str, user_id: str) -> int:
-        with self._lock:
-            row = self._conn.execute("SELECT gen FROM relevance_generation WHERE tenant=? AND user_id=?",
+        with self._sql(tenant) as c:
+            row = c.execute("SELECT gen FROM relevance_generation WHERE tenant=? AND user_id=?",
                                      (tenant, user_id)).fetchone()
         return int(row[0]) if row else 0
 
@@ -242,8 +243,8 @@ class SQLiteVectorIndex(_CacheMixin):
         return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
 
     def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
-        with self._lock:
-            rows = self._conn.execute(
+        with self._sql(tenant) as c:
+            rows = c.execute(
                 "SELECT key, memory_id, kind, at, model, vec, tokens FROM relevance_vectors"
                 " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
         current = [r[4] == self.model_id for r in rows]
@@ -286,19 +287,19 @@ class SQLiteVectorIndex(_CacheMixin):
         return out
 
     def models(self) -> dict[str, int]:
-        with self._lock:
+        with self._sql() as c:
             return {r[0]: int(r[1]) for r in
-                    self._conn.execute("SELECT model, count(*) FROM relevance_vectors GROUP BY model")}
+                    c.execute("SELECT model, count(*) FROM relevance_vectors GROUP BY model")}
 
     def indexed(self, tenant: str, user_id: str) -> dict[str, tuple[str, str]]:
-        with self._lock:
-            return {r[0]: (r[1], r[2]) for r in self._conn.execute(
+        with self._sql(tenant) as c:
+            return {r[0]: (r[1], r[2]) for r in c.execute(
                 "SELECT key, memory_id, model FROM relevance_vectors WHERE tenant=? AND user_id=?",
                 (tenant, user_id))}
 
     def user_pairs(self) -> list[tuple[str, str]]:
-        with self._lock:
-            return [(r[0], r[1]) for r in self._conn.execute(
+        with self._sql() as c:
+            return [(r[0], r[1]) for r in c.execute(
                 "SELECT DISTINCT tenant, user_id FROM memories WHERE superseded_by IS NULL AND deleted_at IS NULL"
                 " ORDER BY tenant, user_id")]
 
@@ -312,7 +313,9 @@ ConnFactory = Callable[[], AbstractContextManager[Any]]  # yields a psycopg conn
 
 
 def pgvector_available(connect: ConnFactory) -> bool:
-    """True when the `vector` extension is installed in the database or can be created there."""
+    """True when the `vector` extension is installed in the database or can be created there.
+
+    Kept for callers of earlier versions; the store's migrations decide now (`capabilities.vectors`)."""
     with connect() as conn:
         row = conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone()
         if row:
@@ -334,63 +337,54 @@ def _pgvec(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
 
 
-_PG_DDL = (
-    """CREATE TABLE IF NOT EXISTS relevance_vectors (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL, memory_id TEXT NOT NULL,
-        kind TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL,
-        vec {vs}.vector NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))""",
-    "CREATE INDEX IF NOT EXISTS relevance_vectors_memory ON relevance_vectors (memory_id)",
-    """CREATE TABLE IF NOT EXISTS relevance_generation (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, gen BIGINT NOT NULL, PRIMARY KEY (tenant, user_id))""",
-)
 _PG_BUMP = ("INSERT INTO relevance_generation AS g (tenant, user_id, gen) VALUES (%s, %s, 1)"
             " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = g.gen + 1")
-_PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.id = relevance_vectors.memory_id"
+_PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vectors.tenant"
+               " AND m.id = relevance_vectors.memory_id"
                " AND m.superseded_by IS NULL AND m.deleted_at IS NULL)")
 
 
 class PgVectorIndex(_CacheMixin):
     """Vectors in PostgreSQL with pgvector; dense search runs in the database, exact, over one user's rows.
 
-    `connect()` must yield a psycopg connection to the database that holds the `memories` table.
+    The store must declare ``capabilities.vectors == "pgvector"`` (its migration 0004 made the tables).
     """
 
     dense_in_db = True
 
-    def __init__(self, connect: ConnFactory, model_id: str | None) -> None:
-        self._connect = connect
+    def __init__(self, store: SqlHost, model_id: str | None) -> None:
+        if store.capabilities.vectors != "pgvector":
+            raise ValueError("this store declares no pgvector tables (capabilities.vectors)")
+        self._sql = store.sql
         self.model_id = model_id
         self._init_cache()
-        with connect() as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        with self._sql() as conn:
             # The extension lives in one schema of the database; the store may use another (schema=...).
             row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
                                " WHERE e.extname = 'vector'").fetchone()
-            vs = '"' + str(row[0]).replace('"', '""') + '"'
-            self._vector = f"{vs}.vector"
-            self._cos = f"OPERATOR({vs}.<=>)"
-            for ddl in _PG_DDL:
-                conn.execute(ddl.replace("{vs}", vs))
-            conn.commit()
+        vs = '"' + str(row[0]).replace('"', '""') + '"'
+        self._vector = f"{vs}.vector"
+        self._cos = f"OPERATOR({vs}.<=>)"
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:
             return
-        with self._connect() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
-                f" SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::{self._vector},%s WHERE EXISTS (SELECT 1 FROM memories WHERE id=%s"
-                " AND superseded_by IS NULL AND deleted_at IS NULL)"
-                " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
-                " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
-                " tokens=excluded.tokens",
-                [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]), _pgvec(r.vec),
-                  " ".join(r.tokens), r.memory_id) for r in rows])
-            cur.executemany(_PG_BUMP, sorted({(r.tenant, r.user_id) for r in rows}))
-            conn.commit()
+        for tenant in sorted({r.tenant for r in rows}):
+            mine = [r for r in rows if r.tenant == tenant]
+            with self._sql(tenant, write=True) as conn, conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec,"
+                    f" tokens) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::{self._vector},%s WHERE EXISTS (SELECT 1"
+                    " FROM memories WHERE tenant=%s AND id=%s AND superseded_by IS NULL AND deleted_at IS NULL)"
+                    " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
+                    " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
+                    " tokens=excluded.tokens",
+                    [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]),
+                      _pgvec(r.vec), " ".join(r.tokens), r.tenant, r.memory_id) for r in mine])
+                cur.executemany(_PG_BUMP, sorted({(r.tenant, r.user_id) for r in mine}))
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
-        with self._connect() as conn:
+        with self._sql(tenant, write=True) as conn:
             if keys is not None:
                 n = conn.execute("DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND key = ANY(%s)",
                                  (tenant, user_id, list(keys))).rowcount
@@ -398,34 +392,31 @@ class PgVectorIndex(_CacheMixin):
                 n = conn.execute(f"DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND NOT {_PG_CURRENT}",
                                  (tenant, user_id)).rowcount
             conn.execute(_PG_BUMP, (tenant, user_id))
-            conn.commit()
         return int(n)
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
         cutoff = expired_before if expired_before is not None else float("-inf")
-        with self._connect() as conn:
+        with self._sql(write=True) as conn:  # every tenant: the maintenance scope
             users = conn.execute(
                 "DELETE FROM relevance_vectors WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE"
-                " m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
+                " m.tenant = relevance_vectors.tenant AND m.id = relevance_vectors.memory_id"
+                " AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
                 " AND (m.expires_at IS NULL OR m.expires_at > %s)) RETURNING tenant, user_id", (cutoff,)).fetchall()
             with conn.cursor() as cur:
                 cur.executemany(_PG_BUMP, sorted(set(users)))
-            conn.commit()
-            # Rows erased earlier (forget) and now are dead tuples still in the table files: rewrite them
-            # away, as the store does for its own tables on purge.
-            conn.autocommit = True
-            conn.execute("VACUUM FULL relevance_vectors")
+        # The dead tuples of these rows and of rows erased earlier (forget) leave the table files when the
+        # store's purge, which runs right after, rewrites its tables: the vector tables are among them.
         return len(users)
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
-        with self._connect() as conn:
+        with self._sql(tenant) as conn:
             row = conn.execute("SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s",
                                (tenant, user_id)).fetchone()
         gen = int(row[0]) if row else 0
         return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
 
     def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
-        with self._connect() as conn:
+        with self._sql(tenant) as conn:
             rows = conn.execute(
                 "SELECT key, memory_id, kind, at, model, tokens FROM relevance_vectors"
                 " WHERE tenant=%s AND user_id=%s ORDER BY key", (tenant, user_id)).fetchall()
@@ -461,23 +452,23 @@ class PgVectorIndex(_CacheMixin):
             sql += (f" UNION (SELECT key, {sim} FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND model=%s"
                     " AND key = ANY(%s))")
             params += [qv, tenant, user_id, self.model_id, list(also)]
-        with self._connect() as conn:
+        with self._sql(tenant) as conn:
             rows = conn.execute(sql, params).fetchall()
         return {r[0]: float(r[1]) for r in rows}
 
     def models(self) -> dict[str, int]:
-        with self._connect() as conn:
+        with self._sql() as conn:
             return {r[0]: int(r[1]) for r in
                     conn.execute("SELECT model, count(*) FROM relevance_vectors GROUP BY model").fetchall()}
 
     def indexed(self, tenant: str, user_id: str) -> dict[str, tuple[str, str]]:
-        with self._connect() as conn:
+        with self._sql(tenant) as conn:
             return {r[0]: (r[1], r[2]) for r in conn.execute(
                 "SELECT key, memory_id, model FROM relevance_vectors WHERE tenant=%s AND user_id=%s",
                 (tenant, user_id)).fetchall()}
 
     def user_pairs(self) -> list[tuple[str, str]]:
-        with self._connect() as conn:
+        with self._sql() as conn:
             return [(r[0], r[1]) for r in conn.execute(
                 "SELECT DISTINCT tenant, user_id FROM memories WHERE superseded_by IS NULL AND deleted_at IS NULL"
                 " ORDER BY tenant, user_id").fetchall()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from usermem.model import AuditEvent, Kind, MemoryRecord
 
@@ -55,6 +55,51 @@ class ScoreRow(NamedTuple):
 SCORE_COLUMNS = ScoreRow._fields
 
 
+Dialect = Literal["sqlite", "postgres"]
+VectorSupport = Literal["sqlite", "pgvector"]
+
+
+class TierEraser(Protocol):
+    """Finish erasing a user's copies in every serving tier, or raise TierUnavailable (idempotent)."""
+
+    def __call__(self, tenant: str, user_id: str, keys: Sequence[str] | None = None) -> None: ...
+
+
+class LocalDropper(Protocol):
+    """Drop what this process caches in memory about a user; returns the entries dropped."""
+
+    def __call__(self, tenant: str, user_id: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """What a store can do, declared by the store itself (callers never guess from class names).
+
+    * ``dialect``: the SQL dialect `store.sql()` speaks — ``"sqlite"`` (``?`` placeholders, a
+      ``sqlite3.Connection``), ``"postgres"`` (``%s`` placeholders, a ``psycopg.Connection``) — or None
+      when the store has no SQL database (then `store.sql()` raises StoreError).
+    * ``vectors``: where relevance vectors can be kept beside the memories — ``"sqlite"`` (the
+      ``relevance_vectors`` table of the SQLite file, float32 BLOBs), ``"pgvector"`` (the same table with a
+      pgvector ``vector`` column; only when the extension was available when the store migrated) — or None.
+      The tables come from the store's migrations; `relevance.vectors.open_index` picks the index from this.
+    * ``row_level_security``: PostgreSQL row-level security by tenant is on (``?rls=on``); `store.sql(tenant)`
+      then sees only that tenant's rows (None = the maintenance scope ``*``).
+    * ``tiers``: serving tiers (Redis, session) sit in front of the store of record, so some kinds'
+      current records may be served from outside the SQL tables.
+    * ``erase_tiers``: with tiers, the eraser the erasure pipeline must run after the store of record has
+      erased a user (or some keys): it finishes erasing the tiers' copies or raises TierUnavailable.
+    * ``drop_local``: with process-local caches, drops one user's entries (change events from other
+      instances call it).
+    """
+
+    dialect: Dialect | None = None
+    vectors: VectorSupport | None = None
+    row_level_security: bool = False
+    tiers: bool = False
+    erase_tiers: TierEraser | None = None
+    drop_local: LocalDropper | None = None
+
+
 class WriteTx(Protocol):
     """One transaction over one user's memories. Everything done through it commits or rolls back together."""
 
@@ -76,6 +121,28 @@ class Store(Protocol):
     """What every backend implements. One conformance suite (tests/conformance) runs on all of them."""
 
     url: str
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """What this store can do (see StoreCapabilities)."""
+
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> AbstractContextManager[Any]:
+        """A DB-API connection of `capabilities.dialect` to the store of record, for plug-ins that keep
+        their own (migrated) tables beside the memories, e.g. relevance vectors.
+
+        ``write=True``: the block is one transaction (committed on success, rolled back on error; do not
+        call commit yourself). ``write=False``: statements autocommit. `tenant` scopes PostgreSQL
+        row-level security (None: the maintenance scope, every tenant). Raises StoreError without SQL.
+        """
+
+    def analyze(self) -> None:
+        """Refresh the query planner's statistics (after bulk loads; benchmarks)."""
+
+    def schema_version(self) -> int:
+        """The highest schema migration applied (0 for stores without migrations)."""
+
+    def bulk_insert(self, records: Sequence[MemoryRecord]) -> None:
+        """Insert pre-validated current records in one transaction (benchmark fixtures, imports)."""
 
     def transaction(self, tenant: str, user_id: str) -> AbstractContextManager[WriteTx]: ...
 

@@ -38,24 +38,22 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
-from usermem.model import AuditEvent, Kind, MemoryRecord, Source
+from usermem.model import AuditEvent, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities
+from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
+from usermem.store.sql import POSTGRES
 
-_COLUMNS: tuple[str, ...] = (
-    "id", "tenant", "user_id", "kind", "key", "value", "source", "confidence", "importance", "created_at",
-    "expires_at", "last_used_at", "last_confirmed_at", "prev_version_id", "superseded_by", "superseded_at",
-    "deleted_at", "session_id", "client_id", "event_at", "change_set_id", "actor", "retracted", "value_raw",
-)
-_SELECT = ", ".join(_COLUMNS)
-_INSERT = f"INSERT INTO memories ({_SELECT}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
-_LIVE_WHERE = "superseded_by IS NULL AND deleted_at IS NULL"
-_SCORE_LIST = ", ".join(SCORE_COLUMNS)
-_KINDS = {k.value: k for k in Kind}
-_SOURCES = {s.value: s for s in Source}
+_Q = POSTGRES.stmt  # every fixed statement, built once (store/sql.py)
+_GET_MANY = POSTGRES.get_many(0)
+_TOUCH_USED, _TOUCH_CONFIRMED = POSTGRES.touch("last_used_at", None), POSTGRES.touch("last_confirmed_at", None)
+_INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
+                                                   _Q["insert_audit"])
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TABLES = ("memories", "audit", "documents")
+_VECTOR_TABLES = ("relevance_vectors", "relevance_generation")  # migration 0004, where pgvector exists
 log = logging.getLogger("usermem.store")
 _NOT_YET = re.compile(r"(\d+) are dead but not yet removable|(\d+) dead row versions cannot be removed yet")
 _URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum")
@@ -81,7 +79,7 @@ def _jsonb_exact(value: Any) -> bool:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return dumps_value(value, allow_nan=False)
 
 
 def value_params(value: Any) -> tuple[Jsonb | None, bytes | None]:
@@ -96,22 +94,12 @@ def _value_of(jsonb: Any, raw: Any) -> Any:
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
-    value = row[5] if row[23] is None else json.loads(bytes(row[23]).decode("utf-8"))
-    return MemoryRecord(
-        row[0], row[1], row[2], _KINDS[row[3]], row[4], value, _SOURCES[row[6]], row[7], row[8], row[9],
-        row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17], row[18], row[19], row[20],
-        row[21], bool(row[22]),
-    )
+    return record_with_value(row, row[5] if row[23] is None else json.loads(bytes(row[23]).decode("utf-8")))
 
 
 def _params(r: MemoryRecord) -> tuple[Any, ...]:
     jsonb, raw = value_params(r.value)
-    return (
-        r.id, r.tenant, r.user_id, r.kind.value, r.key, jsonb, r.source.value, r.confidence, r.importance,
-        r.created_at, r.expires_at, r.last_used_at, r.last_confirmed_at, r.prev_version_id, r.superseded_by,
-        r.superseded_at, r.deleted_at, r.session_id, r.client_id, r.event_at, r.change_set_id, r.actor,
-        bool(r.retracted), raw,
-    )
+    return record_params(r, jsonb, bool(r.retracted), raw)
 
 
 def _detail_json(e: AuditEvent) -> str:
@@ -157,15 +145,11 @@ class _PgTx:
         self.superseded: list[tuple[str, str]] = []
 
     def head(self, key: str) -> MemoryRecord | None:
-        row = self._conn.execute(
-            f"SELECT {_SELECT} FROM memories WHERE tenant=%s AND user_id=%s AND key=%s AND {_LIVE_WHERE}",
-            (self._tenant, self._user_id, key)).fetchone()
+        row = self._conn.execute(_HEAD, (self._tenant, self._user_id, key)).fetchone()
         return _record(row) if row else None
 
     def get(self, memory_id: str) -> MemoryRecord | None:
-        row = self._conn.execute(
-            f"SELECT {_SELECT} FROM memories WHERE tenant=%s AND id=%s AND deleted_at IS NULL",
-            (self._tenant, memory_id)).fetchone()
+        row = self._conn.execute(_GET, (self._tenant, memory_id)).fetchone()
         return _record(row) if row else None
 
     def insert(self, record: MemoryRecord) -> None:
@@ -178,9 +162,7 @@ class _PgTx:
         self.inserted.append(record)
 
     def supersede(self, old_id: str, new_id: str, at: float) -> None:
-        row = self._conn.execute(
-            f"UPDATE memories SET superseded_by=%s, superseded_at=%s WHERE tenant=%s AND id=%s AND {_LIVE_WHERE}"
-            " RETURNING id", (new_id, at, self._tenant, old_id)).fetchone()
+        row = self._conn.execute(_SUPERSEDE, (new_id, at, self._tenant, old_id)).fetchone()
         if row is None:
             raise IntegrityError(f"version {old_id} is no longer current")
         self.superseded.append((old_id, new_id))
@@ -190,10 +172,7 @@ class _PgTx:
 
 
 def _insert_audit(conn: psycopg.Connection[Any], e: AuditEvent) -> None:
-    conn.execute(
-        "INSERT INTO audit (tenant, at, action, user_id, key, memory_id, op, reason, actor, detail)"
-        " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb)",
-        (e.tenant, e.at, e.action, e.user_id, e.key, e.memory_id, e.op, e.reason, e.actor, _detail_json(e)))
+    conn.execute(_INSERT_AUDIT, audit_params(e, _detail_json(e)))
 
 
 class PostgresStore:
@@ -241,6 +220,12 @@ class PostgresStore:
                                   setting="store_url")
             self._migrate(first)
             self._schema_name = self.schema or str(first.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
+            # Tables of this schema (the optional ones only where their migration was applied).
+            self._tables = tuple(t for t in _TABLES + _VECTOR_TABLES
+                                 if first.execute("SELECT to_regclass(%s)", (t,)).fetchone() != (None,))
+            vectors = all(t in self._tables for t in _VECTOR_TABLES)
+            self.capabilities = StoreCapabilities(dialect="postgres", vectors="pgvector" if vectors else None,
+                                                  row_level_security=self.rls)
             if self.rls:
                 self._enable_rls(first)
         finally:
@@ -273,18 +258,38 @@ class PostgresStore:
                     conn.execute("CREATE TABLE schema_migrations"
                                  " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)")
                 done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-                for version, fname, text in migrations.load("postgres"):
-                    if version in done:
+                for m in migrations.load_migrations("postgres"):
+                    if m.version in done:
                         continue
-                    conn.execute(text.encode("utf-8"))  # several statements: simple query protocol
-                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, now())", (version, fname))
+                    if m.requires:
+                        self._apply_optional(conn, m)
+                        continue
+                    conn.execute(m.sql.encode("utf-8"))  # several statements: simple query protocol
+                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, now())", (m.version, m.name))
         except UsermemError:
             raise
         except psycopg.Error as exc:
             raise ConfigError(f"cannot apply migrations: {str(exc).strip()}", setting="store_url") from None
 
+    def _apply_optional(self, conn: psycopg.Connection[Any], m: migrations.Migration) -> None:
+        """Apply a migration that needs extensions, if they are installed or can be installed here;
+        otherwise leave it pending (it is tried again at the next start)."""
+        text = m.sql
+        for ext in m.requires:
+            schema = _extension_schema(conn, ext)
+            if schema is None:
+                log.info("migration %s left pending: PostgreSQL extension %r is not available", m.name, ext)
+                return
+            text = text.replace(f"@extschema:{ext}@", sql.Identifier(schema).as_string(conn))
+        try:
+            with conn.transaction():  # a savepoint: a refusal leaves the other migrations applied
+                conn.execute(text.encode("utf-8"))
+                conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, now())", (m.version, m.name))
+        except psycopg.Error as exc:
+            log.warning("migration %s left pending: %s", m.name, str(exc).strip())
+
     def _enable_rls(self, conn: psycopg.Connection[Any]) -> None:
-        for table in _TABLES:
+        for table in self._tables:
             row = conn.execute("SELECT relrowsecurity AND relforcerowsecurity FROM pg_class"
                                " WHERE oid = to_regclass(%s)", (table,)).fetchone()
             if row and row[0]:
@@ -299,7 +304,7 @@ class PostgresStore:
 
     def schema_version(self) -> int:
         with self._conn("schema_version") as c:
-            row = c.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            row = c.execute(_Q["schema_version"]).fetchone()
         return int(row[0] or 0) if row else 0
 
     # -- connections -----------------------------------------------------------------------------------
@@ -330,9 +335,21 @@ class PostgresStore:
                 yield conn
 
     @contextmanager
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for plug-ins (see Store.sql): autocommit, or with `write=True` one
+        transaction; with row-level security on, scoped to `tenant` (None: every tenant)."""
+        with self._conn("plug-in", tenant, write=write) as conn:
+            yield conn
+
+    def analyze(self) -> None:
+        with self._conn("analyze") as c:
+            for table in self._tables:
+                c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+
+    @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in transaction mode (commit on success, rollback on error), for plug-ins
-        that keep their own tables in this database (e.g. the pgvector index)."""
+        that keep their own tables in this database. Kept for compatibility: prefer `sql()`."""
         with _errors("plug-in"), self._pool.connection() as conn:
             conn.autocommit = False
             try:
@@ -375,41 +392,24 @@ class PostgresStore:
         for user in users:  # one transaction per user, under the user's lock (see the module docstring)
             with self._conn("touch", tenant, write=True) as c:
                 self._user_lock(c, tenant, user)
-                if used_at is not None:
-                    n += c.execute(
-                        "UPDATE memories SET last_used_at=%s WHERE tenant=%s AND user_id=%s AND id = ANY(%s)"
-                        " AND (last_used_at IS NULL OR last_used_at < %s)",
-                        (used_at, tenant, user, list(ids), used_at)).rowcount
-                if confirmed_at is not None:
-                    n += c.execute(
-                        "UPDATE memories SET last_confirmed_at=%s WHERE tenant=%s AND user_id=%s AND id = ANY(%s)"
-                        " AND (last_confirmed_at IS NULL OR last_confirmed_at < %s)",
-                        (confirmed_at, tenant, user, list(ids), confirmed_at)).rowcount
+                for stmt, at in ((_TOUCH_USED, used_at), (_TOUCH_CONFIRMED, confirmed_at)):
+                    if at is not None:
+                        n += c.execute(stmt, (at, tenant, user, list(ids), at)).rowcount
         return n
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None) -> list[str]:
-        where = ["tenant=%s", "user_id=%s", "deleted_at IS NULL"]
-        args: list[Any] = [tenant, user_id]
-        if keys is not None:
-            if not keys:
-                return []
-            where.append("key = ANY(%s)")
-            args.append(list(keys))
-        if created_from is not None:
-            where.append("created_at >= %s")
-            args.append(created_from)
-        if created_until is not None:
-            where.append("created_at < %s")
-            args.append(created_until)
+        if keys is not None and not keys:
+            return []
+        where, args = POSTGRES.soft_delete_where(tenant, user_id, keys, created_from, created_until)
         with self._conn("soft delete", tenant, write=True) as c:
             self._user_lock(c, tenant, user_id)
-            rows = c.execute(f"UPDATE memories SET deleted_at=%s WHERE {' AND '.join(where)} RETURNING id, seq",
+            rows = c.execute(f"UPDATE memories SET deleted_at=%s WHERE {where} RETURNING id, seq",
                              [at, *args]).fetchall()
         return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:
-        cond = "((deleted_at IS NOT NULL AND deleted_at <= %s) OR (expires_at IS NOT NULL AND expires_at <= %s))"
+        cond = _Q["purge_where"]
         with self._conn("purge") as c:
             users = c.execute(f"SELECT DISTINCT tenant, user_id FROM memories WHERE {cond} ORDER BY 1, 2",
                               (deleted_before, expired_before)).fetchall()
@@ -419,12 +419,17 @@ class PostgresStore:
                 self._user_lock(c, tenant, user)
                 n += c.execute(f"DELETE FROM memories WHERE tenant=%s AND user_id=%s AND {cond}",
                                (tenant, user, deleted_before, expired_before)).rowcount
+        vector_tables = [t for t in _VECTOR_TABLES if t in self._tables]
         if n:
             self.vacuum()
+        elif vector_tables:  # vectors erased by forget / drop_orphans since the last purge
+            self.vacuum(tables=vector_tables)
         return n
 
-    def vacuum(self, full: bool | None = None, *, attempts: int = 20) -> int:
+    def vacuum(self, full: bool | None = None, *, attempts: int = 20, tables: Sequence[str] | None = None) -> int:
         """Make deleted rows' bytes leave the table files; returns dead rows that could not be removed.
+
+        `tables`: which of the store's tables (default: memories, documents and the vector tables).
 
         FULL rewrites the tables into new files (a brief exclusive lock). A dead row that some open
         snapshot might still see (a long transaction, a concurrent ANALYZE) is copied, not removed, so
@@ -433,11 +438,13 @@ class PostgresStore:
         mode = ("full" if full else "plain") if full is not None else self.purge_vacuum
         if mode == "none":
             return 0
-        kept = 0
+        total = 0
+        names = [t for t in (tables if tables is not None else self._tables) if t in self._tables and t != "audit"]
         with _errors("vacuum"), psycopg.connect(self._conninfo, autocommit=True, **self._kwargs) as c:
             notices: list[str] = []
             c.add_notice_handler(lambda d: notices.append(f"{d.message_primary or ''} {d.message_detail or ''}"))
-            for table in ("memories", "documents"):
+            for table in names:
+                kept = 0
                 stmt = "VACUUM (FULL, VERBOSE) {}" if mode == "full" else "VACUUM (VERBOSE) {}"
                 for attempt in range(attempts):
                     notices.clear()
@@ -447,67 +454,56 @@ class PostgresStore:
                         break
                     time.sleep(min(0.05 * (attempt + 1), 0.5))
                 if kept:
+                    total += kept
                     log.warning("vacuum of %s left %d dead row versions that an open snapshot may still see",
                                 table, kept)
                 c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
-        return kept
+        return total
 
     # -- reads -----------------------------------------------------------------------------------------
 
     def live(self, q: LiveQuery) -> list[MemoryRecord]:
-        where, args = _live_where(q)
+        text, args = POSTGRES.live(q)
         with self._conn("live", q.tenant) as c, c.cursor(binary=True) as cur:
-            rows = cur.execute(f"SELECT {_SELECT} FROM memories WHERE {where}", args).fetchall()
+            rows = cur.execute(text, args).fetchall()
         return [_record(r) for r in rows]
 
     def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
         # The recall hot path: binary results and rows built straight into ScoreRow (about 35% faster
         # than text rows for a user with 1,000 memories).
-        where, args = _live_where(q)
+        text, args = POSTGRES.live(q, scores=True)
         with self._conn("live_scores", q.tenant) as c, \
                 c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make) as cur:
-            return cur.execute(f"SELECT {_SCORE_LIST} FROM memories WHERE {where}", args).fetchall()
+            return cur.execute(text, args).fetchall()
 
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         if not ids:
             return []
         with self._conn("get_many", tenant) as c, c.cursor(binary=True) as cur:
-            rows = cur.execute(f"SELECT {_SELECT} FROM memories WHERE tenant=%s AND id = ANY(%s) AND deleted_at IS NULL",
-                             (tenant, list(ids))).fetchall()
+            rows = cur.execute(_GET_MANY, (tenant, list(ids))).fetchall()
         found = {r[0]: _record(r) for r in rows}
         return [found[i] for i in ids if i in found]
 
     def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
         with self._conn("get", tenant) as c:
-            row = c.execute(f"SELECT {_SELECT} FROM memories WHERE tenant=%s AND id=%s AND deleted_at IS NULL",
-                            (tenant, memory_id)).fetchone()
+            row = c.execute(_GET, (tenant, memory_id)).fetchone()
         return _record(row) if row else None
 
     def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
         with self._conn("history", tenant) as c:
-            rows = c.execute(f"SELECT {_SELECT} FROM memories WHERE tenant=%s AND user_id=%s AND key=%s"
-                             " AND deleted_at IS NULL ORDER BY seq", (tenant, user_id, key)).fetchall()
+            rows = c.execute(_Q["history"], (tenant, user_id, key)).fetchall()
         return [_record(r) for r in rows]
 
     def by_change_set(self, tenant: str, change_set_id: str) -> list[MemoryRecord]:
         with self._conn("by_change_set", tenant) as c:
-            rows = c.execute(f"SELECT {_SELECT} FROM memories WHERE tenant=%s AND change_set_id=%s"
-                             " AND deleted_at IS NULL ORDER BY seq", (tenant, change_set_id)).fetchall()
+            rows = c.execute(_Q["by_change_set"], (tenant, change_set_id)).fetchall()
         return [_record(r) for r in rows]
 
     def audit_log(self, q: AuditQuery) -> list[AuditEvent]:
-        where, args = ["tenant=%s"], [q.tenant]
-        for column, op, value in (("user_id", "=", q.user_id), ("action", "=", q.action), ("at", ">=", q.since),
-                                  ("at", "<", q.until), ("seq", ">", q.after_seq)):
-            if value is not None:
-                where.append(f"{column} {op} %s")
-                args.append(value)
+        text, args = POSTGRES.audit_log(q)
         with self._conn("audit_log", q.tenant) as c:
-            rows = c.execute("SELECT seq, tenant, at, action, user_id, key, memory_id, op, reason, actor, detail"
-                             f" FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT %s",
-                             (*args, q.limit)).fetchall()
-        return [AuditEvent(tenant=r[1], at=r[2], action=r[3], user_id=r[4], key=r[5], memory_id=r[6], op=r[7],
-                           reason=r[8], actor=r[9], detail=r[10], seq=r[0]) for r in rows]
+            rows = c.execute(text, args).fetchall()
+        return [audit_from_row(r, r[10]) for r in rows]
 
     # -- documents -------------------------------------------------------------------------------------
 
@@ -515,58 +511,43 @@ class PostgresStore:
                 user_id: str | None = None, expires_at: float | None = None) -> None:
         jsonb, raw = value_params(value)
         with self._conn("put_doc", tenant) as c:
-            c.execute(
-                "INSERT INTO documents (tenant, namespace, key, user_id, value, value_raw, updated_at, expires_at)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (tenant, namespace, key) DO UPDATE SET"
-                " user_id=excluded.user_id, value=excluded.value, value_raw=excluded.value_raw,"
-                " updated_at=excluded.updated_at, expires_at=excluded.expires_at",
-                (tenant, namespace, key, user_id, jsonb, raw, now, expires_at))
+            c.execute(_Q["put_doc"], (tenant, namespace, key, user_id, jsonb, raw, now, expires_at))
 
     def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
         with self._conn("get_doc", tenant) as c:
-            row = c.execute("SELECT value, value_raw, expires_at FROM documents WHERE tenant=%s AND namespace=%s"
-                            " AND key=%s", (tenant, namespace, key)).fetchone()
+            row = c.execute(_Q["get_doc"], (tenant, namespace, key)).fetchone()
         if row is None or (now is not None and row[2] is not None and row[2] <= now):
             return None
         return dict(_value_of(row[0], row[1]))
 
     def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
                   limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
-        where, args = ["tenant=%s", "namespace=%s"], [tenant, namespace]
-        if user_id is not None:
-            where.append("user_id=%s")
-            args.append(user_id)
-        if now is not None:
-            where.append("(expires_at IS NULL OR expires_at > %s)")
-            args.append(now)
+        text, args = POSTGRES.list_docs(tenant, namespace, user_id, now, limit)
         with self._conn("list_docs", tenant) as c:
-            rows = c.execute(f"SELECT key, value, value_raw FROM documents WHERE {' AND '.join(where)}"
-                             " ORDER BY key COLLATE \"C\" LIMIT %s", (*args, limit)).fetchall()
+            rows = c.execute(text, args).fetchall()
         return [(r[0], dict(_value_of(r[1], r[2]))) for r in rows]
 
     def delete_doc(self, tenant: str, namespace: str, key: str) -> bool:
         with self._conn("delete_doc", tenant) as c:
-            return c.execute("DELETE FROM documents WHERE tenant=%s AND namespace=%s AND key=%s",
-                             (tenant, namespace, key)).rowcount > 0
+            return c.execute(_Q["delete_doc"], (tenant, namespace, key)).rowcount > 0
 
     def delete_user_docs(self, tenant: str, user_id: str) -> int:
         with self._conn("delete_user_docs", tenant) as c:
-            return int(c.execute("DELETE FROM documents WHERE tenant=%s AND user_id=%s", (tenant, user_id)).rowcount)
+            return int(c.execute(_Q["delete_user_docs"], (tenant, user_id)).rowcount)
 
     # -- misc ------------------------------------------------------------------------------------------
 
     def users(self, tenant: str, limit: int = 1000) -> list[str]:
         with self._conn("users", tenant) as c:
-            rows = c.execute("SELECT DISTINCT user_id COLLATE \"C\" FROM memories WHERE tenant=%s AND deleted_at IS NULL"
-                             " ORDER BY 1 LIMIT %s", (tenant, limit)).fetchall()
+            rows = c.execute(_Q["users"], (tenant, limit)).fetchall()
         return [r[0] for r in rows]
 
     def count(self, tenant: str | None = None) -> int:
         with self._conn("count", tenant) as c:
             if tenant is None:
-                row = c.execute("SELECT count(*) FROM memories").fetchone()
+                row = c.execute(_Q["count"]).fetchone()
             else:
-                row = c.execute("SELECT count(*) FROM memories WHERE tenant=%s", (tenant,)).fetchone()
+                row = c.execute(_Q["count_tenant"], (tenant,)).fetchone()
         return int(row[0]) if row else 0
 
     def ping(self) -> None:
@@ -586,34 +567,35 @@ class PostgresStore:
 
     def bulk_insert(self, records: Sequence[MemoryRecord]) -> None:
         """Load pre-validated records with COPY in one transaction (benchmark fixtures, imports)."""
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in POSTGRES.columns)
         with self._conn("bulk insert", write=True) as c, c.cursor() as cur, \
                 cur.copy(sql.SQL("COPY memories ({}) FROM STDIN").format(cols)) as copy:
             for r in records:
                 copy.write_row(_params(r))
 
 
-def _live_where(q: LiveQuery) -> tuple[str, list[Any]]:
-    where = [f"tenant=%s AND user_id=%s AND {_LIVE_WHERE} AND (expires_at IS NULL OR expires_at > %s)"]
-    args: list[Any] = [q.tenant, q.user_id, q.now]
-    if not q.include_retracted:
-        where.append("NOT retracted")
-    if q.kinds is not None:
-        where.append("kind = ANY(%s)")
-        args.append([k.value for k in q.kinds])
-    if q.keys is not None:
-        where.append("key = ANY(%s)")
-        args.append(list(q.keys))
-    if q.session_id is not None:
-        where.append("session_id=%s")
-        args.append(q.session_id)
-    return " AND ".join(where), args
+def _extension_schema(conn: psycopg.Connection[Any], name: str) -> str | None:
+    """The schema of an installed extension; installs it (in public) when available and allowed."""
+    query = ("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+             " WHERE e.extname = %s")
+    row = conn.execute(query, (name,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name=%s", (name,)).fetchone() is None:
+        return None
+    # Stores of several schemas may start at once: one creates the extension, the others wait and see it.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"usermem.extension:{name}",))
+    row = conn.execute(query, (name,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {} SCHEMA public").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        log.warning("PostgreSQL extension %r is available but could not be created: %s", name, str(exc).strip())
+        return None
+    row = conn.execute(query, (name,)).fetchone()
+    return str(row[0]) if row is not None else None
 
 
-def _redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
+_redact_url = redact_url  # moved to usermem.config; the old private name stays as an alias

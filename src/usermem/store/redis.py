@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from usermem.config import redact_url  # moved to usermem.config; re-exported here
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import Kind, MemoryRecord, Source
 
@@ -173,6 +174,9 @@ class RedisTier:
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._watch_error = redis.WatchError
         self.cluster = url.startswith(("redis+cluster://", "rediss+cluster://"))
+        # redis.Redis or redis.cluster.RedisCluster: the same commands, but no common typed base class
+        # (RedisCluster.pipeline is untyped), so the client is used through its duck-typed API.
+        self.client: Any
         try:
             if self.cluster:  # Redis Cluster: keys of a user share one hash slot (docs/scaling.md)
                 from redis.cluster import RedisCluster
@@ -446,20 +450,6 @@ class RedisTier:
     def close(self) -> None:
         with contextlib.suppress(*self._errors):
             self.client.close()
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-            return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    except ValueError:
-        return "<unparseable URL>"
-    return url
 
 
 def _tag(s: str) -> str:

@@ -18,12 +18,13 @@ from typing import Any
 from usermem.errors import IntegrityError, StoreError
 from usermem.model import AuditEvent, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, ScoreRow, chunked
-from usermem.store.rows import COLUMNS, SELECT_LIST, record_from_row, row_from_record
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, chunked
+from usermem.store.rows import audit_from_row, audit_params, record_from_row, row_from_record
+from usermem.store.sql import SQLITE
 
-_LIVE_WHERE = "superseded_by IS NULL AND deleted_at IS NULL"
-_SCORE_LIST = ", ".join(SCORE_COLUMNS)
-_INSERT = f"INSERT INTO memories ({SELECT_LIST}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_Q = SQLITE.stmt  # every fixed statement, built once (store/sql.py)
+_INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
+                                                   _Q["insert_audit"])
 
 
 class _SQLiteTx:
@@ -33,17 +34,11 @@ class _SQLiteTx:
         self._user_id = user_id
 
     def head(self, key: str) -> MemoryRecord | None:
-        row = self._conn.execute(
-            f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND user_id=? AND key=? AND {_LIVE_WHERE}",
-            (self._tenant, self._user_id, key),
-        ).fetchone()
+        row = self._conn.execute(_HEAD, (self._tenant, self._user_id, key)).fetchone()
         return record_from_row(row) if row else None
 
     def get(self, memory_id: str) -> MemoryRecord | None:
-        row = self._conn.execute(
-            f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND id=? AND deleted_at IS NULL",
-            (self._tenant, memory_id),
-        ).fetchone()
+        row = self._conn.execute(_GET, (self._tenant, memory_id)).fetchone()
         return record_from_row(row) if row else None
 
     def insert(self, record: MemoryRecord) -> None:
@@ -55,10 +50,7 @@ class _SQLiteTx:
             raise IntegrityError(f"refused by the database: {exc}") from exc
 
     def supersede(self, old_id: str, new_id: str, at: float) -> None:
-        cur = self._conn.execute(
-            f"UPDATE memories SET superseded_by=?, superseded_at=? WHERE tenant=? AND id=? AND {_LIVE_WHERE}",
-            (new_id, at, self._tenant, old_id),
-        )
+        cur = self._conn.execute(_SUPERSEDE, (new_id, at, self._tenant, old_id))
         if cur.rowcount != 1:
             raise IntegrityError(f"version {old_id} is no longer current")
 
@@ -67,11 +59,7 @@ class _SQLiteTx:
 
 
 def _insert_audit(conn: sqlite3.Connection, e: AuditEvent) -> None:
-    conn.execute(
-        "INSERT INTO audit (tenant, at, action, user_id, key, memory_id, op, reason, actor, detail)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (e.tenant, e.at, e.action, e.user_id, e.key, e.memory_id, e.op, e.reason, e.actor, e.detail_json()),
-    )
+    conn.execute(_INSERT_AUDIT, audit_params(e, e.detail_json()))
 
 
 class SQLiteStore:
@@ -103,6 +91,7 @@ class SQLiteStore:
         c.execute("PRAGMA secure_delete=ON")
         c.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite")
 
     # -- schema ----------------------------------------------------------------------------------------
 
@@ -126,8 +115,41 @@ class SQLiteStore:
 
     def schema_version(self) -> int:
         with self._lock:
-            row = self._conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            row = self._conn.execute(_Q["schema_version"]).fetchone()
             return int(row[0] or 0)
+
+    def analyze(self) -> None:
+        with self._lock:
+            self._conn.execute("ANALYZE")
+
+    # -- plug-ins ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The store's connection under its lock (see Store.sql); `write=True` wraps the block in one
+        `BEGIN IMMEDIATE` transaction. Plug-in tables share the file, its transactions and its
+        secure_delete setting, so deleting their rows zeroes the bytes too. `tenant` is not used (no RLS).
+        Driver errors raised in the block become IntegrityError / StoreError."""
+        with self._lock:
+            c = self._conn
+            try:
+                if not write:
+                    yield c
+                    return
+                try:
+                    c.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    raise StoreError(f"could not start a write transaction: {exc}") from exc
+                try:
+                    yield c
+                except BaseException:
+                    c.execute("ROLLBACK")
+                    raise
+                c.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                raise IntegrityError(f"refused by the database: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite plug-in statement failed: {exc}") from exc
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -158,37 +180,19 @@ class SQLiteStore:
         n = 0
         with self._lock:
             for part in chunked(list(ids)):
-                marks = ",".join("?" * len(part))
-                if used_at is not None:
-                    n += self._conn.execute(
-                        f"UPDATE memories SET last_used_at=? WHERE tenant=? AND id IN ({marks})"
-                        " AND (last_used_at IS NULL OR last_used_at < ?)", (used_at, tenant, *part, used_at)).rowcount
-                if confirmed_at is not None:
-                    n += self._conn.execute(
-                        f"UPDATE memories SET last_confirmed_at=? WHERE tenant=? AND id IN ({marks})"
-                        " AND (last_confirmed_at IS NULL OR last_confirmed_at < ?)",
-                        (confirmed_at, tenant, *part, confirmed_at)).rowcount
+                for column, at in (("last_used_at", used_at), ("last_confirmed_at", confirmed_at)):
+                    if at is not None:
+                        n += self._conn.execute(SQLITE.touch(column, len(part)), (at, tenant, *part, at)).rowcount
         return n
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None) -> list[str]:
-        where = ["tenant=?", "user_id=?", "deleted_at IS NULL"]
-        args: list[Any] = [tenant, user_id]
-        if keys is not None:
-            if not keys:
-                return []
-            where.append(f"key IN ({','.join('?' * len(keys))})")
-            args.extend(keys)
-        if created_from is not None:
-            where.append("created_at >= ?")
-            args.append(created_from)
-        if created_until is not None:
-            where.append("created_at < ?")
-            args.append(created_until)
-        clause = " AND ".join(where)
+        if keys is not None and not keys:
+            return []
+        where, args = SQLITE.soft_delete_where(tenant, user_id, keys, created_from, created_until)
         with self.transaction(tenant, user_id):
-            ids = [r[0] for r in self._conn.execute(f"SELECT id FROM memories WHERE {clause}", args)]
-            self._conn.execute(f"UPDATE memories SET deleted_at=? WHERE {clause}", [at, *args])
+            ids = [r[0] for r in self._conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY seq", args)]
+            self._conn.execute(f"UPDATE memories SET deleted_at=? WHERE {where}", [at, *args])
         return ids
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:
@@ -196,9 +200,8 @@ class SQLiteStore:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                n = c.execute(
-                    "DELETE FROM memories WHERE (deleted_at IS NOT NULL AND deleted_at <= ?)"
-                    " OR (expires_at IS NOT NULL AND expires_at <= ?)", (deleted_before, expired_before)).rowcount
+                n = c.execute(f"DELETE FROM memories WHERE {_Q['purge_where']}",
+                              (deleted_before, expired_before)).rowcount
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
@@ -215,119 +218,84 @@ class SQLiteStore:
     # -- reads -----------------------------------------------------------------------------------------
 
     def live(self, q: LiveQuery) -> list[MemoryRecord]:
-        where, args = _live_where(q)
+        text, args = SQLITE.live(q)
         with self._lock:
-            rows = self._conn.execute(f"SELECT {SELECT_LIST} FROM memories WHERE {where}", args).fetchall()
+            rows = self._conn.execute(text, args).fetchall()
         return [record_from_row(r) for r in rows]
 
     def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
-        where, args = _live_where(q)
+        text, args = SQLITE.live(q, scores=True)
         with self._lock:
-            rows = self._conn.execute(f"SELECT {_SCORE_LIST} FROM memories WHERE {where}", args).fetchall()
-        return [ScoreRow._make(r) for r in rows]
+            rows = self._conn.execute(text, args).fetchall()
+        return list(map(ScoreRow._make, rows))
 
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         found: dict[str, MemoryRecord] = {}
         with self._lock:
             for part in chunked(list(ids)):
-                marks = ",".join("?" * len(part))
-                for row in self._conn.execute(
-                        f"SELECT {SELECT_LIST} FROM memories WHERE +tenant=? AND id IN ({marks}) AND deleted_at IS NULL",
-                        (tenant, *part)):
+                for row in self._conn.execute(SQLITE.get_many(len(part)), (tenant, *part)):
                     found[row[0]] = record_from_row(row)
         return [found[i] for i in ids if i in found]
 
     def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
         with self._lock:
-            row = self._conn.execute(
-                f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND id=? AND deleted_at IS NULL",
-                (tenant, memory_id)).fetchone()
+            row = self._conn.execute(_GET, (tenant, memory_id)).fetchone()
         return record_from_row(row) if row else None
 
     def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND user_id=? AND key=? AND deleted_at IS NULL"
-                " ORDER BY seq", (tenant, user_id, key)).fetchall()
+            rows = self._conn.execute(_Q["history"], (tenant, user_id, key)).fetchall()
         return [record_from_row(r) for r in rows]
 
     def by_change_set(self, tenant: str, change_set_id: str) -> list[MemoryRecord]:
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {SELECT_LIST} FROM memories WHERE tenant=? AND change_set_id=? AND deleted_at IS NULL"
-                " ORDER BY seq", (tenant, change_set_id)).fetchall()
+            rows = self._conn.execute(_Q["by_change_set"], (tenant, change_set_id)).fetchall()
         return [record_from_row(r) for r in rows]
 
     def audit_log(self, q: AuditQuery) -> list[AuditEvent]:
-        where, args = ["tenant=?"], [q.tenant]
-        for column, op, value in (("user_id", "=", q.user_id), ("action", "=", q.action), ("at", ">=", q.since),
-                                  ("at", "<", q.until), ("seq", ">", q.after_seq)):
-            if value is not None:
-                where.append(f"{column} {op} ?")
-                args.append(value)
+        text, args = SQLITE.audit_log(q)
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT seq, tenant, at, action, user_id, key, memory_id, op, reason, actor, detail FROM audit"
-                f" WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?", (*args, q.limit)).fetchall()
-        return [AuditEvent(tenant=r[1], at=r[2], action=r[3], user_id=r[4], key=r[5], memory_id=r[6], op=r[7],
-                           reason=r[8], actor=r[9], detail=json.loads(r[10]), seq=r[0]) for r in rows]
+            rows = self._conn.execute(text, args).fetchall()
+        return [audit_from_row(r, json.loads(r[10])) for r in rows]
 
     def put_doc(self, tenant: str, namespace: str, key: str, value: dict[str, Any], *, now: float,
                 user_id: str | None = None, expires_at: float | None = None) -> None:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
         with self._lock:
-            self._conn.execute(
-                "INSERT INTO documents (tenant, namespace, key, user_id, value, updated_at, expires_at)"
-                " VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, namespace, key) DO UPDATE SET"
-                " user_id=excluded.user_id, value=excluded.value, updated_at=excluded.updated_at,"
-                " expires_at=excluded.expires_at", (tenant, namespace, key, user_id, text, now, expires_at))
+            self._conn.execute(_Q["put_doc"], (tenant, namespace, key, user_id, text, now, expires_at))
 
     def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
         with self._lock:
-            row = self._conn.execute(
-                "SELECT value, expires_at FROM documents WHERE tenant=? AND namespace=? AND key=?",
-                (tenant, namespace, key)).fetchone()
+            row = self._conn.execute(_Q["get_doc"], (tenant, namespace, key)).fetchone()
         if row is None or (now is not None and row[1] is not None and row[1] <= now):
             return None
         return dict(json.loads(row[0]))
 
     def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
                   limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
-        where, args = ["tenant=?", "namespace=?"], [tenant, namespace]
-        if user_id is not None:
-            where.append("user_id=?")
-            args.append(user_id)
-        if now is not None:
-            where.append("(expires_at IS NULL OR expires_at > ?)")
-            args.append(now)
+        text, args = SQLITE.list_docs(tenant, namespace, user_id, now, limit)
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT key, value FROM documents WHERE {' AND '.join(where)} ORDER BY key LIMIT ?",
-                (*args, limit)).fetchall()
+            rows = self._conn.execute(text, args).fetchall()
         return [(r[0], dict(json.loads(r[1]))) for r in rows]
 
     def delete_doc(self, tenant: str, namespace: str, key: str) -> bool:
         with self._lock:
-            return self._conn.execute("DELETE FROM documents WHERE tenant=? AND namespace=? AND key=?",
-                                      (tenant, namespace, key)).rowcount > 0
+            return self._conn.execute(_Q["delete_doc"], (tenant, namespace, key)).rowcount > 0
 
     def delete_user_docs(self, tenant: str, user_id: str) -> int:
         with self._lock:
-            return int(self._conn.execute("DELETE FROM documents WHERE tenant=? AND user_id=?",
-                                          (tenant, user_id)).rowcount)
+            return int(self._conn.execute(_Q["delete_user_docs"], (tenant, user_id)).rowcount)
 
     def users(self, tenant: str, limit: int = 1000) -> list[str]:
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT DISTINCT user_id FROM memories WHERE tenant=? AND deleted_at IS NULL ORDER BY user_id LIMIT ?",
-                (tenant, limit)).fetchall()
+            rows = self._conn.execute(_Q["users"], (tenant, limit)).fetchall()
         return [r[0] for r in rows]
 
     def count(self, tenant: str | None = None) -> int:
         with self._lock:
             if tenant is None:
-                return int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-            return int(self._conn.execute("SELECT count(*) FROM memories WHERE tenant=?", (tenant,)).fetchone()[0])
+                return int(self._conn.execute(_Q["count"]).fetchone()[0])
+            return int(self._conn.execute(_Q["count_tenant"], (tenant,)).fetchone()[0])
 
     def ping(self) -> None:
         try:
@@ -353,23 +321,6 @@ class SQLiteStore:
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
-
-
-def _live_where(q: LiveQuery) -> tuple[str, list[Any]]:
-    where = [f"tenant=? AND user_id=? AND {_LIVE_WHERE} AND (expires_at IS NULL OR expires_at > ?)"]
-    args: list[Any] = [q.tenant, q.user_id, q.now]
-    if not q.include_retracted:
-        where.append("retracted=0")
-    if q.kinds is not None:
-        where.append(f"kind IN ({','.join('?' * len(q.kinds))})")
-        args.extend(k.value for k in q.kinds)
-    if q.keys is not None:
-        where.append(f"key IN ({','.join('?' * len(q.keys))})")
-        args.extend(q.keys)
-    if q.session_id is not None:
-        where.append("session_id=?")
-        args.append(q.session_id)
-    return " AND ".join(where), args
 
 
 def _split_sql(sql: str) -> list[str]:

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -162,6 +162,9 @@ class TieredStore:
         self._stash = threading.local()
         self.stats = {"hits": 0, "misses": 0, "fills": 0, "fallbacks": 0, "tier_errors": 0, "dirty_marked": 0,
                       "reconciled": 0}
+        # The store of record's SQL (and vector tables) plus tiers, whose erasure runs after the record's.
+        self.capabilities = replace(record.capabilities, tiers=True, erase_tiers=self.erase_tiers,
+                                    drop_local=self.drop_local)
 
     # -- tier health -------------------------------------------------------------------------------
 
@@ -370,7 +373,7 @@ class TieredStore:
         return self.record.purge(deleted_before=deleted_before, expired_before=expired_before)
 
     def bulk_insert(self, records: Sequence[MemoryRecord]) -> None:
-        self.record.bulk_insert(records)  # type: ignore[attr-defined]
+        self.record.bulk_insert(records)
         for tenant, user in sorted({(r.tenant, r.user_id) for r in records}):
             for tier in self.tiers:
                 try:
@@ -381,6 +384,17 @@ class TieredStore:
 
     def append_audit(self, event: AuditEvent) -> None:
         self.record.append_audit(event)
+
+    # -- the store of record's SQL, for plug-ins and operators -----------------------------------------
+
+    def sql(self, tenant: str | None = None, *, write: bool = False) -> AbstractContextManager[Any]:
+        return self.record.sql(tenant, write=write)
+
+    def analyze(self) -> None:
+        self.record.analyze()
+
+    def schema_version(self) -> int:
+        return self.record.schema_version()
 
     # -- reads -------------------------------------------------------------------------------------
 

@@ -1,29 +1,33 @@
 """`Understanding`: the conversation pipelines behind `Memory.plan/extract/ingest/assemble`, onboarding and
-reflexive verification. It uses only `Memory`'s public methods and the store's documents table, so
-the facade stays thin and this package stays optional.
+reflexive verification. It reaches the engine only through its host port (understand/ports.py:
+`MemoryHost`, built by engine/compose.py) and the store's documents table, so the facade stays thin
+and this package never imports the engine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
-from usermem.engine.context import new_id
 from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
-from usermem.model import AuditEvent, Candidate, Kind, ScoredMemory, WriteRequest, WriteResult
+from usermem.model import AuditEvent, Candidate, Kind, ScoredMemory, WriteRequest, WriteResult, new_id
 from usermem.policy.contracts import ContractSet
+from usermem.policy.guards import check_guards
+from usermem.policy.injection import instruction_like
+from usermem.policy.validate import InputProblem, check_key
+from usermem.store.base import LiveQuery
 from usermem.understand import onboarding as ob
 from usermem.understand import verification as vf
 from usermem.understand.assemble import Assembly, assemble
-from usermem.understand.extract import Extractor
+from usermem.understand.extract import ACCUMULATE, MAX_ITEMS, Extractor
 from usermem.understand.llm import LLMClient
 from usermem.understand.plan import Planner, RecallPlan
+from usermem.understand.ports import ClosedSession, MemoryHost
 from usermem.understand.text import check_text, coerce_messages
-
-if TYPE_CHECKING:
-    from usermem.engine.memory import Memory
 
 log = logging.getLogger("usermem.understand")
 ACTOR = "usermem.understand"
@@ -42,9 +46,9 @@ def _language_code(value: Any) -> str | None:
 
 
 class Understanding:
-    def __init__(self, memory: Memory, llm: LLMClient | None = None) -> None:
-        self.memory = memory
-        settings = memory.settings
+    def __init__(self, host: MemoryHost, llm: LLMClient | None = None) -> None:
+        self.host = host
+        settings = host.settings
         self.llm = llm if llm is not None else LLMClient.from_settings(settings)
         self.llm_tasks = frozenset(settings.llm_tasks)
         self.plan_timeout = settings.llm_plan_timeout
@@ -57,11 +61,7 @@ class Understanding:
     # -- plumbing ------------------------------------------------------------------------------------
 
     def contracts(self, tenant: str | None) -> ContractSet:
-        provider = getattr(self.memory, "contracts_for", None)
-        if tenant is not None and callable(provider):
-            result: ContractSet = provider(tenant)
-            return result
-        return self.memory.contracts
+        return self.host.contracts if tenant is None else self.host.contracts_for(tenant)
 
     def planner(self, tenant: str | None = None) -> Planner:
         contracts = self.contracts(tenant)
@@ -80,14 +80,12 @@ class Understanding:
         return e
 
     def _now(self, now: float | None) -> float:
-        return self.memory._ctx.now(now)
+        return self.host.now(now)
 
     # -- plan / extract / ingest / assemble ------------------------------------------------------------
 
     def plan(self, tenant: str, user_id: str, message: str, *, use_llm: bool = True) -> RecallPlan:
-        from usermem.engine.write import check_ids
-
-        check_ids(tenant, user_id)
+        self.host.check_ids(tenant, user_id)
         check_text("message", message)
         return self.planner(tenant).plan(message, use_llm=use_llm)
 
@@ -98,9 +96,7 @@ class Understanding:
                session_id: str | None = None, change_set_id: str | None = None, actor: str | None = None,
                detect_pushback: bool = True, use_llm: bool = True) -> list[WriteResult]:
         """Extract, then write every candidate (source `extracted`) in one batch with one change set."""
-        from usermem.engine.write import check_ids
-
-        check_ids(tenant, user_id)
+        self.host.check_ids(tenant, user_id)
         msgs = coerce_messages(messages)
         at = self._now(now)
         candidates = self.extract(msgs, tenant=tenant, use_llm=use_llm)
@@ -109,7 +105,7 @@ class Understanding:
             candidates = self._merge_collections(tenant, user_id, candidates, at)
             requests = [WriteRequest(kind=c.kind.value, key=c.key, value=c.value, source="extracted",
                                      confidence=c.confidence) for c in candidates]
-            results = self.memory.write_many(tenant, user_id, requests, now=at,
+            results = self.host.write_many(tenant, user_id, requests, now=at,
                                              change_set_id=change_set_id or new_id(), actor=actor or ACTOR)
         if detect_pushback:
             for m in msgs:
@@ -125,15 +121,10 @@ class Understanding:
     def _merge_collections(self, tenant: str, user_id: str, candidates: list[Candidate],
                            at: float) -> list[Candidate]:
         """Likes, dislikes and allergies add to what is stored instead of replacing it."""
-        from dataclasses import replace
-
-        from usermem.store.base import LiveQuery
-        from usermem.understand.extract import ACCUMULATE, MAX_ITEMS
-
         keys = [c.key for c in candidates if c.key in ACCUMULATE]
         if not keys:
             return candidates
-        current = {r.key: r.value for r in self.memory.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
+        current = {r.key: r.value for r in self.host.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
         out = []
         for c in candidates:
             old = current.get(c.key)
@@ -159,32 +150,30 @@ class Understanding:
         keys = list(plan.fact_recall) + list(plan.preference_recall)
         scored: list[ScoredMemory] = []
         if keys:
-            scored = self.memory.recall_scored(tenant, user_id, k=max(1, len(keys) * 4), now=at, keys=keys,
-                                               actor=actor)
+            scored = self.host.recall_scored(tenant, user_id, max(1, len(keys) * 4), now=at, keys=keys,
+                                             actor=actor)
         context: list[ScoredMemory] = []
         if plan.context_recall and session_id is not None:
             # Session context is visible only while its session is open; the recall pipeline decides.
-            context = [s for s in self.memory._recall.recall(tenant, user_id, 20, now=at, kinds=[Kind.CONTEXT],
-                                                             session_id=session_id)
+            context = [s for s in self.host.recall_scored(tenant, user_id, 20, now=at, kinds=[Kind.CONTEXT],
+                                                          session_id=session_id)
                        if s.memory.session_id == session_id]
         result = assemble(plan, scored, budget_tokens, context)
         if mark_used and result.used_ids:
-            self.memory.store.touch(tenant, list(result.used_ids), used_at=at)
+            self.host.store.touch(tenant, list(result.used_ids), used_at=at)
         return result
 
     # -- onboarding ----------------------------------------------------------------------------------------
 
     def questions_config(self, tenant: str) -> list[ob.OnboardingQuestion]:
-        doc = self.memory.store.get_doc(tenant, ob.NAMESPACE, ob.CONFIG_KEY)
+        doc = self.host.store.get_doc(tenant, ob.NAMESPACE, ob.CONFIG_KEY)
         if not doc:
             return list(ob.DEFAULT_QUESTIONS)
         return [ob.OnboardingQuestion.from_dict(q) for q in doc.get("questions", [])]
 
     def set_onboarding_questions(self, tenant: str, questions: Sequence[Mapping[str, Any] | ob.OnboardingQuestion],
                                  *, now: float | None = None) -> list[dict[str, Any]]:
-        from usermem.engine.write import check_ids
-
-        check_ids(tenant, "-")
+        self.host.check_ids(tenant, "-")
         parsed = [q if isinstance(q, ob.OnboardingQuestion) else ob.OnboardingQuestion.from_dict(q)
                   for q in questions]
         ids = [q.id for q in parsed]
@@ -198,28 +187,23 @@ class Understanding:
                 raise ValidationError(f"question {q.id!r}: unknown kind {q.kind!r}", field="kind") from None
             if contracts.is_forbidden(q.key):
                 raise ValidationError(f"question {q.id!r} asks for forbidden field {q.key!r}", field="key")
-        self.memory.store.put_doc(tenant, ob.NAMESPACE, ob.CONFIG_KEY, {"questions": [q.to_dict() for q in parsed]},
+        self.host.store.put_doc(tenant, ob.NAMESPACE, ob.CONFIG_KEY, {"questions": [q.to_dict() for q in parsed]},
                                   now=self._now(now))
         return [q.to_dict() for q in parsed]
 
     def user_language(self, tenant: str, user_id: str, now: float) -> str | None:
-        from usermem.store.base import LiveQuery
-
-        found = self.memory.store.live(LiveQuery(tenant, user_id, now, keys=["language"]))
+        found = self.host.store.live(LiveQuery(tenant, user_id, now, keys=["language"]))
         return _language_code(found[0].value) if found else None
 
     def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
                              now: float | None = None) -> list[dict[str, Any]]:
-        from usermem.engine.write import check_ids
-        from usermem.store.base import LiveQuery
-
-        check_ids(tenant, user_id)
+        self.host.check_ids(tenant, user_id)
         at = self._now(now)
         lang = language or self.user_language(tenant, user_id, at) or "en"
         if lang not in ob.LANGUAGES:
             raise ValidationError(f"language must be one of {ob.LANGUAGES}, got {lang!r}", field="language")
         questions = self.questions_config(tenant)
-        answered = {r.key for r in self.memory.store.live(LiveQuery(tenant, user_id, at,
+        answered = {r.key for r in self.host.store.live(LiveQuery(tenant, user_id, at,
                                                                     keys=[q.key for q in questions]))}
         return [{**q.render(lang), "answered": q.key in answered} for q in questions]
 
@@ -238,18 +222,13 @@ class Understanding:
                                          source="onboarding"))
         if not requests:
             return []
-        return self.memory.write_many(tenant, user_id, requests, now=now, actor=actor or ACTOR)
+        return self.host.write_many(tenant, user_id, requests, now=now, actor=actor or ACTOR)
 
     # -- reflexive verification ----------------------------------------------------------------------------
 
     def record_pushback(self, tenant: str, user_id: str, key: str, message: str = "", *, value: Any = None,
                         now: float | None = None, occurrence: str | None = None) -> dict[str, Any]:
-        from usermem.engine.write import check_ids
-        from usermem.policy.guards import check_guards
-        from usermem.policy.injection import instruction_like
-        from usermem.policy.validate import InputProblem, check_key
-
-        check_ids(tenant, user_id)
+        self.host.check_ids(tenant, user_id)
         try:
             check_key(key)
         except InputProblem as exc:
@@ -263,7 +242,7 @@ class Understanding:
             if verdict is not None or instruction_like(value) is not None:
                 raise ValidationError(verdict.detail if verdict else "value reads as an instruction", field="value")
         at = self._now(now)
-        store = self.memory.store
+        store = self.host.store
         doc_key = vf.pushback_doc_key(user_id, key)
         doc = store.get_doc(tenant, vf.PUSHBACK_NS, doc_key) or {"key": key, "events": []}
         seen = list(doc.get("seen", []))
@@ -292,7 +271,7 @@ class Understanding:
         doc = {"id": vid, "user_id": user_id, "key": key, "kind": kind, "value": value, "source": "inferred",
                "confidence": vf.confidence_for(count), "evidence_count": count, "status": "pending",
                "question": vf.questions(key, value), "created_at": at}
-        self.memory.store.put_doc(tenant, vf.VERIFY_NS, vid, doc, now=at, user_id=user_id)
+        self.host.store.put_doc(tenant, vf.VERIFY_NS, vid, doc, now=at, user_id=user_id)
         self._audit(tenant, user_id, key, "create", at, {"verification_id": vid, "confidence": doc["confidence"]})
         return doc
 
@@ -300,16 +279,14 @@ class Understanding:
         return next((d for d in self.pending_verifications(tenant, user_id) if d["key"] == key), None)
 
     def pending_verifications(self, tenant: str, user_id: str) -> list[dict[str, Any]]:
-        from usermem.engine.write import check_ids
-
-        check_ids(tenant, user_id)
-        docs = self.memory.store.list_docs(tenant, vf.VERIFY_NS, user_id=user_id)
+        self.host.check_ids(tenant, user_id)
+        docs = self.host.store.list_docs(tenant, vf.VERIFY_NS, user_id=user_id)
         return sorted((d for _, d in docs if d.get("status") == "pending"), key=lambda d: d["created_at"])
 
     def _verification(self, tenant: str, user_id: str, verification_id: str) -> dict[str, Any]:
         if not isinstance(verification_id, str):
             raise InvalidArgument("verification_id must be a str")
-        doc = self.memory.store.get_doc(tenant, vf.VERIFY_NS, verification_id)
+        doc = self.host.store.get_doc(tenant, vf.VERIFY_NS, verification_id)
         if doc is None or doc.get("user_id") != user_id:
             raise NotFound(f"no verification {verification_id!r} for this user")
         if doc.get("status") != "pending":
@@ -324,8 +301,8 @@ class Understanding:
         final = value if value is not None else doc.get("value")
         if final is None:
             raise ValidationError("this hypothesis has no value; pass the value the user confirmed", field="value")
-        result = self.memory.write(tenant, user_id, doc["kind"], doc["key"], final, source="user_confirmed",
-                                   now=at, actor=actor or ACTOR)
+        request = WriteRequest(kind=doc["kind"], key=doc["key"], value=final, source="user_confirmed")
+        result = self.host.write(tenant, user_id, request, now=at, actor=actor or ACTOR)
         if result.ok:
             self._close(tenant, user_id, doc, "accepted", at)
         return result
@@ -338,32 +315,30 @@ class Understanding:
         return True
 
     def _close(self, tenant: str, user_id: str, doc: dict[str, Any], status: str, at: float) -> None:
-        store = self.memory.store
+        store = self.host.store
         store.put_doc(tenant, vf.VERIFY_NS, doc["id"], {**doc, "status": status, "resolved_at": at}, now=at,
-                      user_id=user_id, expires_at=at + self.memory.settings.retention_days * 86_400)
+                      user_id=user_id, expires_at=at + self.host.settings.retention_days * 86_400)
         store.delete_doc(tenant, vf.PUSHBACK_NS, vf.pushback_doc_key(user_id, doc["key"]))
         self._audit(tenant, user_id, doc["key"], {"accepted": "accept", "rejected": "reject"}[status], at,
                     {"verification_id": doc["id"]})
 
     def _audit(self, tenant: str, user_id: str, key: str, op: str, at: float, detail: dict[str, Any]) -> None:
-        self.memory.store.append_audit(AuditEvent(tenant=tenant, at=at, action="verification", user_id=user_id,
+        self.host.store.append_audit(AuditEvent(tenant=tenant, at=at, action="verification", user_id=user_id,
                                                   key=key, op=op, actor=ACTOR, detail=detail))
 
     # -- hooks -----------------------------------------------------------------------------------------------
 
-    def on_session_closed(self, closed: Any) -> None:
+    def on_session_closed(self, closed: ClosedSession) -> None:
         """Session-close hook: background extraction over the session's transcript (seed 000)."""
-        transcript = getattr(closed, "transcript", None)
-        if not transcript or getattr(closed, "already_closed", False):
+        transcript = closed.transcript
+        if not transcript or closed.already_closed:
             return
         try:
-            self.ingest(closed.tenant, closed.user_id, transcript, now=getattr(closed.session, "closed_at", None),
+            self.ingest(closed.tenant, closed.user_id, transcript, now=closed.closed_at,
                         session_id=closed.session_id)
         except Exception:  # a bad transcript must not break closing; it is logged
             log.exception("background extraction failed for session %s", closed.session_id)
 
 
 def _fingerprint(session_id: str, text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(f"{session_id}\x00{text}".encode()).hexdigest()[:24]

@@ -1,0 +1,252 @@
+"""The composition root: the ONE place that builds the pipelines and the plug-ins and wires them together.
+
+`Memory.__init__` calls `compose()`. Every plug-in reaches a pipeline here, through a constructor
+argument or a registration method (never by setting another object's attributes):
+
+==========================  =====================================================================
+what                        wired into
+==========================  =====================================================================
+per-tenant contracts        ``EngineContext.use_contract_provider(ContractRegistry.for_tenant)``
+grants (L2/L3 access)       ``RecallPipeline(gate_for=GrantsPipeline.gate)``; ``sweep`` as a purger
+live fields                 ``RecallPipeline(live=LiveResolvers)``
+store tiers (Redis/session) ``ErasurePipeline(erasers=[store.capabilities.erase_tiers])``;
+                            ``store.capabilities.drop_local`` to events
+session activity            ``EngineContext.subscribe(SessionManager.on_change)``
+understanding (extraction)  ``SessionManager.add_close_hook`` -> ``Understanding.on_session_closed``
+                            (built on first use over an `EngineHost`: understand/ports.MemoryHost)
+relevance (hybrid)          ``Engine.use_relevance``: ``RecallPipeline.use_relevance``, the indexer as a
+                            change listener, the vector index as eraser and purger
+events (NATS)               ``events.sync.connect(...)``; ``on_local_change`` as a change listener
+==========================  =====================================================================
+
+Plug-in packages (relevance, understand, events) never import the engine (import-linter enforces it),
+so there is no cycle to dodge. Two plug-ins are still imported where they are first needed, for start-up
+time only: `understand` (pydantic models, ~0.5 s) when the conversation pipelines are first used, and
+`events` (asyncio, NATS) when `nats_url` is set. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from usermem.config import Settings
+from usermem.engine.context import Clock, EngineContext
+from usermem.engine.contracts import ContractRegistry
+from usermem.engine.erasure import ErasurePipeline
+from usermem.engine.grants import GrantsPipeline
+from usermem.engine.lifecycle import LifecyclePipeline
+from usermem.engine.recall import RecallPipeline
+from usermem.engine.resolvers import LiveResolvers
+from usermem.engine.sessions import SessionClosed, SessionManager
+from usermem.engine.write import WritePipeline, check_ids
+from usermem.model import Kind, ScoredMemory, WriteRequest, WriteResult
+from usermem.policy.contracts import (
+    DEFAULT_CONTRACTS,
+    DEFAULT_FORBIDDEN_KEYS,
+    ContractSet,
+    UnknownFieldPolicy,
+)
+from usermem.relevance import hybrid
+from usermem.relevance.embed import Embedder, make_embedder
+from usermem.relevance.vectors import open_index
+from usermem.store.base import Store
+from usermem.store.tiered import build_store
+
+if TYPE_CHECKING:
+    from usermem.events.sync import FederatedSync
+    from usermem.understand.service import Understanding
+
+def default_contracts(settings: Settings) -> ContractSet:
+    return ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
+                       DEFAULT_FORBIDDEN_KEYS | frozenset(settings.forbidden_keys))
+
+
+@dataclass
+class Engine:
+    """The wired pipelines and plug-ins of one `Memory`."""
+
+    ctx: EngineContext
+    write: WritePipeline
+    recall: RecallPipeline
+    erasure: ErasurePipeline
+    lifecycle: LifecyclePipeline
+    sessions: SessionManager
+    contracts: ContractRegistry
+    grants: GrantsPipeline
+    live: LiveResolvers
+    relevance: hybrid.HybridRelevance | None = None
+    events: FederatedSync | None = None
+    _understanding: Understanding | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- relevance ---------------------------------------------------------------------------------------
+
+    def use_relevance(self, relevance: hybrid.HybridRelevance | Literal["hybrid"] | None = "hybrid", *,
+                      embedder: Embedder | None = None, background: bool = True) -> hybrid.HybridRelevance | None:
+        """Wire a relevance plug-in (or "hybrid": built from the settings; None: remove the current one)."""
+        if relevance == "hybrid":
+            relevance = self.build_hybrid(embedder=embedder, background=background)
+        self._detach_relevance()
+        if relevance is None:
+            return None
+        self.recall.use_relevance(relevance)
+        if relevance.indexer is not None:
+            self.ctx.subscribe(relevance.indexer)
+        if relevance.index is not None:
+            self.erasure.add_eraser(relevance.index.erase)
+            self.erasure.add_purger(relevance.index.drop_orphans)
+        self.relevance = relevance
+        return relevance
+
+    def build_hybrid(self, *, embedder: Embedder | None = None, background: bool = True) -> hybrid.HybridRelevance:
+        settings, store = self.ctx.settings, self.ctx.store
+        if embedder is None:
+            embedder = make_embedder(settings)
+        contracts = self.ctx.contracts
+
+        def describe(key: str) -> str:
+            c = contracts.get(key)
+            return c.description if c is not None else ""
+
+        # The vector index the store declares (capabilities.vectors), beside the store of record.
+        index = open_index(store, embedder.model_id) if embedder is not None else None
+        # Tiered stores serve some kinds outside the indexed table: every live memory is then scored.
+        return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
+                            background=background)
+
+    def _detach_relevance(self) -> None:
+        old = self.relevance
+        if old is None:
+            return
+        if old.indexer is not None:
+            old.indexer.close()
+            self.ctx.unsubscribe(old.indexer)
+        if old.index is not None:
+            self.erasure.remove_eraser(old.index.erase)
+            self.erasure.remove_purger(old.index.drop_orphans)
+        self.recall.use_relevance(None)
+        self.relevance = None
+
+    # -- understanding -----------------------------------------------------------------------------------
+
+    def understanding(self) -> Understanding:
+        """The conversation pipelines, built on first use (an LLM client is only made when needed)."""
+        und = self._understanding
+        if und is None:
+            with self._lock:
+                und = self._understanding
+                if und is None:
+                    from usermem.understand.service import Understanding  # start-up time, see the docstring
+
+                    und = self._understanding = Understanding(EngineHost(self))
+        return und
+
+    def on_session_closed(self, closed: SessionClosed) -> None:
+        """The session-close hook: background extraction over the transcript (understanding)."""
+        self.understanding().on_session_closed(closed)
+
+    # -- lifetime ----------------------------------------------------------------------------------------
+
+    def flush(self, timeout: float = 60.0) -> None:
+        if self.relevance is not None and self.relevance.indexer is not None:
+            self.relevance.indexer.flush(timeout)
+
+    def close(self) -> None:
+        if self.events is not None:
+            self.events.close()
+        self.live.close()
+        if self.relevance is not None and self.relevance.indexer is not None:
+            self.relevance.indexer.close()
+        self.ctx.store.close()
+
+
+class EngineHost:
+    """The engine as `usermem.understand` sees it (understand/ports.MemoryHost), over the pipelines."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._ctx = engine.ctx
+
+    @property
+    def settings(self) -> Settings:
+        return self._ctx.settings
+
+    @property
+    def store(self) -> Store:
+        return self._ctx.store
+
+    @property
+    def contracts(self) -> ContractSet:
+        return self._ctx.contracts
+
+    def contracts_for(self, tenant: str) -> ContractSet:
+        check_ids(tenant, "-")
+        return self._ctx.contracts_for(tenant)
+
+    def now(self, now: float | None) -> float:
+        return self._ctx.now(now)
+
+    def check_ids(self, tenant: object, user_id: object) -> None:
+        check_ids(tenant, user_id)
+
+    def write(self, tenant: str, user_id: str, request: WriteRequest, *, now: float | None = None,
+              actor: str | None = None) -> WriteResult:
+        return self._engine.write.write(tenant, user_id, request, now=now, actor=actor)
+
+    def write_many(self, tenant: str, user_id: str, requests: Sequence[WriteRequest], *, now: float | None = None,
+                   change_set_id: str | None = None, actor: str | None = None) -> list[WriteResult]:
+        return self._engine.write.write_many(tenant, user_id, requests, now=now, change_set_id=change_set_id,
+                                             actor=actor)
+
+    def recall_scored(self, tenant: str, user_id: str, k: int, *, now: float, keys: Sequence[str] | None = None,
+                      kinds: Sequence[Kind] | None = None, session_id: str | None = None,
+                      actor: str | None = None) -> list[ScoredMemory]:
+        check_ids(tenant, user_id)
+        return self._engine.recall.recall(tenant, user_id, k, now=now, keys=keys, kinds=kinds, session_id=session_id,
+                                          actor=actor)
+
+
+def compose(settings: Settings, *, store: Store | None = None, clock: Clock | None = None,
+            contracts: ContractSet | None = None) -> Engine:
+    """Build the store (unless given), the pipelines and the plug-ins the settings ask for, wired."""
+    if store is None:
+        # The store of record, plus Redis / session tiers when the preset or routes ask for them.
+        store = build_store(settings)
+    ctx = EngineContext(store=store, settings=settings, contracts=contracts or default_contracts(settings),
+                        clock=clock or time.time)
+    # Privacy and governance (docs/privacy.md): per-tenant stored contracts, grants for L2/L3, live fields.
+    registry = ContractRegistry(ctx)
+    ctx.use_contract_provider(registry.for_tenant)
+    grants = GrantsPipeline(ctx)
+    live = LiveResolvers(ctx)
+    capabilities = store.capabilities
+    write = WritePipeline(ctx)
+    recall = RecallPipeline(ctx, gate_for=grants.gate, live=live)
+    # Redis / session tiers are erased after the store of record; expired grants leave with the purge.
+    erasure = ErasurePipeline(ctx, erasers=[capabilities.erase_tiers] if capabilities.erase_tiers is not None else [],
+                              purgers=[grants.sweep])
+    # Lifecycle (docs/lifecycle.md): confirm / deny / revert, sessions with idle expiry and archiving.
+    lifecycle = LifecyclePipeline(ctx, write)
+    sessions = SessionManager(ctx, write, recall)
+    ctx.subscribe(sessions.on_change)
+    engine = Engine(ctx=ctx, write=write, recall=recall, erasure=erasure, lifecycle=lifecycle, sessions=sessions,
+                    contracts=registry, grants=grants, live=live)
+    # Background extraction at session close (seed 000): understand/service.py, built on first use.
+    sessions.add_close_hook(engine.on_session_closed)
+    # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).
+    if settings.embedder != "none" or settings.hybrid_lexical_weight > 0:
+        engine.use_relevance("hybrid")
+    # Change events on NATS JetStream (events/, docs/events.md): federated sync, erasure broadcast.
+    if settings.nats_url:
+        from usermem.events.sync import connect as connect_events  # start-up time, see the docstring
+
+        sync = connect_events(settings, contracts_for=ctx.contracts_for,
+                              drop_local=capabilities.drop_local)
+        ctx.subscribe(sync.on_local_change)
+        sync.start()
+        engine.events = sync
+    return engine

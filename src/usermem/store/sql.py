@@ -1,0 +1,203 @@
+"""One SQL vocabulary for the SQL backends (store/sqlite.py, store/postgres.py).
+
+`SqlDialect` holds what differs between SQLite and PostgreSQL — the placeholder, how a list parameter
+is passed, how booleans and byte order are spelled, the extra `value_raw` column — and builds every
+statement of the store once, at import time (`SQLITE`, `POSTGRES`). The query builders that depend on
+their arguments (live filter, soft-delete filter, audit filter, document listing) are shared too; the
+live filter's SQL is cached per shape, so the recall hot path only assembles its parameters.
+
+The backends keep only what is truly driver-specific: connections, locks, transactions, how values are
+encoded (JSON text vs JSONB / bytea), error translation, compaction. No business rule lives here: which
+rows are "live" is the store's definition of a current version (not superseded, not deleted, not
+expired at `now`, not retracted unless asked), the same on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery
+from usermem.store.rows import COLUMNS
+
+# A current version: neither replaced by a newer one nor deleted (expiry is judged against `now`).
+CURRENT = "superseded_by IS NULL AND deleted_at IS NULL"
+AUDIT_COLUMNS = ("seq", "tenant", "at", "action", "user_id", "key", "memory_id", "op", "reason", "actor", "detail")
+_AUDIT_INSERT_COLUMNS = AUDIT_COLUMNS[1:]
+_AUDIT_FILTERS = (("user_id", "="), ("action", "="), ("at", ">="), ("at", "<"), ("seq", ">"))
+
+
+@dataclass(frozen=True, eq=False)
+class SqlDialect:
+    """The differences between the SQL backends, and the statements built from them."""
+
+    name: Literal["sqlite", "postgres"]
+    mark: str  # the placeholder: "?" (sqlite3) or "%s" (psycopg)
+    list_param: bool  # True: `col = ANY(%s)` with one list parameter; False: `col IN (?,?,...)`
+    not_retracted: str  # boolean spelling: "retracted=0" (INTEGER) or "NOT retracted" (boolean)
+    byte_order: str  # appended to ORDER BY text columns so both backends sort by code point
+    value_columns: tuple[str, ...]  # how a JSON value is stored: ("value",) or ("value", "value_raw")
+    detail_cast: str = ""  # cast of the audit detail parameter ("::jsonb")
+    returning: bool = False  # UPDATE ... RETURNING is used (PostgreSQL; SQLite's needs 3.35)
+    stmt: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        p = self.mark
+        columns = COLUMNS + tuple(c for c in self.value_columns if c not in COLUMNS)
+        select = ", ".join(columns)
+        by_id = f"SELECT {select} FROM memories WHERE tenant={p} AND id={p} AND deleted_at IS NULL"
+        docs = ", ".join(("tenant", "namespace", "key", "user_id", *self.value_columns, "updated_at", "expires_at"))
+        doc_update = ", ".join(f"{c}=excluded.{c}" for c in ("user_id", *self.value_columns, "updated_at",
+                                                                "expires_at"))
+        self.stmt.update({
+            "insert": f"INSERT INTO memories ({select}) VALUES ({self.marks(len(columns))})",
+            "head": f"SELECT {select} FROM memories WHERE tenant={p} AND user_id={p} AND key={p} AND {CURRENT}",
+            "get": by_id,
+            "history": f"SELECT {select} FROM memories WHERE tenant={p} AND user_id={p} AND key={p}"
+                       " AND deleted_at IS NULL ORDER BY seq",
+            "by_change_set": f"SELECT {select} FROM memories WHERE tenant={p} AND change_set_id={p}"
+                             " AND deleted_at IS NULL ORDER BY seq",
+            "supersede": f"UPDATE memories SET superseded_by={p}, superseded_at={p} WHERE tenant={p} AND id={p}"
+                         f" AND {CURRENT}" + (" RETURNING id" if self.returning else ""),
+            "insert_audit": f"INSERT INTO audit ({', '.join(_AUDIT_INSERT_COLUMNS)})"
+                            f" VALUES ({self.marks(len(_AUDIT_INSERT_COLUMNS) - 1)},{p}{self.detail_cast})",
+            "purge_where": f"((deleted_at IS NOT NULL AND deleted_at <= {p}) OR (expires_at IS NOT NULL"
+                           f" AND expires_at <= {p}))",
+            "put_doc": f"INSERT INTO documents ({docs}) VALUES ({self.marks(len(self.value_columns) + 6)})"
+                       f" ON CONFLICT (tenant, namespace, key) DO UPDATE SET {doc_update}",
+            "get_doc": f"SELECT {', '.join(self.value_columns)}, expires_at FROM documents"
+                       f" WHERE tenant={p} AND namespace={p} AND key={p}",
+            "delete_doc": f"DELETE FROM documents WHERE tenant={p} AND namespace={p} AND key={p}",
+            "delete_user_docs": f"DELETE FROM documents WHERE tenant={p} AND user_id={p}",
+            "users": f"SELECT DISTINCT user_id{self.byte_order} FROM memories WHERE tenant={p}"
+                     f" AND deleted_at IS NULL ORDER BY 1 LIMIT {p}",
+            "count": "SELECT count(*) FROM memories",
+            "count_tenant": f"SELECT count(*) FROM memories WHERE tenant={p}",
+            "schema_version": "SELECT max(version) FROM schema_migrations",
+        })
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "select_list", select)
+
+    columns: tuple[str, ...] = field(init=False, default=())
+    select_list: str = field(init=False, default="")
+
+    # -- small pieces ------------------------------------------------------------------------------------
+
+    def marks(self, n: int) -> str:
+        return ",".join([self.mark] * n)
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """`column` is one of `values`: (condition, parameters)."""
+        if self.list_param:
+            return f"{column} = ANY({self.mark})", [list(values)]
+        return f"{column} IN ({self.marks(len(values))})", list(values)
+
+    # -- memories ----------------------------------------------------------------------------------------
+
+    def live(self, q: LiveQuery, *, scores: bool = False) -> tuple[str, list[Any]]:
+        """SELECT of the user's live rows matching q: full records, or the ScoreRow columns (hot path)."""
+        text = _live_sql(self, scores, q.include_retracted, None if q.kinds is None else len(q.kinds),
+                         None if q.keys is None else len(q.keys), q.session_id is not None)
+        args: list[Any] = [q.tenant, q.user_id, q.now]
+        if q.kinds is not None:
+            kinds = [k.value for k in q.kinds]
+            args.append(kinds) if self.list_param else args.extend(kinds)
+        if q.keys is not None:
+            args.append(list(q.keys)) if self.list_param else args.extend(q.keys)
+        if q.session_id is not None:
+            args.append(q.session_id)
+        return text, args
+
+    def soft_delete_where(self, tenant: str, user_id: str, keys: Sequence[str] | None,
+                          created_from: float | None, created_until: float | None) -> tuple[str, list[Any]]:
+        """The versions a soft delete marks: every non-deleted version of the user, of `keys`, created in
+        [created_from, created_until). `keys=[]` matches nothing (callers return early)."""
+        p = self.mark
+        where = [f"tenant={p}", f"user_id={p}", "deleted_at IS NULL"]
+        args: list[Any] = [tenant, user_id]
+        if keys is not None:
+            cond, more = self.in_list("key", keys)
+            where.append(cond)
+            args.extend(more)
+        if created_from is not None:
+            where.append(f"created_at >= {p}")
+            args.append(created_from)
+        if created_until is not None:
+            where.append(f"created_at < {p}")
+            args.append(created_until)
+        return " AND ".join(where), args
+
+    def touch(self, column: str, n_ids: int | None) -> str:
+        """UPDATE moving `column` (last_used_at / last_confirmed_at) forward on ids of one tenant.
+        Parameters: at, tenant, [user_id when n_ids is None], ids..., at. `n_ids=None`: one list parameter
+        and a user filter (PostgreSQL, under the user's lock); else `n_ids` placeholders."""
+        if column not in ("last_used_at", "last_confirmed_at"):
+            raise ValueError(f"not a touch column: {column}")
+        p = self.mark
+        ids = f"id = ANY({p})" if n_ids is None else f"id IN ({self.marks(n_ids)})"
+        user = f" AND user_id={p}" if n_ids is None else ""
+        return (f"UPDATE memories SET {column}={p} WHERE tenant={p}{user} AND {ids}"
+                f" AND ({column} IS NULL OR {column} < {p})")
+
+    def get_many(self, n_ids: int) -> str:
+        """Non-deleted records of one tenant by id (parameters: tenant, ids)."""
+        p = self.mark
+        ids = f"id = ANY({p})" if self.list_param else f"id IN ({self.marks(n_ids)})"
+        # SQLite: `+tenant` keeps the planner on the id index (unary plus disables the tenant index).
+        tenant = "tenant" if self.list_param else "+tenant"
+        return f"SELECT {self.select_list} FROM memories WHERE {tenant}={p} AND {ids} AND deleted_at IS NULL"
+
+    # -- audit and documents -----------------------------------------------------------------------------
+
+    def audit_log(self, q: AuditQuery) -> tuple[str, list[Any]]:
+        p = self.mark
+        where = [f"tenant={p}"]
+        args: list[Any] = [q.tenant]
+        for (column, op), value in zip(_AUDIT_FILTERS, (q.user_id, q.action, q.since, q.until, q.after_seq),
+                                       strict=True):
+            if value is not None:
+                where.append(f"{column} {op} {p}")
+                args.append(value)
+        args.append(q.limit)
+        return (f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT {p}",
+                args)
+
+    def list_docs(self, tenant: str, namespace: str, user_id: str | None, now: float | None,
+                  limit: int) -> tuple[str, list[Any]]:
+        p = self.mark
+        where = [f"tenant={p}", f"namespace={p}"]
+        args: list[Any] = [tenant, namespace]
+        if user_id is not None:
+            where.append(f"user_id={p}")
+            args.append(user_id)
+        if now is not None:
+            where.append(f"(expires_at IS NULL OR expires_at > {p})")
+            args.append(now)
+        args.append(limit)
+        return (f"SELECT key, {', '.join(self.value_columns)} FROM documents WHERE {' AND '.join(where)}"
+                f" ORDER BY key{self.byte_order} LIMIT {p}", args)
+
+
+@lru_cache(maxsize=512)
+def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int | None, n_keys: int | None,
+              session: bool) -> str:
+    p = d.mark
+    where = [f"tenant={p} AND user_id={p} AND {CURRENT} AND (expires_at IS NULL OR expires_at > {p})"]
+    if not include_retracted:
+        where.append(d.not_retracted)
+    if n_kinds is not None:
+        where.append(f"kind = ANY({p})" if d.list_param else f"kind IN ({d.marks(n_kinds)})")
+    if n_keys is not None:
+        where.append(f"key = ANY({p})" if d.list_param else f"key IN ({d.marks(n_keys)})")
+    if session:
+        where.append(f"session_id={p}")
+    columns = ", ".join(SCORE_COLUMNS) if scores else d.select_list
+    return f"SELECT {columns} FROM memories WHERE {' AND '.join(where)}"
+
+
+SQLITE = SqlDialect("sqlite", "?", list_param=False, not_retracted="retracted=0", byte_order="",
+                    value_columns=("value",))
+POSTGRES = SqlDialect("postgres", "%s", list_param=True, not_retracted="NOT retracted", byte_order=' COLLATE "C"',
+                      value_columns=("value", "value_raw"), detail_cast="::jsonb", returning=True)

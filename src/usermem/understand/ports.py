@@ -1,0 +1,81 @@
+"""What the conversation pipelines need from their host (the engine), as a typed port.
+
+`usermem.understand` never imports `usermem.engine`: the composition root (engine/compose.py) hands
+`Understanding` an object of this shape, built over the engine's write and recall pipelines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from usermem.config import Settings
+from usermem.model import Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+from usermem.policy.contracts import ContractSet
+from usermem.store.base import Store
+
+
+class MemoryHost(Protocol):
+    """The engine as `Understanding` sees it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store:
+        """Documents (onboarding, pushback, verifications), live reads, audit and `touch`."""
+        ...
+
+    @property
+    def contracts(self) -> ContractSet:
+        """The default contract set (no tenant given)."""
+        ...
+
+    def contracts_for(self, tenant: str) -> ContractSet:
+        """The contract set in force for a tenant (raises ValidationError for a malformed tenant)."""
+        ...
+
+    def now(self, now: float | None) -> float:
+        """`now`, checked, or the engine clock's time."""
+        ...
+
+    def check_ids(self, tenant: object, user_id: object) -> None:
+        """Raise InvalidArgument / ValidationError for a malformed tenant or user id."""
+        ...
+
+    def write(self, tenant: str, user_id: str, request: WriteRequest, *, now: float | None = None,
+              actor: str | None = None) -> WriteResult: ...
+
+    def write_many(self, tenant: str, user_id: str, requests: Sequence[WriteRequest], *, now: float | None = None,
+                   change_set_id: str | None = None, actor: str | None = None) -> list[WriteResult]: ...
+
+    def recall_scored(self, tenant: str, user_id: str, k: int, *, now: float, keys: Sequence[str] | None = None,
+                      kinds: Sequence[Kind] | None = None, session_id: str | None = None,
+                      actor: str | None = None) -> list[ScoredMemory]:
+        """The recall pipeline (grants, contracts and session scoping apply); marks nothing as used."""
+        ...
+
+
+class ClosedSession(Protocol):
+    """What the session-close hook receives (engine/sessions.SessionClosed has this shape)."""
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def transcript(self) -> object: ...
+
+    @property
+    def already_closed(self) -> bool: ...
+
+    @property
+    def closed_at(self) -> float | None: ...
+
+    @property
+    def context(self) -> Sequence[MemoryRecord]: ...
