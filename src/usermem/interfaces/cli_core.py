@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from usermem.config import load_settings
+from usermem.config import load_settings, redact_url
 from usermem.engine.memory import Memory
 from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console
@@ -26,7 +26,6 @@ from usermem.interfaces.cli_params import (
     read_json,
 )
 from usermem.model import WriteResult
-from usermem.store.redis import redact_url
 
 StoreOpt = Annotated[str | None, typer.Option(
     "--store", help="Store URL: sqlite:///relative/file.db (relative to the current directory), "

@@ -49,10 +49,9 @@ def tail(
 
     Example: usermem events tail --tenant acme --url nats://127.0.0.1:4222
     """
-    from usermem.config import load_settings
+    from usermem.config import load_settings, redact_url
     from usermem.errors import InvalidArgument
     from usermem.events import EventBus, filter_subject
-    from usermem.store.redis import redact_url
 
     settings = load_settings()
     nats_url = url or settings.nats_url

@@ -82,8 +82,8 @@ def serve(
     """
     import uvicorn
 
+    from usermem.config import redact_url
     from usermem.interfaces.api import create_app
-    from usermem.store.redis import redact_url
 
     settings = service_settings(store)
     overrides: dict[str, Any] = {}
