@@ -52,15 +52,15 @@ def test_migrations_are_idempotent_and_safe_when_two_instances_start_at_once(pg_
     for t in threads:
         t.join()
     assert not errors
-    assert {s.schema_version() for s in stores} == {3}
+    assert {s.schema_version() for s in stores} == {5}
     with psycopg.connect(backends.require_postgres()) as c:
         schema = pg_url.rsplit("schema=", 1)[1]
         n = c.execute(f'SELECT count(*) FROM "{schema}".schema_migrations').fetchone()[0]
-    assert n == 3
+    assert n == 5
     for s in stores:
         s.close()
     again = PostgresStore(pg_url)  # a restart applies nothing new
-    assert again.schema_version() == 3
+    assert again.schema_version() == 5
     again.close()
 
 

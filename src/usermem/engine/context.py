@@ -8,10 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from usermem.config import Settings
-from usermem.errors import InvalidArgument
 from usermem.model import ChangeEvent, new_id
 from usermem.policy.contracts import ContractSet
-from usermem.policy.validate import Limits
+from usermem.policy.validate import Limits, time_arg
 from usermem.store.base import Store
 
 Clock = Callable[[], float]
@@ -52,11 +51,8 @@ class EngineContext:
         return Limits(max_value_bytes=self.settings.max_value_bytes, max_batch=self.settings.max_batch)
 
     def now(self, now: float | None) -> float:
-        if now is None:
-            return float(self.clock())
-        if isinstance(now, bool) or not isinstance(now, int | float):
-            raise InvalidArgument(f"now must be Unix seconds (float), got {type(now).__name__}")
-        return float(now)
+        # Finite Unix seconds within years 1-9999, else ValidationError/InvalidArgument (policy/validate.py).
+        return float(self.clock()) if now is None else time_arg("now", now)
 
     def emit(self, event: ChangeEvent) -> None:
         # Listeners run after commit; their failure must never undo or fail an acknowledged write.

@@ -9,7 +9,7 @@ from usermem.engine.ports import Eraser, Purger
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
-from usermem.policy.validate import KEY_PATTERN
+from usermem.policy.validate import KEY_PATTERN, MAX_TTL_SECONDS, number_arg
 
 
 class ErasurePipeline:
@@ -40,7 +40,7 @@ class ErasurePipeline:
                created_from: float | None = None, created_until: float | None = None,
                now: float | None = None, actor: str | None = None) -> int:
         """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted."""
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor)
         if keys is not None:
             for key in keys:
                 if not isinstance(key, str):
@@ -68,8 +68,7 @@ class ErasurePipeline:
         """Physically remove rows soft-deleted or expired more than `retention_days` ago."""
         at = self.ctx.now(now)
         days = self.ctx.settings.retention_days if retention_days is None else retention_days
-        if days < 0:
-            raise ValidationError("retention_days must not be negative", field="retention_days")
+        days = number_arg("retention_days", days, 0.0, MAX_TTL_SECONDS / DAY)  # finite, ≥ 0 (policy/validate.py)
         cutoff = at - days * DAY
         for drop in list(self._purgers):
             drop(cutoff, cutoff)

@@ -246,7 +246,7 @@ class LifecyclePipeline:
         """Restore the previous value of `key` (or version `to_version`: an id, or a 1-based position in
         history()) as a new version. Returns UPDATE/ADD, NOOP when it is already the current value, or
         REJECT when the value may no longer be stored or the source may not override the current one."""
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor, change_set_id=change_set_id)
         if not isinstance(key, str):
             raise InvalidArgument(f"key must be a str, got {type(key).__name__}")
         if to_version is not None and (isinstance(to_version, bool) or not isinstance(to_version, str | int)):

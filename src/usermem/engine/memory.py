@@ -27,6 +27,7 @@ from usermem.model import (
     parse_kind,
 )
 from usermem.policy.contracts import ContractSet, FieldContract, Sensitivity
+from usermem.policy.validate import MAX_SEQ, int_arg, time_range_arg
 from usermem.store.base import AuditQuery, Store
 
 if TYPE_CHECKING:
@@ -187,10 +188,8 @@ class Memory:
         (e.g. "logistics") names the reader's domain: fields of other domains are then returned only
         when their contract shares them, or (explicit_opt_in) after `opt_in`; private ones never.
         """
-        for name, v in (("event_from", event_from), ("event_until", event_until)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
-                raise InvalidArgument(f"{name} must be Unix seconds (float), got {v!r}")
-        check_ids(tenant, user_id)
+        event_from, event_until = time_range_arg(event_from, event_until, ("event_from", "event_until"))
+        check_ids(tenant, user_id, actor=actor)
         if isinstance(k, bool) or not isinstance(k, int):
             raise InvalidArgument(f"k must be an int, got {type(k).__name__}")
         if k < 1:
@@ -231,6 +230,8 @@ class Memory:
     def audit(self, tenant: str, *, user_id: str | None = None, action: str | None = None,
               since: float | None = None, until: float | None = None, limit: int = 100,
               after_seq: int | None = None) -> list[AuditEvent]:
+        since, until = time_range_arg(since, until)
+        after_seq = None if after_seq is None else int_arg("after_seq", after_seq, 0, MAX_SEQ)
         return self._ctx.store.audit_log(AuditQuery(tenant, user_id, action, since, until, limit, after_seq))
 
     # -- forgetting ----------------------------------------------------------------------------------
@@ -252,9 +253,7 @@ class Memory:
         if since is None and until is None:
             raise ValidationError("forget_range needs a bound: since, until or both (forget_user erases "
                                   "everything)", field="since")
-        for name, v in (("since", since), ("until", until)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
-                raise InvalidArgument(f"{name} must be Unix seconds (float), got {v!r}")
+        since, until = time_range_arg(since, until)
         return self._erasure.forget(tenant, user_id, created_from=since, created_until=until, now=now, actor=actor)
 
     def purge(self, now: float | None = None, *, retention_days: float | None = None) -> int:
@@ -427,6 +426,7 @@ class Memory:
     def episodes(self, tenant: str, user_id: str, *, since: float | None = None, until: float | None = None,
                  limit: int = 10, now: float | None = None) -> list[MemoryRecord]:
         """What happened, most recent event first: episodes whose event time lies in [since, until)."""
+        since, until = time_range_arg(since, until)
         return episodes(self._recall, tenant, user_id, now=self._ctx.now(now), since=since, until=until,
                         limit=limit)
 

@@ -28,7 +28,17 @@ from usermem.policy.guards import check_guards, loggable_key
 from usermem.policy.injection import instruction_like
 from usermem.policy.pii import redact
 from usermem.policy.resolve import Head, resolve
-from usermem.policy.validate import InputProblem, canonical_json, check_identifier, check_unit, check_write
+from usermem.policy.validate import (
+    InputProblem,
+    canonical_json,
+    check_identifier,
+    check_optional_identifiers,
+    check_ttl,
+    check_unit,
+    check_write,
+    optional_time,
+    shown,
+)
 from usermem.store.base import WriteTx
 
 DEFAULT_CONFIDENCE = {Source.INFERRED: 0.6}
@@ -47,10 +57,12 @@ class _Prepared:
     confidence: float | None
 
 
-def check_ids(tenant: Any, user_id: Any) -> None:
+def check_ids(tenant: Any, user_id: Any, **audited: Any) -> None:
+    """tenant, user_id and the optional identifiers the audit log keeps (actor=, change_set_id=)."""
     try:
         check_identifier("tenant", tenant)
         check_identifier("user_id", user_id)
+        check_optional_identifiers(**audited)  # no personal data in the append-only audit (policy/validate.py)
     except TypeError as exc:
         raise InvalidArgument(str(exc)) from None
     except InputProblem as exc:
@@ -70,7 +82,7 @@ class WritePipeline:
     def write_many(self, tenant: str, user_id: str, requests: Sequence[WriteRequest], *, now: float | None = None,
                    change_set_id: str | None = None, actor: str | None = None) -> list[WriteResult]:
         """Decide and apply a batch in one transaction: all accepted writes commit together, or none do."""
-        check_ids(tenant, user_id)
+        check_ids(tenant, user_id, actor=actor, change_set_id=change_set_id)
         at = self.ctx.now(now)
         if len(requests) > self.ctx.limits.max_batch:
             raise ValidationError(f"batch of {len(requests)} writes exceeds the limit of {self.ctx.limits.max_batch}",
@@ -102,17 +114,13 @@ class WritePipeline:
             raise InvalidArgument(f"expected WriteRequest, got {type(req).__name__}")
         contracts = self.ctx.contracts if contracts is None else contracts
         if isinstance(req.key, str) and contracts.is_forbidden(req.key):
-            return WriteResult(Op.REJECT, Reason.FORBIDDEN_KEY, detail=f"key {req.key!r} may never be stored")
+            return WriteResult(Op.REJECT, Reason.FORBIDDEN_KEY, detail=f"key {shown(req.key)} may never be stored")
         try:
             checked = check_write(req.kind, req.key, req.value, req.source, self.ctx.limits)
             importance = check_unit("importance", req.importance)
             confidence = check_unit("confidence", req.confidence)
-            for name in ("event_at", "ttl_seconds"):
-                v = getattr(req, name)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
-                    raise InputProblem(f"{name} must be a number of seconds", name)
-            if req.ttl_seconds is not None and req.ttl_seconds <= 0:
-                raise InputProblem("ttl_seconds must be positive", "ttl_seconds")
+            optional_time("event_at", req.event_at)  # finite and in range (policy/validate.py)
+            check_ttl("ttl_seconds", req.ttl_seconds)
             for name in ("session_id", "client_id"):
                 if getattr(req, name) is not None:
                     check_identifier(name, getattr(req, name))

@@ -9,6 +9,7 @@ from typing import Any
 from usermem.model import Reason
 from usermem.policy.contracts import ContractSet, FieldContract, is_forbidden_key
 from usermem.policy.pii import ALL_KINDS, PIIKind, detect
+from usermem.policy.validate import KEY_PATTERN
 
 # Kinds that may never be stored under any field. E-mail and mobile numbers are allowed where a
 # field contract says so (e.g. `email`, `phone`); everywhere else they are rejected as well.
@@ -61,7 +62,11 @@ def check_guards(key: str, value: Any, contract: FieldContract | None, contracts
 
 
 def loggable_key(key: object) -> str | None:
-    """The key if it is safe to write to the audit log (short text without personal data), else None."""
-    if isinstance(key, str) and len(key) <= 64 and not detect(key):
+    """The key if it is safe to write to the audit log (a valid key without personal data), else None.
+
+    An invalid key is never logged, not even partly: it may be a value sent in the wrong field (a name,
+    an obfuscated phone number) and the audit log outlives erasure.
+    """
+    if isinstance(key, str) and KEY_PATTERN.match(key) and not detect(key):
         return key
     return None

@@ -3,6 +3,10 @@
 Each detector finds candidate spans with a permissive pattern and then *validates* them
 (check digits, dates, Luhn, number prefixes), so that ordinary numbers — amounts, dates,
 order and tracking numbers, versions, postcodes — are not flagged.
+
+Detection runs on the folded text (policy/normalize.py: NFKC, digits of every script as ASCII, no
+zero-width or other format characters, one space for any run of Unicode spaces and tabs) and maps each
+finding back to the span of the original text, so obfuscated values are found and redacted exactly.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+
+from usermem.policy.normalize import fold
 
 
 class PIIKind(StrEnum):
@@ -37,7 +43,8 @@ DEFAULT_PLACEHOLDER = "[已脱敏]"
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
-_SEP = r"[ \-\u00a0]?"
+# One separator between digits: space (any Unicode space or tab, after folding), hyphen, dot, slash, underscore.
+_SEP = r"[ \-./_]?"
 # Digit boundaries only: a valid date plus a matching check digit is specific enough that letters glued
 # to the number ("身份证110105194912310021a") do not make it anything else.
 _ID_RE = re.compile(r"(?<![0-9])(\d(?:" + _SEP + r"\d){16}" + _SEP + r"[\dXx])(?![0-9])")
@@ -76,7 +83,9 @@ def _find_cn_id(text: str) -> Iterator[Finding]:
 
 # --- Bank cards -----------------------------------------------------------------------------------------
 
-_CARD_RE = re.compile(r"(?<![0-9A-Za-z.])(\d(?:[ \-]?\d){12,18})(?![0-9A-Za-z]|\.\d)")
+# Letters may be glued in front ("visa4111…", "card:4111…"); _find_bank_cards skips hex-looking runs.
+_CARD_RE = re.compile(r"(?<![0-9.])(\d(?:" + _SEP + r"\d){12,18})(?![0-9A-Za-z]|[./_\-]\d)")
+_GLUED = re.compile(r"[A-Za-z]+$")
 
 
 def luhn_ok(digits: str) -> bool:
@@ -130,6 +139,11 @@ def _find_bank_cards(text: str) -> Iterator[Finding]:
         digits = re.sub(r"\D", "", m.group(1))
         if not (13 <= len(digits) <= 19 and luhn_ok(digits) and _card_prefix_ok(digits)):
             continue
+        if not _separators_ok(m.group(1)):
+            continue  # mixed separators, dotted single digits: dates, versions and numbers, not a card
+        glued = _GLUED.search(text, 0, m.start(1))
+        if glued and not re.search(r"[g-zG-Z]", glued.group()):
+            continue  # digits inside a hex token (ids, hashes), not a card after a word
         before = text[max(0, m.start(1) - 24) : m.start(1)]
         # An explicit "order no." label in front of a number wins unless a card is also mentioned.
         if _ORDER_CUES.search(before) and not _CARD_CUES.search(before):
@@ -140,15 +154,30 @@ def _find_bank_cards(text: str) -> Iterator[Finding]:
 # --- Chinese mobile numbers -----------------------------------------------------------------------------
 
 _MOBILE_RE = re.compile(
-    r"(?<![0-9A-Za-z+])"
-    r"((?:(?:\+|＋|00)86[ \-]?|[(（][+＋]?86[)）][ \-]?|86[ \-])?"
-    r"(?:1[3-9]\d|[(（]1[3-9]\d[)）])(?:[ \-]?\d){8})"
-    r"(?![0-9A-Za-z])"
+    r"(?<![0-9A-Za-z+.])"
+    r"((?:(?:\+|00)86[ \-]?|\(\+?86\)[ \-]?|86[ \-])?"
+    r"(?P<core>(?:1" + _SEP + r"[3-9]" + _SEP + r"\d|\(1[3-9]\d\))(?:" + _SEP + r"\d){8}))"
+    r"(?![0-9A-Za-z]|[./_\-]\d)"
 )
+
+
+def _separators_ok(number: str) -> bool:
+    """A number written with separators uses one kind of separator, and with `.`/`/`/`_` at most one group is
+    a single digit: "138.0013.8000", "510.000.000.000.000.8" and "1 3 8 0 0 …" are numbers,
+    "1.3.8.0.0.1.3.8.0.0.0" is a version."""
+    seps = set(re.sub(r"\d", "", number))
+    if len(seps) > 1:
+        return False
+    if seps & {".", "/", "_"}:
+        return sum(len(g) == 1 for g in re.split(r"[./_]", number)) <= 1
+    return True
 
 
 def _find_mobiles(text: str) -> Iterator[Finding]:
     for m in _MOBILE_RE.finditer(text):
+        core = m.group("core")
+        if not core.startswith("(") and not _separators_ok(core):
+            continue
         before = text[max(0, m.start(1) - 24) : m.start(1)]
         if _ORDER_CUES.search(before) and not re.search(r"(手机|电话|联系|mobile|phone|tel|call)", before, re.I):
             continue
@@ -171,7 +200,7 @@ def _find_emails(text: str) -> Iterator[Finding]:
 # --- Passwords and secrets stated as such ---------------------------------------------------------------
 
 _PW_LABEL = (
-    r"(?:(?:登录|登陆|支付|交易|取款|银行卡|账户|账号|邮箱|wifi|WiFi|WIFI)?密码|口令|pin码|PIN码|"
+    r"(?:(?:登录|登陆|支付|交易|取款|银行卡|账户|账号|邮箱|wifi|WiFi|WIFI)? ?密 ?码|口 ?令|pin ?码|PIN ?码|"
     r"(?<![A-Za-z])(?:pass(?:word|wd|code|phrase)?|pwd|pin))"  # whole English words: not "spin is", "bypass="
 )
 # Label, then an explicit separator ("是", "为", ":", "=", "is"), then the secret. A secret never
@@ -182,7 +211,11 @@ _PW_EXPLICIT = re.compile(
     re.IGNORECASE,
 )
 # "passwd hunter2" / "pwd s3cret!": bare space after a short label, only when the token looks like a secret.
-_PW_BARE = re.compile(r"(?<![A-Za-z])(?:passwd|pwd|password)\s+(" + _SECRET_CHARS + r"{4,64})", re.IGNORECASE)
+# Chinese labels too: "密码 Xy7#abc", "口令 K8s!x".
+_PW_BARE = re.compile(r"(?:(?<![A-Za-z])(?:passwd|pwd|password|passcode)|密 ?码|口 ?令)\s+(" + _SECRET_CHARS + r"{4,64})",
+                      re.IGNORECASE)
+# "PIN 1234" / "pin码 8866" / "PIN code 123456": a bare PIN is digits only, and the label is written as one.
+_PIN_BARE = re.compile(r"(?:(?<![A-Za-z])(?:PIN|Pin)(?: ?code)?|pin ?码|PIN ?码)\s*(\d{4,8})(?![0-9])")
 # Words that follow "password is/:" in sentences *about* passwords rather than stating one.
 _NOT_A_SECRET = frozenset(
     """
@@ -209,6 +242,8 @@ def _find_passwords(text: str) -> Iterator[Finding]:
         token = m.group(1)
         if token.lower().rstrip(".!?)") not in _NOT_A_SECRET and _looks_secret(token):
             yield Finding(PIIKind.PASSWORD, m.start(1), m.end(1))
+    for m in _PIN_BARE.finditer(text):
+        yield Finding(PIIKind.PASSWORD, m.start(1), m.end(1))
 
 
 # --- API keys and tokens, by shape -----------------------------------------------------------------------
@@ -261,14 +296,17 @@ def detect(text: str, kinds: Iterable[PIIKind | str] | None = None) -> list[Find
     if not isinstance(text, str):
         raise TypeError(f"detect() needs a str, got {type(text).__name__}")
     wanted = ALL_KINDS if kinds is None else frozenset(PIIKind(k) for k in kinds)
+    folded = fold(text)
     taken: list[Finding] = []
     for kind, finder in _DETECTORS:
         if kind not in wanted:
             continue
-        for f in finder(text):
+        for f in finder(folded.text):
             if not any(f.start < t.end and t.start < f.end for t in taken):
                 taken.append(f)
-    return sorted(taken, key=lambda f: f.start)
+    spans = (folded.span(f.start, f.end) for f in sorted(taken, key=lambda f: f.start))
+    return [Finding(f.kind, start, end) for f, (start, end) in
+            zip(sorted(taken, key=lambda f: f.start), spans, strict=True)]
 
 
 def redact(

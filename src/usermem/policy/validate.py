@@ -8,10 +8,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from usermem.errors import InvalidArgument, ValidationError
 from usermem.model import Kind, Source, parse_kind
+from usermem.policy.pii import detect
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
 ID_PATTERN = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +46,48 @@ class InputProblem(ValueError):
         self.field = field
 
 
+_SAFE_TO_QUOTE = re.compile(r"^[A-Za-z0-9_.:\-]{1,40}$")
+
+
+def shown(value: Any) -> str:
+    """How an input may appear in an error message (which also reaches the audit log): quoted only when it
+    is a short plain token without personal data, otherwise described by its shape, never repeated."""
+    if isinstance(value, str):
+        if _SAFE_TO_QUOTE.match(value) and not detect(value):
+            return repr(value)
+        return f"a {len(value)}-character string (not repeated here)"
+    return f"a {type(value).__name__}"
+
+
 def check_identifier(name: str, value: Any) -> str:
-    """Tenant, user and session ids: non-empty, ≤128 characters, no control characters."""
+    """Tenant, user, session and client ids, actors, change-set ids: non-empty, ≤128 characters, no control
+    characters or lone surrogates, and no personal data (ID/card/phone numbers, e-mail addresses, secrets):
+    identifiers are written to the audit log, which outlives erasure."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if not ID_PATTERN.match(value) or value.strip() == "":
-        raise InputProblem(f"{name} must be 1-128 printable characters, got {value!r:.80}", name)
+        raise InputProblem(f"{name} must be 1-128 printable characters, got {shown(value)}", name)
+    check_text(name, value)
+    if detect(value):
+        raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers, e-mail "
+                           f"addresses, passwords or keys): identifiers are kept in the audit log", name)
     if name == "tenant" and is_reserved_tenant(value):
         raise InputProblem(f"tenant {value!r} is reserved for usermem's own records", name)
+    return value
+
+
+def check_optional_identifiers(**named: Any) -> None:
+    """check_identifier on every named value that is not None (actor=..., change_set_id=...)."""
+    for name, value in named.items():
+        if value is not None:
+            check_identifier(name, value)
+
+
+def check_text(name: str, value: str) -> str:
+    """A string that can be stored and encoded: no lone surrogates (they cannot be written as UTF-8)."""
+    if _SURROGATE.search(value):
+        raise InputProblem(f"{name} contains a lone surrogate (\\ud800-\\udfff), which is not valid Unicode text",
+                           name)
     return value
 
 
@@ -63,7 +100,7 @@ def check_key(key: Any) -> str:
     if not isinstance(key, str):
         raise TypeError(f"key must be a str, got {type(key).__name__}")
     if not KEY_PATTERN.match(key):
-        raise InputProblem(f"key must match [a-z0-9_.-]{{1,64}}, got {key!r:.80}", "key")
+        raise InputProblem(f"key must match [a-z0-9_.-]{{1,64}}, got {shown(key)}", "key")
     return key
 
 
@@ -79,10 +116,13 @@ def _depth(value: Any, limit: int, level: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InputProblem("value objects must have string keys", "value")
+            check_text("value", k)
             _depth(v, limit, level + 1)
     elif isinstance(value, list | tuple):
         for v in value:
             _depth(v, limit, level + 1)
+    elif isinstance(value, str):
+        check_text("value", value)
     elif isinstance(value, float) and not math.isfinite(value):
         raise InputProblem("value contains NaN or infinity, which JSON cannot hold", "value")
     elif not isinstance(value, str | int | float | bool):
@@ -102,15 +142,111 @@ def check_value(value: Any, limits: Limits = DEFAULT_LIMITS) -> str:
     return encoded
 
 
+# --- numbers ---------------------------------------------------------------------------------------------
+# Every number an operation accepts is finite and inside a range in which arithmetic on it stays finite:
+# a time plus the longest TTL is still a finite, representable Unix time, so nothing non-finite (nor
+# anything that overflows to infinity later, like `now=1e308, ttl_seconds=1e308`) reaches storage.
+
+MIN_UNIX_SECONDS = -62_135_596_800.0  # 0001-01-01T00:00:00Z (the datetime range)
+MAX_UNIX_SECONDS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+MAX_TTL_SECONDS = 1000 * 366 * 86_400.0  # a thousand years
+MAX_SEQ = 2**63 - 1  # audit sequence numbers are signed 64-bit integers
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_number(name: str, value: Any, lo: float, hi: float) -> float:
+    """`value` as a float if it is a finite number in [lo, hi].
+
+    TypeError for a non-number (bools included); InputProblem for NaN, ±infinity and numbers out of
+    range. Integers too large for a float are compared exactly, never converted first (no OverflowError).
+    """
+    if not _is_number(value):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputProblem(f"{name} must be a finite number, got {value}", name)
+    if not lo <= value <= hi:
+        shown = f"{value:.6g}" if isinstance(value, float) else (str(value) if abs(value) < 10**20 else "a huge integer")
+        raise InputProblem(f"{name} must be between {lo:.12g} and {hi:.12g}, got {shown}", name)
+    return float(value)
+
+
+def finite_time(name: str, value: Any) -> float:
+    """A Unix time in seconds (`now`, `event_at`, `since`...): finite, within years 1-9999."""
+    return check_number(name, value, MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)
+
+
+def optional_time(name: str, value: Any) -> float | None:
+    return None if value is None else finite_time(name, value)
+
+
+def check_ttl(name: str, value: Any) -> float | None:
+    """A time to live in seconds: None, or finite, > 0 and at most MAX_TTL_SECONDS."""
+    if value is None:
+        return None
+    seconds = check_number(name, value, -math.inf, MAX_TTL_SECONDS)
+    if seconds <= 0:
+        raise InputProblem(f"{name} must be positive", name)
+    return seconds
+
+
 def check_unit(name: str, value: Any) -> float | None:
     """importance / confidence: None, or a number in [0, 1]."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not (0.0 <= float(value) <= 1.0) or math.isnan(value):
-        raise InputProblem(f"{name} must be between 0 and 1, got {value}", name)
-    return float(value)
+    return check_number(name, value, 0.0, 1.0)
+
+
+def check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    """An integer argument (limits, counts, sequence numbers) in [lo, hi]; bools and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InputProblem(f"{name} must be between {lo} and {hi}", name)
+    return value
+
+
+def typed_error(exc: TypeError | InputProblem) -> InvalidArgument | ValidationError:
+    """The usermem error for a check's exception: InputProblem → ValidationError (naming the field),
+    TypeError → InvalidArgument. Both answer 422 `invalid_input` over HTTP."""
+    if isinstance(exc, InputProblem):
+        return ValidationError(str(exc), field=exc.field)
+    return InvalidArgument(str(exc))
+
+
+def time_arg(name: str, value: Any) -> float:
+    """`finite_time` for engine entry points: raises ValidationError / InvalidArgument (→ 422 invalid_input)."""
+    try:
+        return finite_time(name, value)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
+
+
+def optional_time_arg(name: str, value: Any) -> float | None:
+    return None if value is None else time_arg(name, value)
+
+
+def time_range_arg(since: Any, until: Any, names: tuple[str, str] = ("since", "until")) -> tuple[float | None, float | None]:
+    """Both bounds of a [since, until) window checked as times (either may be None)."""
+    return optional_time_arg(names[0], since), optional_time_arg(names[1], until)
+
+
+def number_arg(name: str, value: Any, lo: float, hi: float) -> float:
+    """`check_number` for engine entry points: raises ValidationError / InvalidArgument."""
+    try:
+        return check_number(name, value, lo, hi)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
+
+
+def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    """`check_int` for engine entry points: raises ValidationError / InvalidArgument."""
+    try:
+        return check_int(name, value, lo, hi)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
 
 
 def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = DEFAULT_LIMITS) -> Checked:
@@ -122,11 +258,11 @@ def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = D
     try:
         parsed_kind = parse_kind(kind)
     except ValueError:
-        raise InputProblem(f"unknown kind {kind!r}; expected one of {[k.value for k in Kind]} (or 'profile')",
+        raise InputProblem(f"unknown kind {shown(kind)}; expected one of {[k.value for k in Kind]} (or 'profile')",
                            "kind") from None
     try:
         parsed_source = Source(source)
     except ValueError:
-        raise InputProblem(f"unknown source {source!r}; expected one of {[s.value for s in Source]}",
+        raise InputProblem(f"unknown source {shown(source)}; expected one of {[s.value for s in Source]}",
                            "source") from None
     return Checked(parsed_kind, parsed_source, check_value(value, limits))

@@ -6,7 +6,8 @@
 - Hypotheses (source `inferred`) are never injected as facts.
 - Poisoning defence: every value is JSON-encoded with `<`, `>`, `&` and the Unicode line separators
   escaped (\\u003c ...), so a stored value cannot close a tag or open a new one; values that read as
-  instructions (policy/injection.py) are withheld and reported instead of injected.
+  instructions (policy/injection.py) are withheld and reported instead of injected, and values addressed to
+  the reader ("you must…") are injected only as `{"quoted_user_statement": …}` and reported in `quoted`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from usermem.model import Kind, ScoredMemory, Source
-from usermem.policy.injection import instruction_like
+from usermem.policy.injection import quote_if_instruction
 from usermem.understand.plan import RecallPlan
 from usermem.understand.text import estimate_tokens
 
@@ -49,6 +50,7 @@ class Assembly:
     dropped: tuple[str, ...] = ()  # keys left out because the budget was spent
     withheld: tuple[str, ...] = ()  # keys left out because their value reads as an instruction
     used_ids: tuple[str, ...] = field(default=())
+    quoted: tuple[str, ...] = ()  # keys rendered as a quoted user statement (policy/injection.py), flagged
 
     def to_dict(self) -> dict[str, Any]:
         def items(sel: Sequence[ScoredMemory]) -> list[dict[str, Any]]:
@@ -59,7 +61,7 @@ class Assembly:
         return {"plan": self.plan.to_dict(), "plan_mode": self.plan.mode, "facts": items(self.facts),
                 "preferences": items(self.preferences), "context": items(self.context), "prompt": self.prompt,
                 "tokens": self.tokens, "budget_tokens": self.budget_tokens, "dropped": list(self.dropped),
-                "withheld": list(self.withheld)}
+                "withheld": list(self.withheld), "quoted": list(self.quoted)}
 
 
 def _block(tag: str, entries: dict[str, Any]) -> str:
@@ -78,6 +80,7 @@ def assemble(plan: RecallPlan, candidates: Sequence[ScoredMemory], budget_tokens
     """Select and render. `candidates` are the scored live memories of the planned keys (any order)."""
     eligible: list[tuple[str, ScoredMemory]] = []
     withheld: list[str] = []
+    quoted: list[str] = []
     for s in candidates:
         r = s.memory
         if r.kind in _FACT_KINDS:
@@ -99,10 +102,11 @@ def assemble(plan: RecallPlan, candidates: Sequence[ScoredMemory], budget_tokens
         r = s.memory
         if r.key in chosen[tag]:
             continue
-        if instruction_like(r.value) is not None:
+        rendered, flagged = quote_if_instruction(r.value)  # second line of defence (policy/injection.py)
+        if rendered is None:
             withheld.append(r.key)
             continue
-        trial = {**chosen[tag], r.key: r.value}
+        trial = {**chosen[tag], r.key: rendered}
         trial_all = {**chosen, tag: trial}
         cost = estimate_tokens(render(trial_all[FACT_TAG], trial_all[PREF_TAG], trial_all[CONTEXT_TAG]))
         if cost > budget_tokens:
@@ -110,8 +114,11 @@ def assemble(plan: RecallPlan, candidates: Sequence[ScoredMemory], budget_tokens
             continue
         chosen[tag] = trial
         picked[tag].append(s)
+        if flagged:
+            quoted.append(r.key)
         tokens = cost
     prompt = render(chosen[FACT_TAG], chosen[PREF_TAG], chosen[CONTEXT_TAG])
     used = tuple(s.memory.id for tag in picked for s in picked[tag])
     return Assembly(plan, tuple(picked[FACT_TAG]), tuple(picked[PREF_TAG]), tuple(picked[CONTEXT_TAG]), prompt,
-                    estimate_tokens(prompt) if used else tokens, budget_tokens, tuple(dropped), tuple(withheld), used)
+                    estimate_tokens(prompt) if used else tokens, budget_tokens, tuple(dropped), tuple(withheld), used,
+                    tuple(quoted))
