@@ -6,11 +6,12 @@
 # the Debian package (apt-get; nothing is downloaded from anywhere else). Idempotent: running it again
 # when everything answers changes nothing. Prints one status line per service and exits 0 even when a
 # service cannot be started (the tests that need it are then skipped with the reason); exits 1 only
-# with --strict.
+# with --strict, which is implied by USERMEM_REQUIRE_BACKENDS=1 (set by .ci/run: missing backends fail).
 set -uo pipefail
 
 STRICT=0
 [ "${1:-}" = "--strict" ] && STRICT=1
+case "${USERMEM_REQUIRE_BACKENDS:-}" in 1|true|yes|on) STRICT=1 ;; esac
 PG_PORT=${USERMEM_PG_PORT:-5432}
 REDIS_PORT=${USERMEM_REDIS_PORT:-6379}
 NATS_PORT=${USERMEM_NATS_PORT:-4222}
@@ -94,8 +95,15 @@ else
 fi
 
 # --- NATS (JetStream) ---------------------------------------------------------------------------------------
+# A NATS server announces JetStream in the INFO line it sends on connect ("jetstream":true).
+nats_info() { (exec 3<>"/dev/tcp/127.0.0.1/$NATS_PORT" && IFS= read -r -t 3 line <&3 && printf '%s' "$line") 2>/dev/null; }
+nats_js_ready() { case "$(nats_info)" in *'"jetstream":true'*) return 0 ;; *) return 1 ;; esac; }
 if port_open "$NATS_PORT"; then
-  report NATS ok "already listening on 127.0.0.1:$NATS_PORT"
+  if nats_js_ready; then
+    report NATS ok "already listening on 127.0.0.1:$NATS_PORT with JetStream"
+  else
+    report NATS FAILED "a server on 127.0.0.1:$NATS_PORT answers without JetStream (restart it with -js)"
+  fi
 else
   command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || apt_install nats-server || true
   bin=$(command -v nats-server || echo /usr/sbin/nats-server)
@@ -109,8 +117,8 @@ else
     else
       nohup $SUDO "$bin" -a 127.0.0.1 -p "$NATS_PORT" -js -sd /var/lib/nats-server >/dev/null 2>&1 &
     fi
-    if wait_for 15 port_open "$NATS_PORT"; then report NATS ok "started on 127.0.0.1:$NATS_PORT"
-    else report NATS FAILED "nats-server did not listen on 127.0.0.1:$NATS_PORT"; fi
+    if wait_for 15 nats_js_ready; then report NATS ok "started on 127.0.0.1:$NATS_PORT with JetStream"
+    else report NATS FAILED "nats-server did not answer with JetStream on 127.0.0.1:$NATS_PORT"; fi
   fi
 fi
 

@@ -1,12 +1,15 @@
-"""Real PostgreSQL and Redis for the test suite: throwaway databases, schemas and key prefixes.
+"""Real PostgreSQL, Redis and NATS (JetStream) for the test suite: throwaway databases, schemas and key prefixes.
 
 * One throwaway database per test session (``usermem_test_<pid>_<random>``), dropped at exit.
 * One schema per test (named from the test's tmp_path, so two Memory objects of one test share it),
   dropped when the test ends.
 * One Redis key prefix per test, deleted with SCAN + UNLINK when the test ends.
+* NATS tests use their own stream and subject prefix (tests/test_events_nats.py).
 
 When a server does not answer, ``scripts/ensure_services.sh`` is run once to start it from the Debian
-packages; if it still does not answer, the tests that need it are skipped with the reason.
+packages. If it still does not answer, the tests that need it are skipped with the reason — or, when
+``USERMEM_REQUIRE_BACKENDS=1`` (set by ``.ci/run``), they FAIL: in CI a missing backend must never turn
+into a green run that tested nothing. Use :func:`unavailable` for every "backend missing" exit.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import subprocess
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -28,10 +31,24 @@ PG_HOST = os.environ.get("USERMEM_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("USERMEM_TEST_PG_PORT", "5432"))
 PG_USER = os.environ.get("USERMEM_TEST_PG_USER", "postgres")
 REDIS_URL = os.environ.get("USERMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+NATS_URL = os.environ.get("USERMEM_TEST_NATS_URL", "nats://127.0.0.1:4222")
 ROOT = Path(__file__).resolve().parent.parent
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"ensured": False, "db": None, "pg_error": None, "redis_error": None}
+_state: dict[str, Any] = {"ensured": False, "db": None, "pg_error": None, "redis_error": None, "nats_error": None}
+
+
+def backends_required() -> bool:
+    """True when a missing backend must fail the test run (``USERMEM_REQUIRE_BACKENDS=1``, set by .ci/run)."""
+    return os.environ.get("USERMEM_REQUIRE_BACKENDS", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A backend (server, binary, wheel) the test needs is missing: skip locally, fail when backends are required."""
+    if backends_required():
+        pytest.fail(f"{reason} — USERMEM_REQUIRE_BACKENDS=1: a missing backend fails the run instead of skipping",
+                    pytrace=False)
+    pytest.skip(reason)
 
 
 def pg_url(database: str = "postgres") -> str:
@@ -61,12 +78,44 @@ def _redis_ok() -> str | None:
         return str(exc) or type(exc).__name__
 
 
+def _nats_ok(url: str = NATS_URL) -> str | None:
+    """None when a NATS server with JetStream answers at `url`, else why not."""
+    import asyncio
+    import socket
+    from urllib.parse import urlsplit
+
+    import nats
+
+    parts = urlsplit(url)
+    try:  # nats.connect() retries a refused first connect forever: check the port first
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 4222), timeout=2).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+    async def quiet(_exc: Exception) -> None:
+        return None
+
+    async def probe() -> None:
+        nc = await nats.connect(url, connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=0,
+                                error_cb=quiet)
+        try:
+            await nc.jetstream().account_info()
+        finally:
+            await nc.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(probe(), timeout=10))
+        return None
+    except Exception as exc:  # any failure (refused, timeout, no JetStream) is the reason to report
+        return f"{type(exc).__name__}: {exc}".strip()
+
+
 def _ensure_services() -> None:
-    """Run scripts/ensure_services.sh once per session if PostgreSQL or Redis does not answer."""
+    """Run scripts/ensure_services.sh once per session if PostgreSQL, Redis or NATS does not answer."""
     if _state["ensured"]:
         return
     _state["ensured"] = True
-    if _pg_ok() is None and _redis_ok() is None:
+    if _pg_ok() is None and _redis_ok() is None and _nats_ok() is None:
         return
     script = ROOT / "scripts" / "ensure_services.sh"
     with contextlib.suppress(OSError, subprocess.SubprocessError):
@@ -79,12 +128,12 @@ def require_postgres() -> str:
         if _state["db"] is not None:
             return str(_state["db"])
         if _state["pg_error"] is not None:
-            pytest.skip(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT}: {_state['pg_error']}")
+            unavailable(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT}: {_state['pg_error']}")
         _ensure_services()
         err = _pg_ok()
         if err is not None:
             _state["pg_error"] = err
-            pytest.skip(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT} and could not be started: {err}")
+            unavailable(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT} and could not be started: {err}")
         import psycopg
 
         name = f"usermem_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -125,7 +174,30 @@ def require_redis() -> str:
             if err is None:
                 return REDIS_URL
             _state["redis_error"] = err
-        pytest.skip(f"Redis is not reachable at {REDIS_URL} and could not be started: {_state['redis_error']}")
+        unavailable(f"Redis is not reachable at {REDIS_URL} and could not be started: {_state['redis_error']}")
+
+
+def require_nats() -> str:
+    """The URL of a NATS server with JetStream (started by ensure_services.sh if needed), or skip/fail."""
+    with _lock:
+        if _state["nats_error"] is None:
+            _ensure_services()
+            err = _nats_ok()
+            if err is None:
+                return NATS_URL
+            _state["nats_error"] = err
+        unavailable(f"NATS JetStream is not reachable at {NATS_URL} and could not be started: {_state['nats_error']}")
+
+
+def require_binary(name: str) -> str:
+    """The path of a server binary a test starts itself (redis-server, nats-server), or skip/fail."""
+    import shutil
+
+    path = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if Path(p).exists()),
+                                      None)
+    if path is None:
+        unavailable(f"{name} is not installed (scripts/ensure_services.sh installs it)")
+    return path
 
 
 def schema_for(tmp_path: Path) -> str:

@@ -83,3 +83,9 @@ def file_mem(tmp_path) -> Memory:
     m = Memory(f"sqlite:///{tmp_path}/usermem.db")
     yield m
     m.close()
+
+
+def pytest_report_header(config) -> str:
+    if backends.backends_required():
+        return "backends: required (USERMEM_REQUIRE_BACKENDS=1) — a missing PostgreSQL, Redis or NATS fails the run"
+    return "backends: optional — a missing PostgreSQL, Redis or NATS skips its tests (set USERMEM_REQUIRE_BACKENDS=1 to fail)"

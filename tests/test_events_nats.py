@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import shutil
 import socket
 import subprocess
 import threading
@@ -23,6 +22,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+import backends
 from usermem import Memory
 from usermem.config import Settings
 from usermem.errors import InvalidArgument
@@ -31,7 +31,7 @@ from usermem.events.payload import BadPayload, decode, encode, filter_subject, s
 from usermem.model import ChangeEvent, Kind, MemoryRecord, Source
 from usermem.policy.contracts import ContractSet
 
-NATS_URL = "nats://127.0.0.1:4222"
+NATS_URL = backends.NATS_URL
 T0 = 1_790_000_000.0
 
 
@@ -116,9 +116,7 @@ class Inbox:
 
 @pytest.fixture(scope="module")
 def nats_ok() -> None:
-    err = _nats_reachable()
-    if err is not None:
-        pytest.skip(f"NATS JetStream is not reachable at {NATS_URL}: {err}")
+    backends.require_nats()  # skips, or fails under USERMEM_REQUIRE_BACKENDS=1
 
 
 @pytest.fixture
@@ -347,8 +345,6 @@ def test_a_remote_change_drops_the_in_process_cache_of_the_user(bus_settings):
 @pytest.mark.nats
 @pytest.mark.redis
 def test_erasure_drops_the_redis_near_cache_of_other_instances(bus_settings):
-    import backends
-
     redis_url = backends.require_redis()
     prefix = "umtest:events:" + uuid.uuid4().hex[:8]
     settings = bus_settings.with_overrides(routes={"preference": "redis"}, redis_url=redis_url, key_prefix=prefix)
@@ -419,9 +415,7 @@ def test_a_full_queue_drops_new_events_and_counts_them(tmp_path, caplog):
 
 @pytest.mark.nats
 def test_publishing_resumes_after_the_server_comes_back(tmp_path):
-    exe = shutil.which("nats-server")
-    if exe is None:
-        pytest.skip("needs the nats-server binary to start and stop a private server")
+    exe = backends.require_binary("nats-server")  # to start and stop a private server
     port = _free_port()
     url = f"nats://127.0.0.1:{port}"
     store_dir = tmp_path / "js"

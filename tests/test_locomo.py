@@ -6,13 +6,14 @@ The full runs are `usermem eval locomo --data ...` and `usermem eval memorybank`
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from usermem.relevance.evaluate import (
+from usermem.evals.retrieval import (
     Scores,
     load_locomo,
     load_memorybank,
@@ -20,7 +21,7 @@ from usermem.relevance.evaluate import (
     write_reports,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(os.environ.get("USERMEM_EVAL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 LOCOMO = DATA / "locomo" / "locomo10.json"
 MEMORYBANK = DATA / "memorybank"
 LABELS = Path(str(resources.files("usermem") / "data" / "memorybank_labels.jsonl"))
@@ -75,7 +76,31 @@ def test_locomo_loader_follows_the_schema_and_category_mapping():
     assert conv.turns[0].key == "d1.1" and conv.turns[0].text.startswith("Caroline: ")
     assert {q.category for q in conv.questions} == {"multi-hop", "temporal", "open-domain", "single-hop",
                                                     "adversarial"}
-    assert skipped["no_evidence"] >= 0
+    raw = json.loads(LOCOMO.read_text(encoding="utf-8"))[0]["qa"]
+    assert skipped == {"no_evidence": sum(1 for qa in raw if not qa.get("evidence")), "dangling_evidence_ids": 0}
+    assert skipped["no_evidence"] == 2 and len(conv.questions) == len(raw) - 2 == 197
+
+
+def test_locomo_loader_counts_what_it_skips(tmp_path):
+    """Runs without the data set: a hand-written file with one question lacking evidence and one dangling id."""
+    session = [{"speaker": "A", "dia_id": "D1:1", "text": "I adopted a cat named Miso."},
+               {"speaker": "B", "dia_id": "D1:2", "text": "Lovely!", "blip_caption": "a grey cat"}]
+    sample = {"sample_id": "conv-x", "conversation": {"session_1": session,
+                                                        "session_1_date_time": "1:56 pm on 8 May, 2023"},
+              "qa": [{"question": "What is the cat called?", "category": 4, "evidence": ["D1:1", "D9:9"]},
+                     {"question": "What did B say?", "category": 1, "evidence": ["D1:2; D1:1"]},
+                     {"question": "Unanswerable?", "category": 5, "evidence": []},
+                     {"question": "Out of category", "category": 3, "evidence": ["D1:1"]}]}
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    convs, skipped = load_locomo(path, categories=(1, 4, 5))
+    assert skipped == {"no_evidence": 1, "dangling_evidence_ids": 1}
+    conv = convs[0]
+    assert [t.key for t in conv.turns] == ["d1.1", "d1.2"]
+    assert conv.turns[1].text == "B: Lovely! [shares a photo: a grey cat]"
+    assert conv.turns[0].at == 1683554160.0  # 2023-05-08 13:56 UTC
+    assert [(q.category, q.evidence) for q in conv.questions] == [("single-hop", {"d1.1"}),
+                                                                  ("multi-hop", {"d1.1", "d1.2"})]
 
 
 @needs_locomo
@@ -91,6 +116,8 @@ def test_locomo_ci_variant_hybrid_beats_both_baselines(tmp_path):
     paths = write_reports(result, tmp_path)
     assert json.loads(paths["json"].read_text())["results"] == table
     assert paths["png"].stat().st_size > 1000 and "| hybrid |" in paths["md"].read_text()
+    run = json.loads(paths["json"].read_text())["meta"]["run"]  # one run on one machine, named in the report
+    assert run["machine"]["cpus"] >= 1 and f"Run {run['id']}" in paths["md"].read_text()
 
 
 @needs_memorybank
@@ -115,5 +142,6 @@ def test_eval_locomo_command_writes_the_three_reports(tmp_path):
     assert out.exit_code == 0, out.output
     assert "hybrid" in out.output and "bm25" in out.output and "dense" in out.output
     assert {p.name for p in tmp_path.iterdir()} >= {"eval-locomo.json", "eval-locomo.md", "eval-locomo.png"}
-    missing = CliRunner().invoke(app, ["eval", "locomo", "--data", str(tmp_path / "nope.json")])
+    # a short relative path: Rich wraps the error box at 80 columns and would split a long one
+    missing = CliRunner().invoke(app, ["eval", "locomo", "--data", "no-such-locomo.json"])
     assert missing.exit_code != 0 and "does not exist" in missing.output

@@ -52,15 +52,21 @@ def test_migrations_are_idempotent_and_safe_when_two_instances_start_at_once(pg_
     for t in threads:
         t.join()
     assert not errors
-    assert {s.schema_version() for s in stores} == {5}
+    from usermem.store.migrations import load_migrations
+
+    every = load_migrations("postgres")
+    latest = max(m.version for m in every)
+    assert {s.schema_version() for s in stores} == {latest}
     with psycopg.connect(backends.require_postgres()) as c:
         schema = pg_url.rsplit("schema=", 1)[1]
         n = c.execute(f'SELECT count(*) FROM "{schema}".schema_migrations').fetchone()[0]
-    assert n == 5
+        pgvector = c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone() is not None
+    # every migration once; the optional pgvector one (0004) only where the extension exists
+    assert n == len([m for m in every if not m.requires]) + (1 if pgvector else 0)
     for s in stores:
         s.close()
     again = PostgresStore(pg_url)  # a restart applies nothing new
-    assert again.schema_version() == 5
+    assert again.schema_version() == latest
     again.close()
 
 
@@ -293,3 +299,36 @@ def test_libpq_options_in_the_url_are_kept_beside_the_schema(pg_url):
         assert c.execute("SHOW application_name").fetchone() == ("um test",)
         assert c.execute("SELECT current_schema()").fetchone() == (store.schema,)
     store.close()
+
+
+def test_migrations_that_need_an_extension_wait_for_it(pg_url, monkeypatch):
+    """An optional migration (`-- usermem: requires extension x`) is applied where x is installed, with
+    @extschema:x@ replaced; where x is missing it stays pending, and the store still starts."""
+    from usermem.store import migrations
+
+    real = migrations.load_migrations("postgres")
+    vector = [m for m in real if m.requires]
+    assert [(m.name, m.requires) for m in vector] == [("0004_relevance_vectors.sql", ("vector",))]
+    extra = [
+        migrations.Migration(98, "0098_plpgsql.sql", "CREATE TABLE t98 (x text DEFAULT '@extschema:plpgsql@')",
+                             ("plpgsql",)),
+        migrations.Migration(99, "0099_missing.sql", "CREATE TABLE t99 (x int)", ("usermem_no_such_extension",)),
+    ]
+    monkeypatch.setattr(migrations, "load_migrations", lambda backend: [*real, *extra])
+    store = PostgresStore(pg_url)
+    with store.sql() as c:
+        applied = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
+        assert c.execute("SELECT column_default FROM information_schema.columns WHERE table_name='t98'"
+                         " AND table_schema=current_schema()").fetchone()[0] == "'\"pg_catalog\"'::text"
+        assert c.execute("SELECT to_regclass('t99')").fetchone()[0] is None
+        pgvector = c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone() is not None
+    assert 98 in applied and 99 not in applied
+    # pgvector decides migration 0004 and the declared capability (Debian's PostgreSQL 15 has no pgvector)
+    assert (4 in applied) == pgvector
+    assert store.capabilities.vectors == ("pgvector" if pgvector else None)
+    store.close()
+    again = PostgresStore(pg_url)  # a restart retries the pending one and applies nothing twice
+    assert again.schema_version() == 98
+    with again.sql() as c:
+        assert c.execute("SELECT count(*) FROM schema_migrations WHERE version = 98").fetchone()[0] == 1
+    again.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -33,9 +32,7 @@ def _free_ports(n: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    if server is None or cli is None:
-        pytest.skip("redis-server / redis-cli are not installed (scripts/ensure_services.sh installs them)")
+    server, cli = backends.require_binary("redis-server"), backends.require_binary("redis-cli")
     workdir = tmp_path_factory.mktemp("cluster")
     ports = _free_ports(3)
     procs = [subprocess.Popen([server, "--port", str(p), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
@@ -53,7 +50,7 @@ def cluster(tmp_path_factory):
         r = subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-replicas",
                             "0", "--cluster-yes"], capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
-            pytest.skip(f"could not create a local Redis Cluster: {r.stdout[-300:]} {r.stderr[-300:]}")
+            backends.unavailable(f"could not create a local Redis Cluster: {r.stdout[-300:]} {r.stderr[-300:]}")
         for _ in range(200):
             if all(redis.Redis(port=p).cluster("INFO").get("cluster_state") == "ok" for p in ports):
                 break

@@ -9,7 +9,6 @@ pause — nothing acknowledged is lost and nothing stale or erased is served.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,10 +31,7 @@ T0 = 1_790_000_000.0
 
 class RedisServer:
     def __init__(self, workdir: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("redis-server is not installed (scripts/ensure_services.sh installs it)")
-        self.binary = binary
+        self.binary = backends.require_binary("redis-server")
         self.workdir = workdir
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

@@ -39,6 +39,43 @@ def test_wal_mode_and_migrations_are_idempotent(tmp_path):
     b.close()
 
 
+def test_vector_tables_are_migrated_and_a_database_with_the_old_ad_hoc_tables_keeps_its_rows(tmp_path):
+    from usermem.store import migrations
+
+    path = tmp_path / "old.db"
+    c = sqlite3.connect(path)  # a database written by a version whose vector index made its own tables
+    c.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)")
+    for m in migrations.load_migrations("sqlite"):
+        if m.version <= 3:
+            c.executescript(m.sql)
+            c.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (m.version, m.name))
+    c.execute("CREATE TABLE relevance_vectors (tenant TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL,"
+              " memory_id TEXT NOT NULL, kind TEXT NOT NULL, at REAL NOT NULL, model TEXT NOT NULL, dim INTEGER"
+              " NOT NULL, vec BLOB NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (tenant, user_id, key))")
+    c.execute("INSERT INTO relevance_vectors VALUES ('t', 'u', 'k', 'id1', 'fact', 0, 'm', 1, x'0000803f', 'a b')")
+    c.commit()
+    c.close()
+    store = SQLiteStore(str(path))
+    assert store.schema_version() == max(m.version for m in migrations.load_migrations("sqlite")) >= 4
+    assert store.capabilities.vectors == "sqlite" and store.capabilities.dialect == "sqlite"
+    with store.sql() as conn:
+        assert conn.execute("SELECT key, tokens FROM relevance_vectors").fetchall() == [("k", "a b")]
+        assert conn.execute("SELECT count(*) FROM relevance_generation").fetchone()[0] == 0
+    store.close()
+
+
+def test_sql_write_blocks_are_transactions_of_the_store(tmp_path):
+    store = SQLiteStore(str(tmp_path / "t.db"))
+    with store.sql(write=True) as c:
+        c.execute("INSERT INTO relevance_generation VALUES ('t', 'u', 1)")
+    with pytest.raises(IntegrityError), store.sql(write=True) as c:
+        c.execute("UPDATE relevance_generation SET gen = 2")
+        c.execute("INSERT INTO relevance_generation VALUES ('t', 'u', 3)")  # duplicate key: all rolled back
+    with store.sql() as c:
+        assert c.execute("SELECT gen FROM relevance_generation").fetchall() == [(1,)]
+    store.close()
+
+
 def test_rejected_sensitive_values_never_reach_the_file(tmp_path):
     db = tmp_path / "m.db"
     m = Memory(f"sqlite:///{db}")

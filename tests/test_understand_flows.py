@@ -74,8 +74,6 @@ def test_pushback_window_and_reject(mem: Memory) -> None:
 
 
 def test_background_extraction_at_session_close(mem: Memory) -> None:
-    if not hasattr(mem, "open_session"):
-        pytest.skip("sessions are not available")
     sid = mem.open_session("acme", "u1", now=T0)
     mem.close_session(sid, [{"role": "user", "content": "我对青霉素过敏，以后报告都用Markdown"},
                             {"role": "assistant", "content": "好的"}], now=T0 + 60)

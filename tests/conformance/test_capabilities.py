@@ -21,6 +21,7 @@ def test_capabilities_are_declared(make_memory, backend):
     assert (caps.dialect, caps.tiers) == (dialect, tiers)
     assert caps.vectors == ("sqlite" if dialect == "sqlite" else caps.vectors)
     assert (caps.erase_tiers is not None) == tiers and (caps.drop_local is not None) == tiers
+    assert caps.serialised == (backend == "sqlite")
     if tiers:  # erasing the tiers of a user with nothing cached succeeds (and is idempotent)
         caps.erase_tiers("acme", "nobody")
         caps.erase_tiers("acme", "nobody", ["k"])

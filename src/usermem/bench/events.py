@@ -22,6 +22,7 @@ from typing import Any
 from usermem.bench import BenchContext, benchmark, percentiles
 from usermem.config import Settings
 from usermem.engine.memory import Memory
+from usermem.events.sync import FederatedSync
 
 NATS_URL = os.environ.get("USERMEM_BENCH_NATS_URL", "nats://127.0.0.1:4222")
 T0 = 1_790_000_000.0
@@ -47,6 +48,13 @@ def _delete_stream(stream: str) -> None:
     asyncio.run(go())
 
 
+def _sync(m: Memory) -> FederatedSync:
+    """The change-event sync of a Memory built with `nats_url` (always set here)."""
+    if m.events is None:
+        raise RuntimeError("this Memory has no nats_url: no change events to measure")
+    return m.events
+
+
 def _write_latencies(m: Memory, n: int, user: str) -> list[float]:
     out = []
     for i in range(n):
@@ -63,7 +71,8 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@benchmark("events")
+@benchmark("events", load_generator="in the benchmark process (two Memory instances); NATS JetStream on the URL "
+                                     "given (default 127.0.0.1:4222)")
 def bench_events(ctx: BenchContext) -> dict[str, Any]:
     n = ctx.size(2_000, 100)
     burst = ctx.size(10_000, 300)
@@ -78,13 +87,13 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
                                        nats_queue_size=n + 100)) as m:
             _write_latencies(m, 50, "warm")
             results["write_nats_down"] = percentiles(_write_latencies(m, n, "u"))
-            results["write_nats_down"]["published"] = m.events.stats()["bus"]["published"]
+            results["write_nats_down"]["published"] = _sync(m).stats()["bus"]["published"]
         on = _settings(f"{d}/on.db", nats_url=NATS_URL, nats_stream=stream, nats_subject_prefix=prefix,
                        nats_queue_size=burst + 1_000)
         a, b = Memory(settings=on), Memory(settings=on)
         try:
-            if not a.events.bus.wait_connected(5) or not b.events.bus.wait_connected(5):
-                results["error"] = f"NATS unreachable at {NATS_URL}: {a.events.stats()['bus']['last_error']}"
+            if not _sync(a).bus.wait_connected(5) or not _sync(b).bus.wait_connected(5):
+                results["error"] = f"NATS unreachable at {NATS_URL}: {_sync(a).stats()['bus']['last_error']}"
                 return results
             arrived: dict[str, float] = {}
             lock = threading.Lock()
@@ -97,7 +106,7 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
 
             b.on_remote_change(on_remote)
             _write_latencies(a, 50, "warm")
-            a.events.bus.flush(30)
+            _sync(a).bus.flush(30)
             # Write latency with events on, and delivery: write, then wait (bounded) for B.
             writes, delivery = [], []
             for i in range(n):
@@ -117,12 +126,12 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
             results["write_events_on"] = percentiles(writes)
             results["delivery_a_to_b"] = percentiles(delivery)
             results["delivery_a_to_b"]["lost"] = n - len(delivery)
-            bus = a.events.bus
+            bus = _sync(a).bus
             bus.flush(30)
             single = bus.stats()
             results["publish_one_at_a_time"] = {"queued_to_ack_p50_ms": single.get("publish_p50_ms"),
                                                 "queued_to_ack_p99_ms": single.get("publish_p99_ms")}
-            bus._latencies.clear()
+            bus.reset_latencies()
             # Throughput: a burst of writes, then until every event is acknowledged by JetStream.
             before = bus.stats()["published"]
             t = time.perf_counter()
@@ -141,7 +150,8 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
             # The publisher alone (no store): how many events per second JetStream acknowledges.
             raw = ctx.size(50_000, 1_000)
             payload = b'{"v":1,"note":"synthetic","keys":["reply_length"]}'
-            before, bus._latencies = bus.stats()["published"], type(bus._latencies)(maxlen=raw)
+            before = bus.stats()["published"]
+            bus.reset_latencies(keep=raw)
             t = time.perf_counter()
             for start in range(0, raw, 5_000):  # stay within the bounded queue
                 for _ in range(min(5_000, raw - start)):

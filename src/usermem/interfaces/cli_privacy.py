@@ -39,7 +39,7 @@ def eval_pii(
 
     Example: usermem eval pii --out reports --pii 2000 --benign 3000
     """
-    from usermem.privacy_eval import build_corpus, evaluate, render_markdown
+    from usermem.evals.pii import build_corpus, evaluate, render_markdown
 
     cli_output.writable_dir(out)
     with console.status(say("generating corpus and detecting…", "正在生成语料并检测…")):

@@ -59,7 +59,7 @@ def reindex(
 
 
 def _show(result: object) -> None:
-    from usermem.relevance.evaluate import SYSTEMS, EvalResult, ordered_categories
+    from usermem.evals.retrieval import SYSTEMS, EvalResult, ordered_categories
 
     assert isinstance(result, EvalResult)
     table = Table(title=f"{result.name}: evidence recall@k and MRR@10")
@@ -81,7 +81,7 @@ def _show(result: object) -> None:
 
 
 def _run(name: str, convs: list, out: Path, cache: Path | None, sweep: bool) -> None:  # type: ignore[type-arg]
-    from usermem.relevance.evaluate import run_retrieval, write_reports
+    from usermem.evals.retrieval import run_retrieval, write_reports
 
     total = sum(len(c.questions) for c in convs)
     with _progress() as progress:
@@ -106,7 +106,7 @@ def eval_locomo(
 
     Example: usermem eval locomo --data ../shared/data/locomo/locomo10.json
     """
-    from usermem.relevance.evaluate import load_locomo
+    from usermem.evals.retrieval import load_locomo
 
     if not data.exists():
         raise typer.BadParameter(f"{data} does not exist", param_hint="--data")
@@ -131,7 +131,7 @@ def eval_memorybank(
 
     Example: usermem eval memorybank --data ../shared/data/memorybank
     """
-    from usermem.relevance.evaluate import load_memorybank
+    from usermem.evals.retrieval import load_memorybank
 
     if not (data / "memory_bank_cn.json").exists():
         raise typer.BadParameter(f"{data}/memory_bank_cn.json does not exist", param_hint="--data")

@@ -247,12 +247,11 @@ def bench(
         progress.add_task(f"running {len(selected)} benchmark(s): {', '.join(selected)}", total=None)
         report = bench_mod.run(selected, out, quick=quick, progress=progress)
     _print_summary(report)
-    files = report.get("files") or {"md": str(out / ("bench-quick.md" if quick else "bench.md")),
-                                    "json": str(out / ("bench-quick.json" if quick else "bench.json"))}
+    # A partial run writes its own bench-partial-<run id>.* (never patches bench.md); the report names them.
+    files = report["files"]
     written = ", ".join(esc(files[k]) for k in ("md", "json", "png") if k in files)
     console.print(say(f"wrote {written}", f"已写入 {written}"))
-    failed: list[str] = report.get("errors") or [f"{n}: {report['results'][n]['error']}" for n in selected
-                                                 if "error" in report["results"].get(n, {})]
+    failed: list[str] = report["errors"]  # "name: message", also for a part of one (storage.postgres)
     if failed:
         cli_output.error_line(say(f"{len(failed)} benchmark(s) failed: {'; '.join(failed)}",
                                   f"{len(failed)} 个基准测试失败：{'; '.join(failed)}"))

@@ -90,6 +90,8 @@ class StoreCapabilities:
       erased a user (or some keys): it finishes erasing the tiers' copies or raises TierUnavailable.
     * ``drop_local``: with process-local caches, drops one user's entries (change events from other
       instances call it).
+    * ``serialised``: every call runs on one connection under one lock (the embedded SQLite store), so
+      callers gain nothing by running store calls concurrently (e.g. in a thread pool).
     """
 
     dialect: Dialect | None = None
@@ -98,6 +100,7 @@ class StoreCapabilities:
     tiers: bool = False
     erase_tiers: TierEraser | None = None
     drop_local: LocalDropper | None = None
+    serialised: bool = False
 
 
 class WriteTx(Protocol):

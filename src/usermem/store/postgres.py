@@ -47,7 +47,7 @@ from usermem.store.rows import audit_from_row, audit_params, dumps_value, record
 from usermem.store.sql import POSTGRES
 
 _Q = POSTGRES.stmt  # every fixed statement, built once (store/sql.py)
-_GET_MANY = POSTGRES.get_many(0)
+_GET_MANY = POSTGRES.get_many()
 _TOUCH_USED, _TOUCH_CONFIRMED = POSTGRES.touch("last_used_at", None), POSTGRES.touch("last_confirmed_at", None)
 _INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
                                                    _Q["insert_audit"])

