@@ -11,6 +11,13 @@ from usermem import Memory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# `Memory()` honours USERMEM_* settings (the environment wins over defaults): a developer's shell must not
+# change what the suite tests. Variables that steer the test harness itself are kept.
+_HARNESS = {"USERMEM_REQUIRE_BACKENDS"}
+for _name in [n for n in os.environ if n.startswith("USERMEM_") and n not in _HARNESS
+              and not n.startswith("USERMEM_TEST_")]:
+    del os.environ[_name]
+
 T0 = 1_790_000_000.0
 DAY = 86_400.0
 

@@ -39,6 +39,7 @@ from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
 from usermem.engine.grants import GrantsPipeline
 from usermem.engine.lifecycle import LifecyclePipeline
+from usermem.engine.ports import RelevancePlugin
 from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers
 from usermem.engine.sessions import SessionClosed, SessionManager
@@ -59,6 +60,7 @@ from usermem.store.tiered import build_store
 if TYPE_CHECKING:
     from usermem.events.sync import FederatedSync
     from usermem.understand.service import Understanding
+
 
 def default_contracts(settings: Settings) -> ContractSet:
     return ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
@@ -90,17 +92,32 @@ class Engine:
         """Wire a relevance plug-in (or "hybrid": built from the settings; None: remove the current one)."""
         if relevance == "hybrid":
             relevance = self.build_hybrid(embedder=embedder, background=background)
-        self._detach_relevance()
-        if relevance is None:
-            return None
-        self.recall.use_relevance(relevance)
-        if relevance.indexer is not None:
-            self.ctx.subscribe(relevance.indexer)
-        if relevance.index is not None:
-            self.erasure.add_eraser(relevance.index.erase)
-            self.erasure.add_purger(relevance.index.drop_orphans)
-        self.relevance = relevance
+        if self.relevance is not None:
+            self._detach(self.relevance)
+            self.relevance = None
+        if relevance is not None:
+            self._attach(relevance)
+            self.relevance = relevance
         return relevance
+
+    def _attach(self, plugin: RelevancePlugin) -> None:
+        """Recall scores with it; its indexer follows committed changes; erasure and purge reach its index."""
+        self.recall.use_relevance(plugin)
+        if plugin.indexer is not None:
+            self.ctx.subscribe(plugin.indexer)
+        if plugin.index is not None:
+            self.erasure.add_eraser(plugin.index.erase)
+            self.erasure.add_purger(plugin.index.drop_orphans)
+
+    def _detach(self, plugin: RelevancePlugin) -> None:
+        """Undo `_attach` and stop the indexer (stored vectors stay)."""
+        if plugin.indexer is not None:
+            plugin.indexer.close()
+            self.ctx.unsubscribe(plugin.indexer)
+        if plugin.index is not None:
+            self.erasure.remove_eraser(plugin.index.erase)
+            self.erasure.remove_purger(plugin.index.drop_orphans)
+        self.recall.use_relevance(None)
 
     def build_hybrid(self, *, embedder: Embedder | None = None, background: bool = True) -> hybrid.HybridRelevance:
         settings, store = self.ctx.settings, self.ctx.store
@@ -117,19 +134,6 @@ class Engine:
         # Tiered stores serve some kinds outside the indexed table: every live memory is then scored.
         return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
                             background=background)
-
-    def _detach_relevance(self) -> None:
-        old = self.relevance
-        if old is None:
-            return
-        if old.indexer is not None:
-            old.indexer.close()
-            self.ctx.unsubscribe(old.indexer)
-        if old.index is not None:
-            self.erasure.remove_eraser(old.index.erase)
-            self.erasure.remove_purger(old.index.drop_orphans)
-        self.recall.use_relevance(None)
-        self.relevance = None
 
     # -- understanding -----------------------------------------------------------------------------------
 

@@ -391,6 +391,8 @@ IN_PROCESS: Mapping[str, str] = {
     "on_remote_change": "in-process callback; other processes subscribe to NATS (usermem.events)",
     "register_resolver": "registers a Python callable",
     "flush": "waits for this process's vector indexer",
+    "relevance": "this process's relevance plug-in object (embedder, vector index, indexer)",
+    "use_relevance": "wires an in-process relevance plug-in (engine/compose.py)",
     "close": "closes this process's engine (Client.close closes its connection pool)",
 }
 
