@@ -8,8 +8,8 @@ import re
 import pytest
 
 from usermem import Memory, Op, Reason
+from usermem.evals import extraction as evals
 from usermem.model import Kind, MemoryRecord, ScoredMemory, Source
-from usermem.understand import evals
 from usermem.understand.assemble import assemble, safe_json
 from usermem.understand.plan import RecallPlan
 

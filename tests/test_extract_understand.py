@@ -7,8 +7,8 @@ import pytest
 from fake_openai import FakeOpenAI, malformed, reply_json
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
+from usermem.evals import extraction as evals
 from usermem.model import Candidate
-from usermem.understand import evals
 
 T0 = 1_790_000_000.0
 
@@ -21,12 +21,12 @@ def _kv(cands: list[Candidate]) -> dict[str, object]:
     (["我对青霉素过敏，另外我是一名儿科医生"], {"allergy": "青霉素", "occupation": "儿科医生"}),
     (["I'm allergic to peanuts. Also I'm a nurse"], {"allergy": "peanuts", "occupation": "nurse"}),
     (["我只接受邮件联系，不要打电话", "我的邮箱是 zw@example.com"],
-     {"contact_channel": "email", "contact": "不要打电话", "email": "zw@example.com"}),
-    (["以后报告都用Markdown格式", "算了，还是换成Word吧"], {"report_format": "word"}),
-    (["From now on send reports as PDF", "Actually, switch to Markdown instead"], {"report_format": "markdown"}),
-    (["请用英文回复我"], {"language": "en"}),
-    (["Reply in Chinese please"], {"language": "zh"}),
-    (["回复尽量精简，用要点列出来，以后都这样"], {"reply_length": "concise", "reply_format": "bullets"}),
+     {"contact_channel": "邮件", "contact": "不要打电话", "email": "zw@example.com"}),
+    (["以后报告都用Markdown格式", "算了，还是换成Word吧"], {"report_format": "Word"}),
+    (["From now on send reports as PDF", "Actually, switch to Markdown instead"], {"report_format": "Markdown"}),
+    (["请用英文回复我"], {"language": "英文"}),
+    (["Reply in Chinese please"], {"language": "Chinese"}),
+    (["回复尽量精简，用要点列出来，以后都这样"], {"reply_length": "精简", "reply_format": "要点"}),
     (["I live in Toronto"], {"city": "Toronto"}),
     (["我最近刚搬到深圳"], {"city": "深圳"}),
     (["以后别再给我推荐恐怖片了"], {"dislikes": "恐怖片"}),
@@ -36,9 +36,35 @@ def test_patterns(mem: Memory, messages, expected) -> None:
     assert _kv(mem.extract(messages)) == expected
 
 
+@pytest.mark.parametrize(("messages", "expected"), [
+    (["回复尽量精简，以后都这样"], {"reply_length": ("精简", "short")}),
+    (["以后报告都用Markdown格式"], {"report_format": ("Markdown", "markdown")}),
+    (["请用英文回复我"], {"language": ("英文", "en")}),
+    (["我在成都上班，每天挤地铁"], {"work_city": ("成都", "Chengdu")}),
+    (["I work out of Lisbon most weeks"], {"work_city": ("Lisbon", "Lisbon")}),
+    (["我吃素，推荐菜的时候注意"], {"diet": ("吃素", "vegetarian")}),
+    (["I'm vegan, so no dairy"], {"diet": ("vegan", "vegan")}),
+    (["叫我老李就行"], {"preferred_name": ("老李", None)}),
+    (["我家那只橘猫又把花盆打翻了"], {"pets": ("橘猫", "cat")}),
+    (["我这边是东八区，约会议注意一下"], {"timezone": ("东八区", "UTC+8")}),
+    (["我住在南京", "不对，是南宁，打错字了"], {"city": ("南宁", "Nanning")}),
+    (["call me Kate", "actually, Katie. Kate is my aunt"], {"preferred_name": ("Katie", None)}),
+])
+def test_users_words_kept_with_canonical_beside(mem: Memory, messages, expected) -> None:
+    """The value is what the user said (a Chinese value stays Chinese); the canonical form goes beside it."""
+    got = {c.key: (c.value, c.canonical) for c in mem.extract(messages)}
+    assert got == expected
+
+
+def test_one_statement_one_meaning(mem: Memory) -> None:
+    keys = [c.key for c in mem.extract(["我对花生过敏"])]
+    assert keys == ["allergy"]  # not also a dislike
+    assert "allergy" not in {c.key for c in mem.extract(["my son is allergic to eggs"])}
+
+
 @pytest.mark.parametrize("messages", [
     ["我最喜欢加班了，哈哈哈"], ["I love Mondays lol"], ["你喜欢什么颜色？"], ["Do you like pizza?"],
-    ["如果我是CEO，我就天天放假"], ["我老婆喜欢百合花"], ["My wife loves tulips"], ["这次的方案用表格给我看一下就行"],
+    ["如果我是CEO，我就天天放假"], ["这次的方案用表格给我看一下就行"],
     ["我是年付专业版用户，订单号是 202409150001"], ["不要忘了明天开会"], ["Don't worry about it"],
     [{"role": "assistant", "content": "I'm a doctor and I love jazz"}],
     # real-conversation traps (MemoryBank): conjunctions and idioms that look like patterns
@@ -47,6 +73,12 @@ def test_patterns(mem: Memory, messages, expected) -> None:
 ])
 def test_not_memories(mem: Memory, messages) -> None:
     assert mem.extract(messages) == []
+
+
+@pytest.mark.parametrize(("text", "relation"), [("我老婆喜欢百合花", "老婆"), ("My wife loves tulips", "My wife")])
+def test_others_preferences_are_not_the_users(mem: Memory, text: str, relation: str) -> None:
+    # what the wife likes is not the user's like; that the user has a wife is the user's fact (bank convention)
+    assert _kv(mem.extract([text])) == {"spouse": relation}
 
 
 def test_joke_retraction_and_message_shapes(mem: Memory) -> None:
@@ -109,13 +141,14 @@ def test_llm_extraction_is_validated() -> None:
         msgs = [{"role": "user", "content": "我花生过敏，报告用Markdown"}, {"role": "assistant", "content": "我在上海"}]
         cands = m.extract(msgs)
         # invented key, business field, evidence in an assistant turn or not in the cited message are dropped
-        assert _kv(cands) == {"allergy": "花生", "report_format": "markdown"}
+        assert _kv(cands) == {"allergy": "花生", "report_format": "Markdown"}  # the user's words, not "markdown"
+        assert {c.key: c.canonical for c in cands}["report_format"] == "markdown"
         assert all(c.method == "llm" for c in cands) and max(c.confidence for c in cands) == 1.0
         prompt = server.chat_requests()[0]["messages"][0]["content"]
         assert "allergy" in prompt and "plan (" not in prompt
         # malformed twice -> the deterministic patterns answer
         fallback = m.extract(msgs)
-        assert _kv(fallback) == {"allergy": "花生", "report_format": "markdown"}
+        assert _kv(fallback) == {"allergy": "花生", "report_format": "Markdown"}
         assert {c.method for c in fallback} == {"pattern"}
         m.close()
 
@@ -127,3 +160,99 @@ def test_collections_accumulate_across_turns_and_ingests(mem: Memory) -> None:
     mem.ingest("acme", "u1", ["I like jazz"], now=T0)
     mem.ingest("acme", "u1", ["I also enjoy hiking"], now=T0 + 1)
     assert mem.recall("acme", "u1", now=T0 + 2, keys=["likes"])[0].value == ["jazz", "hiking"]
+
+
+# --- the bank, the shipped models and `usermem eval extraction|plan` (issue 13) -------------------------------
+
+def test_shipped_models_were_built_from_the_shipped_bank() -> None:
+    import json
+
+    from usermem.understand import learned, tagger, training
+
+    meta = json.loads(tagger.model_path().with_suffix(".json").read_text(encoding="utf-8"))
+    assert meta["bank"] == training.bank_digest("utterances.jsonl"), "stale tagger: run `usermem train`"
+    assert {"threshold", "template_similarity", "platt"} <= set(meta)
+    plan = learned.load_model("plan")
+    assert plan is not None
+    assert plan.meta["bank"] == training.bank_digest("plan_queries.jsonl", "utterances.jsonl"), \
+        "stale plan model: run `usermem train`"
+
+
+def test_plan_model_equals_a_rebuild(tmp_path) -> None:
+    """Training is deterministic: rebuilding the plan model from the bank gives the shipped artifact."""
+    from usermem.understand import learned, training
+
+    training.train_plan_model(tmp_path)
+    assert (tmp_path / "plan.json").read_text(encoding="utf-8") == \
+        learned.artifact_path("plan").read_text(encoding="utf-8")
+
+
+def test_split_hygiene_no_test_utterance_in_train_or_dev() -> None:
+    from usermem.understand import bank
+    from usermem.understand.text import normalise
+
+    items = bank.load_items()
+    seen = {normalise(" ".join(c for _, c in i.turns)) for i in items if i.split in ("train", "dev")}
+    test = [i for i in items if i.split == "test"]
+    assert test and not [i.id for i in test if normalise(" ".join(c for _, c in i.turns)) in seen]
+
+
+def _small_bank(tmp_path, per_split: int = 12) -> str:
+    import json
+
+    from usermem.understand import bank
+
+    rows = []
+    for split in ("dev", "test"):
+        items = [i for i in bank.load_items() if i.split == split]
+        rows += items[::max(1, len(items) // per_split)][:per_split]
+    path = tmp_path / "bank.jsonl"
+    path.write_text("".join(json.dumps({
+        "id": i.id, "lang": i.lang, "split": i.split, "turns": i.messages(), "negative": i.negative,
+        "labels": [{"field": lab.field, "value": lab.value, "span": [lab.turn, lab.start, lab.end]}
+                   for lab in i.labels]}, ensure_ascii=False) + "\n" for i in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_bank_extraction_eval_on_a_small_fixture(tmp_path) -> None:
+    from usermem.understand import bank
+
+    path = _small_bank(tmp_path)
+    items = bank.load_items(path=path)
+    result = evals.run_bank_extraction(Memory, path)
+    assert set(result["splits"]) == {"dev", "test"}
+    for split, r in result["splits"].items():
+        labels = sum(len(i.labels) for i in items if i.split == split)
+        assert r["n"] == 12 and r["tp"] + r["fn"] == labels  # every label is counted once
+        assert r["storage"]["sensitive_stored"] == 0
+        assert set(r["latency_ms"]) == {"p50", "p95"}
+    md = evals.bank_extraction_markdown(result)
+    assert "| dev |" in md and "| test |" in md
+
+
+def test_eval_extraction_and_plan_commands(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from usermem.interfaces.cli import _register, app
+
+    _register()
+    out = tmp_path / "reports"
+    r = CliRunner().invoke(app, ["eval", "extraction", "--bank", _small_bank(tmp_path, 6), "--out", str(out)])
+    assert r.exit_code in (0, 1), r.output  # 1 = something that must not be stored was stored
+    report = json.loads((out / "eval_extraction.json").read_text(encoding="utf-8"))
+    assert set(report["splits"]) == {"dev", "test"}
+    bad = sum(s["storage"]["sensitive_stored"] + s["storage"]["non_user_stored"] for s in report["splits"].values())
+    assert (r.exit_code == 1) == (bad > 0)
+    queries = tmp_path / "plans.jsonl"
+    queries.write_text("".join(json.dumps(q) + "\n" for q in [
+        {"id": "q1", "lang": "en", "split": "dev", "text": "Do I have any allergies?", "fact_recall": ["allergy"],
+         "preference_recall": [], "context_recall": False, "memory_priority": "high"},
+        {"id": "q2", "lang": "zh", "split": "test", "text": "我对什么过敏来着？", "fact_recall": ["allergy"],
+         "preference_recall": [], "context_recall": False, "memory_priority": "high"}]), encoding="utf-8")
+    r = CliRunner().invoke(app, ["eval", "plan", "--data", str(queries), "--bank", str(queries),
+                                 "--mode", "deterministic", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    plan = json.loads((out / "eval_plan.json").read_text(encoding="utf-8"))["bank"]["splits"]
+    assert plan["dev"]["recall"] == 1.0 and plan["test"]["recall"] == 1.0

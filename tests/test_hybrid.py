@@ -123,3 +123,102 @@ def test_lexical_weight_is_chosen_per_language():
     lexical_only = HybridRelevance(s, embedder=None, index=None)
     assert lexical_only.weights("refund")[0] == 0.0
     assert has_cjk("abc退款") and not has_cjk("refund")
+
+
+# -- adaptive fusion, concept expansion, planner fields, time windows (issue 13) ---------------------------
+
+from datetime import UTC, datetime  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from usermem.relevance.concepts import default_lexicon, load_lexicon  # noqa: E402
+from usermem.relevance.fusion import FusionParams, adaptive_fuse, separation  # noqa: E402
+from usermem.relevance.timewindow import parse_window  # noqa: E402
+
+_signal = st.lists(st.tuples(st.floats(-1, 1, allow_nan=False), st.floats(0, 20, allow_nan=False)),
+                   min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_signal, st.sampled_from(["minmax", "zscore"]))
+def test_adaptive_fusion_is_in_unit_range_and_order_free(pairs, norm):
+    p = FusionParams(norm=norm)
+    d = [a for a, _ in pairs]
+    lex = [b for _, b in pairs]
+    out = adaptive_fuse(d, lex, None, p)
+    assert all(0.0 <= x <= 1.0 for x in out)
+    assert max(out) == pytest.approx(1.0) or max(out) == 0.0
+    rev = adaptive_fuse(d[::-1], lex[::-1], None, p)[::-1]
+    assert rev == pytest.approx(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_signal)
+def test_adaptive_fusion_dominance(pairs):
+    """An item at least as good on both signals never ranks below another."""
+    d = [a for a, _ in pairs]
+    lex = [b for _, b in pairs]
+    out = adaptive_fuse(d, lex)
+    for i in range(len(pairs)):
+        for j in range(len(pairs)):
+            if d[i] >= d[j] and lex[i] >= lex[j]:
+                assert out[i] >= out[j] - 1e-9
+
+
+def test_adaptive_fusion_single_lexical_hit_counts():
+    # one memory matches lexically, no dense signal: it must come first (regression: z-score of one value)
+    assert adaptive_fuse([None, None, None], [0.0, 3.2, 0.0], None, FusionParams(norm="zscore")) == [0.0, 1.0, 0.0]
+
+
+def test_field_bonus_lifts_the_planned_field():
+    d = [0.80, 0.78, 0.79]
+    lex = [0.0, 0.0, 0.0]
+    assert max(range(3), key=lambda i: adaptive_fuse(d, lex, [False, False, True])[i]) == 0
+    lifted = adaptive_fuse(d, lex, [False, False, True], FusionParams(field_weight=1.0))
+    assert max(range(3), key=lambda i: lifted[i]) == 2
+
+
+def test_dispersion_prefers_the_signal_with_a_clear_winner():
+    flat = np.array([1.0, 0.99, 0.98, 0.97, 0.96])
+    peaked = np.array([1.0, 0.2, 0.1, 0.1, 0.0])
+    mask = np.ones(5, dtype=bool)
+    assert separation(peaked, mask, 10) > separation(flat, mask, 10)
+
+
+def test_concept_expansion_bridges_languages():
+    lex = default_lexicon()
+    assert {"工作", "职业"} <= set(lex.expand("what's my job?"))
+    assert {"allergy", "allergic"} & set(lex.expand("我对什么过敏？"))
+    assert {"饮料", "咖啡"} & set(lex.expand("what do I usually drink?"))
+    assert lex.expand("大家好") == ()  # 家 inside 大家 is not `home`
+    with pytest.raises(ValueError):
+        load_lexicon('{"groups": [{"concept": 1}]}')
+
+
+NOW = datetime(2024, 6, 12, 15, 0, tzinfo=UTC).timestamp()
+
+
+def _day(text):
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize("query,start,end", [
+    ("上个月我去了哪里？", "2024-05-01", "2024-06-01"),
+    ("我昨天吃了什么", "2024-06-11", "2024-06-12"),
+    ("What did I do last week?", "2024-06-03", "2024-06-10"),
+    ("what did we discuss in May?", "2024-05-01", "2024-06-01"),
+    ("what did we discuss in July?", "2023-07-01", "2023-08-01"),  # the latest July that has begun
+    ("三天前我说了什么", "2024-06-09", "2024-06-10"),
+    ("2023年5月我在哪", "2023-05-01", "2023-06-01"),
+    ("what did I buy 2 weeks ago", "2024-05-27", "2024-06-03"),
+    ("I went to Paris on 8 May, 2023", "2023-05-08", "2023-05-09"),
+])
+def test_time_expressions_become_windows(query, start, end):
+    w = parse_window(query, NOW)
+    assert w is not None and (w.start, w.end) == (_day(start), _day(end))
+    assert w.expression
+
+
+@pytest.mark.parametrize("query", ["May I ask about my job?", "我的工作是什么", "what's my name", ""])
+def test_no_time_expression_no_window(query):
+    assert parse_window(query, NOW) is None

@@ -145,3 +145,61 @@ def test_eval_locomo_command_writes_the_three_reports(tmp_path):
     # a short relative path: Rich wraps the error box at 80 columns and would split a long one
     missing = CliRunner().invoke(app, ["eval", "locomo", "--data", "no-such-locomo.json"])
     assert missing.exit_code != 0 and "does not exist" in missing.output
+
+
+# -- dev / test splits and the semantic top-1 check (issue 13) ---------------------------------------------
+
+from usermem.evals.retrieval import (  # noqa: E402
+    asked_at,
+    memorybank_split,
+    run_semantic_top1,
+    semantic_top1_data,
+    semantic_top1_memories,
+)
+
+
+def test_locomo_split_is_by_conversation(tmp_path):
+    session = [{"speaker": "A", "dia_id": "D1:1", "text": "I adopted a cat named Miso."}]
+    samples = [{"sample_id": f"conv-{i}", "conversation": {"session_1": session,
+                                                          "session_1_date_time": "1:56 pm on 8 May, 2023"},
+                "qa": [{"question": "What is the cat called?", "category": 4, "evidence": ["D1:1"]}]}
+               for i in range(7)]
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(samples), encoding="utf-8")
+    convs, _ = load_locomo(path)
+    assert [c.questions[0].split for c in convs] == ["dev"] * 5 + ["test"] * 2
+    # questions are asked the day after the conversation's last dated turn
+    assert asked_at(convs[0]) == convs[0].turns[0].at + 86400.0
+
+
+def test_memorybank_split_is_fixed_and_balanced():
+    labels = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    splits = [memorybank_split(lab["question"]) for lab in labels]
+    assert splits == [memorybank_split(lab["question"]) for lab in labels]  # a pure function of the text
+    assert 0.35 <= splits.count("dev") / len(splits) <= 0.65
+
+
+def test_semantic_top1_data_is_well_formed():
+    cases, _ = semantic_top1_data()
+    assert len(cases) == 24 and len({c.key for c in cases}) == 24
+    assert sum(c.cross for c in cases) == 12
+    for split in ("dev", "test"):
+        part = [c for c in cases if c.split == split]
+        assert len(part) == 12 and sum(c.cross for c in part) == 6
+    for c in cases:  # "cross" means the question is asked in the other language than the memory
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in c.question) != any(
+            "\u4e00" <= ch <= "\u9fff" for ch in c.value) if c.cross else True
+    requests, _ = semantic_top1_memories(1000)
+    values = [r.value for r in requests]
+    assert len(requests) == 1000 and len(set(values)) == 1000
+    assert values == [r.value for r in semantic_top1_memories(1000)[0]]  # deterministic
+    zh = sum(1 for v in values if any("\u4e00" <= ch <= "\u9fff" for ch in str(v)))
+    assert 400 <= zh <= 600
+
+
+def test_semantic_top1_small_variant():
+    """100 memories (24 targets + 76 filler), all 24 questions: the full 1,000 run is `usermem eval semantic`."""
+    result = run_semantic_top1(100, cache_dir=CACHE)
+    assert result.memories == 100 and result.count() == 24
+    assert result.hits("hybrid") >= result.hits("dense")
+    assert result.hits("hybrid") >= 18, [r for r in result.rows if not r["hybrid"]]

@@ -7,7 +7,7 @@ import pytest
 from fake_openai import FakeOpenAI, http_error, malformed, reply_json, slow
 from usermem import Memory, ValidationError
 from usermem.config import load_settings
-from usermem.understand import evals
+from usermem.evals import extraction as evals
 
 T0 = 1_790_000_000.0
 
@@ -21,7 +21,10 @@ def _llm_memory(server: FakeOpenAI, **kw) -> Memory:
 @pytest.mark.parametrize(("text", "facts", "prefs", "context", "priority"), [
     ("上次说的方案A能再发我邮箱吗？", ["email"], [], True, "high"),
     ("Can you email me the plan we discussed last time?", ["email"], [], True, "high"),
-    ("帮我订一个生日蛋糕送到家", ["address", "allergy"], ["likes", "dislikes"], False, "high"),
+    # the learned field model adds birthday and budget to what the cues find (threshold chosen on the bank's dev split)
+    ("帮我订一个生日蛋糕送到家", ["address", "allergy", "birthday"], ["likes", "dislikes", "budget"], False, "high"),
+    ("Do I have any allergies?", ["allergy"], [], False, "high"),
+    ("我对什么过敏来着？", ["allergy"], [], False, "high"),
     ("回复简短一点就行", [], ["reply_length"], False, "medium"),
     ("你好", [], [], False, "low"),
     ("以后给我打电话之前先发短信", ["phone"], ["contact", "contact_channel"], False, "medium"),
@@ -54,8 +57,9 @@ def test_plan_eval_small_variant(mem: Memory) -> None:
     rows = evals.load_plan_set()
     assert len(rows) >= 80 and {r["lang"] for r in rows} == {"zh", "en"}
     result = evals.eval_plan(lambda t: mem.understanding.plan("acme", "u1", t, use_llm=False), rows)
-    assert result["all"]["precision"] >= 0.9
-    assert result["split:test"]["recall"] >= 0.7  # held-out utterances
+    # cues + the learned model: the model trades a little precision for recall on this older set
+    assert result["all"]["precision"] >= 0.85 and result["all"]["f1"] >= 0.88
+    assert result["split:test"]["recall"] >= 0.8  # held-out utterances
     assert result["all"]["context_accuracy"] >= 0.9
 
 
@@ -135,3 +139,19 @@ def test_unreachable_endpoint_falls_back() -> None:
     assert m.understanding.llm.stats.http_errors == 2 and m.understanding.llm.stats.fallbacks == 1
     assert m.extract(["我花生过敏"])[0].method == "pattern"
     m.close()
+
+
+def test_bank_plan_eval_reports_dev_and_test_apart() -> None:
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand import bank
+    from usermem.understand.plan import DeterministicPlanner
+
+    queries = bank.load_plan_queries()
+    assert {q.split for q in queries} == {"train", "dev", "test"}
+    small = [q for q in queries if q.split in ("dev", "test")]
+    with_model = evals.eval_bank_plan(DeterministicPlanner(ContractSet()).plan, small)
+    rules_only = evals.eval_bank_plan(DeterministicPlanner(ContractSet(), model=None).plan, small)
+    assert set(with_model) == {"dev", "test"} and with_model["test"]["n"] > 0
+    for split in ("dev", "test"):
+        assert with_model[split]["recall"] > rules_only[split]["recall"]  # the model adds coverage
+        assert 0 <= with_model[split]["precision"] <= 1 and with_model[split]["fields"]

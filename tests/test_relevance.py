@@ -332,3 +332,32 @@ def test_relevance_benchmark_quick_mode(tmp_path):
     for name in ("recall_query", "query_embedding_alone", "recall_query_without_embedding"):
         assert out[name]["n"] > 0 and out[name]["p95_ms"] > 0
     assert (tmp_path / "cache").is_dir()
+
+
+def test_a_time_expression_in_the_query_becomes_an_event_window():
+    """"上个月" / "last month" keep last month's episodes and say so on each result; no episode in the
+    window -> no window (the query still finds its memories)."""
+    from datetime import UTC, datetime
+
+    from usermem.model import WriteRequest
+
+    now = datetime(2024, 6, 12, 15, 0, tzinfo=UTC).timestamp()
+    may = datetime(2024, 5, 20, tzinfo=UTC).timestamp()
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    try:
+        m.write_many("acme", "u1", [
+            WriteRequest(kind="episode", key="ep.may", value="去成都出差，见了客户", event_at=may),
+            WriteRequest(kind="episode", key="ep.june", value="去成都出差，参加展会", event_at=now - 86400),
+        ], now=now)
+        got = m.recall_scored("acme", "u1", 5, query="上个月去成都出差做了什么", now=now)
+        assert [s.memory.key for s in got] == ["ep.may"]
+        assert got[0].time_window is not None and got[0].time_window.expression == "上个月"
+        got = m.recall_scored("acme", "u1", 5, query="what about the Chengdu trip last year? 出差", now=now)
+        assert {s.memory.key for s in got} == {"ep.may", "ep.june"} and got[0].time_window is None
+        # an explicit window from the caller wins over the query's words
+        got = m.recall_scored("acme", "u1", 5, query="上个月出差", now=now, event_from=now - 2 * 86400)
+        assert [s.memory.key for s in got] == ["ep.june"] and got[0].time_window is None
+        # recall without a query is unchanged
+        assert {r.key for r in m.recall("acme", "u1", 5, now=now)} == {"ep.may", "ep.june"}
+    finally:
+        m.close()

@@ -7,8 +7,8 @@ import json
 from typer.testing import CliRunner
 
 from fake_openai import FakeOpenAI, reply_json
+from usermem.evals import extraction as evals
 from usermem.interfaces.cli import _register, app
-from usermem.understand import evals
 
 runner = CliRunner()
 _register()

@@ -78,7 +78,7 @@ def test_background_extraction_at_session_close(mem: Memory) -> None:
     mem.close_session(sid, [{"role": "user", "content": "我对青霉素过敏，以后报告都用Markdown"},
                             {"role": "assistant", "content": "好的"}], now=T0 + 60)
     got = {r.key: (r.value, r.source.value) for r in mem.recall("acme", "u1", k=10, now=T0 + 120, kinds=["preference"])}
-    assert got["report_format"] == ("markdown", "extracted")
+    assert got["report_format"] == ("Markdown", "extracted")  # the user's words (issue 13)
 
 
 def test_pushback_counts_once_per_session_utterance(mem: Memory) -> None:

@@ -56,3 +56,52 @@ def test_no_value_can_break_out_of_its_tag(value) -> None:
     assert body is not None
     facts = json.loads(body.group(1))
     assert facts == ({} if "note" in a.withheld else {"note": value})
+
+
+# --- the filters (issue 13): a positive utterance rewritten as a question, a hypothetical or another
+# person's statement never yields a candidate -----------------------------------------------------------
+
+POSITIVE_ZH = ["我住在杭州", "我对花生过敏", "我是一名儿科医生", "我吃素", "我在成都上班", "我喜欢爬山",
+               "以后报告都用Markdown格式", "我的邮箱是 zw@example.com", "我老家是湖南衡阳的", "我有高血压"]
+POSITIVE_EN = ["I live in Toronto", "I'm allergic to peanuts", "I'm a nurse", "I'm vegan", "I work out of Lisbon",
+               "I really enjoy science fiction", "I have type 2 diabetes", "I grew up in Cork"]
+ZH_FORMS = [lambda s: f"如果{s}，会怎么样？", lambda s: f"假如{s}的话", lambda s: f"{s}吗？", lambda s: f"要是{s}就好了",
+            lambda s: "我朋友说" + s.replace("我", "他", 1), lambda s: s.replace("我", "我同事", 1) if "我" in s else "我同事说" + s,
+            lambda s: f"“{s}”——这是小说主角的台词"]
+EN_FORMS = [lambda s: f"If {s[0].lower() + s[1:]}, what would change?", lambda s: f"What if {s[0].lower() + s[1:]}?",
+            lambda s: f"Do you think {s[0].lower() + s[1:]}?",
+            lambda s: "My friend says he " + s.split(" ", 1)[1].replace("'m", "is").replace("am ", "is ")
+            if s.startswith("I ") else "My friend says " + s,
+            lambda s: f'Translate: "{s}"']
+
+
+def _third_person_en(s: str) -> str:
+    s = s.replace("I'm", "My sister is").replace("I have", "My sister has").replace("I ", "My sister ", 1)
+    return s
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(POSITIVE_ZH), st.sampled_from(ZH_FORMS))
+def test_rewritten_chinese_positive_yields_nothing(utterance: str, form) -> None:
+    assert EXTRACTOR.extract([utterance], use_llm=False), utterance  # the positive form is a memory
+    rewritten = form(utterance)
+    assert EXTRACTOR.extract([rewritten], use_llm=False) == [], rewritten
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(POSITIVE_EN), st.sampled_from([*EN_FORMS, _third_person_en]))
+def test_rewritten_english_positive_yields_nothing(utterance: str, form) -> None:
+    assert EXTRACTOR.extract([utterance], use_llm=False), utterance
+    rewritten = form(utterance)
+    assert EXTRACTOR.extract([rewritten], use_llm=False) == [], rewritten
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(POSITIVE_ZH + POSITIVE_EN))
+def test_values_are_the_users_words(utterance: str) -> None:
+    """Every extracted value is a span of what the user wrote (a Chinese value stays Chinese)."""
+    from usermem.understand.text import normalise
+
+    for c in EXTRACTOR.extract([utterance], use_llm=False):
+        for v in c.value if isinstance(c.value, list) else [c.value]:
+            assert normalise(str(v)) in normalise(utterance), (utterance, c)

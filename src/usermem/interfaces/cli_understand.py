@@ -10,13 +10,14 @@ from rich.table import Table
 
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
+from usermem.evals import extraction as evals
 from usermem.interfaces import cli_output
-from usermem.interfaces.cli import console, eval_app
+from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_output import esc, say
-from usermem.understand import evals
 
 DataOpt = Annotated[Path | None, typer.Option("--data", help="Labelled data file (default: the shipped set)")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for eval_<name>.json/.md")]
+BankOpt = Annotated[Path | None, typer.Option("--bank", help="Bank file (default: the shipped bank)")]
 ModeOpt = Annotated[str, typer.Option("--mode", help="deterministic | llm | both (llm needs USERMEM_LLM_*)")]
 GROUPS = ("all", "split:dev", "split:test", "lang:zh", "lang:en")
 
@@ -69,7 +70,8 @@ def _md_prf(results: dict[str, dict[str, Any]], extra: tuple[str, ...] = ()) -> 
 
 
 @eval_app.command("plan")
-def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("reports")) -> None:
+def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("reports"),
+              bank: BankOpt = None) -> None:
     """Recall-plan precision/recall per mode on the labelled utterances (zh + en).
 
     Example: usermem eval plan --mode deterministic
@@ -105,9 +107,43 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
     for md, res in results.items():
         md_lines.append(f"- {md}: latency p50 {res['latency_ms']['p50']} ms, p95 {res['latency_ms']['p95']} ms "
                         f"(in-process, this machine); modes used {res['modes_used']}")
-    j, mdp = evals.write_report(out, "plan", {"data": str(data or evals.PLAN_FILE), "results": results},
-                                "\n".join(md_lines) + "\n")
+    bank_result: dict[str, Any] | None = None
+    if bank is not None or data is None:  # the bank's plan queries, dev and test apart (deterministic)
+        m = Memory(settings=load_settings(env={}))
+        try:
+            bank_result = evals.run_bank_plan(lambda t: m.understanding.plan("eval", "u", t, use_llm=False), bank)
+        finally:
+            m.close()
+        for split, r in bank_result["splits"].items():
+            console.print(f"bank plan queries, {split}: n {r['n']}, precision {r['precision']:.3f}, "
+                          f"recall {r['recall']:.3f}, F1 {r['f1']:.3f}")
+        md_lines += ["", evals.bank_plan_markdown(bank_result)]
+    j, mdp = evals.write_report(out, "plan", {"data": str(data or evals.PLAN_FILE), "results": results,
+                                              "bank": bank_result}, "\n".join(md_lines) + "\n")
     console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
+
+
+@eval_app.command("extraction")
+def eval_extraction(bank: BankOpt = None, out: OutOpt = Path("reports")) -> None:
+    """No-LLM extraction on the labelled utterance bank: precision/recall/F1 per field, dev and test apart.
+
+    Fails (exit 1) when a sensitive value or a question/hypothetical/third-party statement was stored.
+    Example: usermem eval extraction
+    """
+    with console.status("extracting from the utterance bank…"):
+        # extraction and the write guards only: no embedding index to build (and none left running at close)
+        result = evals.run_bank_extraction(_factory(load_settings(env={}, embedder="none")), bank)
+    ok = True
+    for split, r in result["splits"].items():
+        st = r["storage"]
+        ok = ok and st["sensitive_stored"] == 0 and st["non_user_stored"] == 0
+        console.print(f"{split}: n {r['n']}, precision {r['precision']:.3f}, recall {r['recall']:.3f}, "
+                      f"F1 {r['f1']:.3f}; non-user stored {st['non_user_stored']}, sensitive stored "
+                      f"{st['sensitive_stored']}; p95 {r['latency_ms']['p95']} ms")
+    j, mdp = evals.write_report(out, "extraction", result, evals.bank_extraction_markdown(result))
+    console.print(f"wrote {j} and {mdp}")
+    if not ok:
+        raise typer.Exit(1)
 
 
 @eval_app.command("extract")
@@ -202,3 +238,24 @@ def _memorybank_files(path: Path | None) -> list[Path]:
         return [path] if path.is_file() else sorted(path.glob("memory_bank_*.json"))
     default = Path("../shared/data/memorybank")
     return sorted(default.glob("memory_bank_*.json")) if default.is_dir() else []
+
+
+@app.command("train")
+def train(out: Annotated[Path | None, typer.Option("--out", help="Directory (default: the package's data/models)")]
+          = None, plan_only: Annotated[bool, typer.Option("--plan-only", help="Rebuild the plan model only")]
+          = False) -> None:
+    """Rebuild the understanding models from the utterance bank (train split; choices on dev). Needs the `train` extra.
+
+    Example: usermem train --plan-only
+    """
+    try:
+        import sklearn  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        console.print("error: usermem train needs scikit-learn: pip install 'usermem[train]'")
+        raise typer.Exit(2) from None
+    from usermem.understand.training import train_all
+
+    with console.status("training…"):
+        report = train_all(out, tagger_too=not plan_only)
+    for name, meta in report.items():
+        console.print(f"{name}: {meta}")

@@ -2,10 +2,18 @@
 
 The formula (docs/relevance.md has the measurements behind the defaults)::
 
-    fused(m)  = w_d / (k + rank_dense(m)) + w_l / (k + rank_bm25(m))       reciprocal-rank fusion
-                (or, with hybrid_fusion = "minmax": w_d · minmax(cos) + w_l · minmax(bm25))
+    fused(m)  = query-adaptive fusion of cosine, BM25 (+ concept expansion) and the planner's fields
+                (hybrid_fusion = "adaptive", the default: relevance/fusion.py), or
+              = w_d / (k + rank_dense(m)) + w_l / (k + rank_bm25(m))       "rrf", or
+              = w_d · minmax(cos) + w_l · minmax(bm25)                     "minmax"
     rel(m)    = minmax(fused) over the candidates                          in [0, 1], best = 1
     score(m)  = s · rel(m) + (1 − s) · importance(m) · weight(m)           s = hybrid_relevance_share
+
+Cross-lingual bridging: the query's lexical side is expanded with bilingual concept words
+(relevance/concepts.py, data in usermem/data/concepts.json), and a `query_fields(tenant, query)`
+callable (the recall planner, wired by engine/compose.py) names fields whose memories are always
+candidates and get the field bonus of the fusion. Time expressions in the query ("上个月",
+"last week") become an event-time window (`time_window`, relevance/timewindow.py) that recall applies.
 
 A memory without a lexical match (BM25 = 0) gets no lexical term; one without a vector gets no dense
 term. w_l is `hybrid_lexical_weight_zh` for queries with Chinese characters and
@@ -26,18 +34,21 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from usermem.config import Settings
 from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
+from usermem.relevance.concepts import EXPANSION_WEIGHT, ConceptLexicon, default_lexicon
 from usermem.relevance.embed import Embedder
+from usermem.relevance.fusion import FusionParams, adaptive_fuse
 from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.ports import RelevanceHost
 from usermem.relevance.text import INDEXED_KINDS, memory_text
+from usermem.relevance.timewindow import TimeWindow, parse_window
 from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
 from usermem.relevance.vectors import open_index as open_index  # the old import path keeps working
 
@@ -103,6 +114,26 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
     return [(r - lo) / (hi - lo) for r in raw]
 
 
+# The adaptive fusion's shape, chosen on the dev splits (docs/relevance.md, "How the fusion was chosen");
+# the per-language lexical weights come from the settings.
+ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
+                        field_weight=0.5)
+
+# (tenant, query) -> the memory fields (keys) the query asks about; the recall planner, wired by the
+# composition root. A memory matches a field when its key is the field or starts with "<field>.".
+QueryFields = Callable[[str, str], Collection[str]]
+
+
+def field_match(key: str, fields: Collection[str]) -> bool:
+    return key in fields or key.startswith(tuple(f + "." for f in fields))
+
+
+def field_keys(keys: Sequence[str], fields: Collection[str]) -> list[int]:
+    """Positions of the keys under any of the fields (one C-level test per key: this runs over every row)."""
+    prefixes = tuple(f + "." for f in fields)
+    return [i for i, k in enumerate(keys) if k in fields or k.startswith(prefixes)]
+
+
 def query_score(relevance: float, importance: float, weight: float, share: float) -> float:
     """Final recall score with a query: relevance mixed with the query-free score importance × weight."""
     return share * relevance + (1.0 - share) * importance * weight
@@ -123,6 +154,8 @@ class _QueryState:
     qvec: np.ndarray | None
     tokens: tuple[str, ...]
     ux: UserIndex | None
+    expansion: tuple[str, ...] = ()  # concept words the query did not write (scored at EXPANSION_WEIGHT)
+    fields: frozenset[str] = frozenset()  # planner fields of the query
     dense: dict[str, float] = field(default_factory=dict)
     lexical: np.ndarray | None = None  # BM25 per row of ux
     dense_failed: bool = False  # the embedder failed for this query: lexical only
@@ -135,8 +168,11 @@ class HybridRelevance:
 
     def __init__(self, settings: Settings, embedder: Embedder | None, index: VectorIndex | None,
                  indexer: Indexer | None = None, describe: Callable[[str], str] | None = None,
-                 use_candidates: bool = True) -> None:
+                 use_candidates: bool = True, query_fields: QueryFields | None = None,
+                 concepts: ConceptLexicon | None = None) -> None:
         self.settings = settings
+        self.query_fields = query_fields
+        self.concepts = concepts if concepts is not None else default_lexicon()
         # False when some memories can live outside the indexed table (tiered stores route kinds to
         # Redis): every live memory is then scored, with stored vectors where they exist.
         self.use_candidates = use_candidates
@@ -159,6 +195,29 @@ class HybridRelevance:
     def combine(self, relevance: float, importance: float, weight: float) -> float:
         return query_score(relevance, importance, weight, self.settings.hybrid_relevance_share)
 
+    def time_window(self, query: str, now: float) -> TimeWindow | None:
+        """The event-time window a time expression in the query names ("上个月", "last week"), or None."""
+        return parse_window(query, now)
+
+    def _new_state(self, tenant: str, user_id: str, query: str, ux: UserIndex | None) -> _QueryState:
+        tokens = tokenize(query)
+        fields: frozenset[str] = frozenset()
+        if self.query_fields is not None:
+            try:
+                fields = frozenset(self.query_fields(tenant, query))
+            except Exception:  # the planner is an aid: a failure must not fail recall
+                log.exception("relevance: the query planner failed; ranking without field hints")
+        return _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens),
+                           fields=fields)
+
+    @staticmethod
+    def _bm25(ux: UserIndex, state: _QueryState) -> np.ndarray:
+        """BM25 per row of the user's index: the query's own terms plus its concept words at a lower weight."""
+        lex = ux.bm25.scores(state.tokens)
+        if state.expansion:
+            lex = lex + EXPANSION_WEIGHT * ux.bm25.scores(state.expansion)
+        return lex
+
     # -- stage 1: candidates -------------------------------------------------------------------------
 
     def candidates(self, tenant: str, user_id: str, query: str, *, kinds: Sequence[Kind] | None = None,
@@ -170,17 +229,22 @@ class HybridRelevance:
         n = limit or self.settings.hybrid_candidates
         ux = self.index.load(tenant, user_id)
         kind_names = [k.value for k in kinds] if kinds is not None else None
-        state = _QueryState(tenant, user_id, query, None, tokenize(query), ux)
+        state = self._new_state(tenant, user_id, query, ux)
         keys: set[str] = set()
         lexical_keys: list[str] = []
         if ux.keys:
-            lex = ux.bm25.scores(state.tokens)
+            lex = self._bm25(ux, state)
             state.lexical = lex
-            masked = np.where(ux.mask(kind_names, at_from, at_until), lex, 0.0)
+            mask = ux.mask(kind_names, at_from, at_until)
+            masked = np.where(mask, lex, 0.0)
             hits = np.flatnonzero(masked > 0)
             if len(hits) > n:
                 hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
             lexical_keys = [ux.keys[i] for i in hits]
+            if state.fields:  # memories under the planner's fields are always candidates
+                have = set(lexical_keys)
+                lexical_keys += [ux.keys[i] for i in field_keys(ux.keys, state.fields)
+                                 if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
         state.qvec = self._query_vector(query, state)
         if state.qvec is not None:
@@ -200,12 +264,18 @@ class HybridRelevance:
         if state is not None and (state.tenant, state.user_id, state.query) == (tenant, user_id, query):
             return state
         ux = self.index.load(tenant, user_id) if self.index is not None else None
-        return _QueryState(tenant, user_id, query, None, tokenize(query), ux)
+        return self._new_state(tenant, user_id, query, ux)
 
     def signals(self, query: str, records: Sequence[MemoryRecord]) -> tuple[list[float | None], list[float]]:
         """(cosine or None, BM25) per record, with the user's corpus statistics for BM25."""
+        dense, lexical, _ = self._signals(query, records)
+        return dense, lexical
+
+    def _signals(self, query: str, records: Sequence[MemoryRecord]
+                 ) -> tuple[list[float | None], list[float], list[bool]]:
+        """(cosine or None, BM25 with concept words, planner-field match) per record."""
         if not records:
-            return [], []
+            return [], [], []
         state = self._state_for(records[0].tenant, records[0].user_id, query)
         self._local.state = None
         ux = state.ux
@@ -220,16 +290,22 @@ class HybridRelevance:
         lexical: list[float] = []
         if ux is not None and ux.keys:
             if state.lexical is None:
-                state.lexical = ux.bm25.scores(state.tokens)
+                state.lexical = self._bm25(ux, state)
             for i, r in enumerate(records):
                 p = ux.position.get(r.key)
                 if p is not None and ux.ids[p] == r.id:
                     lexical.append(float(state.lexical[p]))
                 else:
-                    lexical.append(ux.bm25.score_doc(state.tokens, tokenize(text(i))))
+                    doc = tokenize(text(i))
+                    lexical.append(ux.bm25.score_doc(state.tokens, doc)
+                                   + EXPANSION_WEIGHT * ux.bm25.score_doc(state.expansion, doc))
         else:
             bm = BM25Index([tokenize(text(i)) for i in range(len(records))])
-            lexical = [float(x) for x in bm.scores(state.tokens)]
+            lex_arr = bm.scores(state.tokens)
+            if state.expansion:
+                lex_arr = lex_arr + EXPANSION_WEIGHT * bm.scores(state.expansion)
+            lexical = [float(x) for x in lex_arr]
+        fields = [bool(state.fields) and field_match(r.key, state.fields) for r in records]
         # Dense: stored vectors of the current version, else embedded now (records not indexed yet).
         dense: list[float | None] = [None] * len(records)
         if state.qvec is None and not state.dense_failed:
@@ -264,7 +340,7 @@ class HybridRelevance:
                 else:
                     for i, row in zip(missing, mat, strict=True):
                         dense[i] = float(row @ q)
-        return dense, lexical
+        return dense, lexical, fields
 
     def _query_vector(self, query: str, state: _QueryState) -> np.ndarray | None:
         """The query's vector, or None (lexical only) when there is no embedder or it fails."""
@@ -278,10 +354,16 @@ class HybridRelevance:
             return None
 
     def __call__(self, query: str, records: Sequence[MemoryRecord]) -> list[float]:
-        dense, lexical = self.signals(query, records)
+        dense, lexical, fields = self._signals(query, records)
         dw, lw = self.weights(query)
+        if self.settings.hybrid_fusion == "adaptive":
+            return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))
         return fuse(dense, lexical, dense_weight=dw, lexical_weight=lw, method=self.settings.hybrid_fusion,
                     rrf_k=self.settings.hybrid_rrf_k)
+
+
+def _with_weights(params: FusionParams, dense_weight: float, lexical_weight: float) -> FusionParams:
+    return replace(params, dense_weight=dense_weight, lexical_weight=lexical_weight)
 
 
 # -- write-side indexing -----------------------------------------------------------------------------------
@@ -439,7 +521,7 @@ _NOTICED: dict[str, bool] = {}
 
 def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | None, *,
           describe: Callable[[str], str] | None = None, use_candidates: bool = True,
-          background: bool = True) -> HybridRelevance:
+          background: bool = True, query_fields: QueryFields | None = None) -> HybridRelevance:
     """Assemble hybrid relevance from its parts; the composition root (engine/compose.py) picks the
     embedder and the vector index (from the store's capabilities) and wires the result."""
     if embedder is None:
@@ -454,7 +536,7 @@ def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | No
             log.warning("relevance: %d vectors were made by another embedder (%s); run `usermem reindex`",
                         sum(stale.values()), ", ".join(sorted(stale)))
     return HybridRelevance(settings, embedder if index is not None else None, index, indexer, describe,
-                           use_candidates=use_candidates)
+                           use_candidates=use_candidates, query_fields=query_fields)
 
 
 def install(memory: RelevanceHost, *, background: bool = True, embedder: Embedder | None = None) -> HybridRelevance:

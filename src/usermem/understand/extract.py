@@ -26,6 +26,17 @@ from pydantic import BaseModel, ConfigDict
 from usermem.model import Candidate, Kind, Source
 from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.pii import PIIKind, detect
+from usermem.understand import rules
+from usermem.understand.filters import (
+    FICTION,
+    QUESTION_START,
+    allowed,
+    clause_spans,
+    is_correction,
+    mask_quotes,
+    reasons,
+    sentence_spans,
+)
 from usermem.understand.llm import LLMClient
 from usermem.understand.text import Message, coerce_messages, normalise
 
@@ -100,9 +111,17 @@ _SELF_EMAIL_CUES = ("邮箱", "邮件", "发到", "发给我", "发我", "email"
                     "contact me", "inbox")
 _OTHER_EMAIL_CUES = ("抄送", "同事", "老板", "他的", "她的", "cc ", "colleague", "boss", "his ", "her ")
 
-ACCUMULATE = frozenset({"likes", "dislikes", "allergy"})
+ACCUMULATE = frozenset({"likes", "dislikes", "allergy", "children", "pets", "hobbies", "brands", "languages_spoken",
+                        "medical_history", "accessibility", "news_topics", "education", "travel_preferences"})
+# When two fields claim the same words, the more specific meaning wins (an allergy is not also a dislike).
+_PRIORITY: Mapping[str, int] = {"allergy": 9, "medical_history": 8, "diet": 7, "email": 7, "phone": 7,
+                                "reply_length": 6, "reply_format": 6, "report_format": 6, "language": 6,
+                                "contact_channel": 6, "contact": 5, "occupation": 4, "city": 4,
+                                "likes": 1, "dislikes": 1}
 MAX_ITEMS = 20
 _SPECIFIC = frozenset({"reply_length", "reply_format", "report_format", "language", "contact_channel", "contact"})
+# "别/不要/don't X" counts as a standing dislike only with a word that makes it lasting.
+_STANDING_NEG = ("以后", "今后", "往后", "再也", "永远", "from now on", "never again", "any more", "anymore", "ever again")
 _CONF_EXPLICIT = 0.85  # "以后都用X", "my email is X", "I'm allergic to X"
 _CONF_STATED = 0.75  # "我喜欢X", "I'm a nurse"
 _CONF_IMPLIED = 0.6
@@ -111,8 +130,9 @@ _CONF_IMPLIED = 0.6
 @dataclass(frozen=True, slots=True)
 class _Hit:
     key: str
-    value: Any
+    value: Any  # the user's own words
     confidence: float
+    canonical: Any = None  # a normalised form beside the value (enum-like fields)
 
 
 def _any(text: str, words: Iterable[str]) -> bool:
@@ -121,16 +141,27 @@ def _any(text: str, words: Iterable[str]) -> bool:
 
 def _lookup(text: str, lexicon: Mapping[str, str]) -> str | None:
     """The canonical value of the longest lexicon word in `text` (word-bounded for Latin words)."""
-    best: tuple[int, str] | None = None
+    found = _lookup_word(text, lexicon)
+    return found[1] if found else None
+
+
+def _lookup_word(text: str, lexicon: Mapping[str, str]) -> tuple[str, str] | None:
+    """(the longest lexicon word as written in `text`, its canonical value); case-insensitive."""
+    best: tuple[int, str, str] | None = None
     for word, value in lexicon.items():
         if word.isascii():
-            m = re.search(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", text)
-            found = m is not None
+            m = re.search(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", text, re.IGNORECASE)
         else:
-            found = word in text
-        if found and (best is None or len(word) > best[0]):
-            best = (len(word), value)
-    return best[1] if best else None
+            m = re.search(re.escape(word), text)
+        if m is not None and (best is None or len(word) > best[0]):
+            best = (len(word), m.group(0), value)
+    return (best[1], best[2]) if best else None
+
+
+def _as_written(original: str, word: str) -> str:
+    """`word` (found in the normalised, lower-cased text) in the user's own spelling."""
+    m = re.search(re.escape(word), normalise_keep_case(original), re.IGNORECASE)
+    return m.group(0) if m else word
 
 
 def _clean(value: str) -> str:
@@ -150,6 +181,7 @@ def _clause_after(text: str, start: int, limit: int = 24) -> str:
 # --- per-field patterns -----------------------------------------------------------------------------------
 
 _ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+_ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
 _ALLERGY_EN = re.compile(r"\b(?:i'?m|i am|i'?ve always been|i have been)\s+(?:very |severely |really )?allergic to\s+"
                          r"([a-z][a-z \-]{1,40}?)(?=[,.;!?]|\s+and\s+i\b|\s+so\b|$)")
@@ -201,6 +233,9 @@ def _allergy(s: str) -> list[_Hit]:
         if "对" in thing or _any(thing, ("不", "没", "会不会", "是不是")):
             continue  # "我儿子对花生过敏" is someone else; "我不过敏" is no allergy
         out.append(_Hit("allergy", _clean(thing), _CONF_EXPLICIT))
+    if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸", s):
+        for m in _ALLERGY_ZH3.finditer(s):
+            out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     if not out:
         for m in _ALLERGY_ZH2.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
@@ -265,6 +300,7 @@ def _channels(s: str) -> list[_Hit]:
     low = s.lower()
     positive: list[str] = []
     negative: list[str] = []
+    words: dict[str, str] = {}
     for word, channel in sorted(CHANNELS.items(), key=lambda kv: -len(kv[0])):
         for m in re.finditer(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) +
                              r"(?![a-z])", low):
@@ -274,6 +310,7 @@ def _channels(s: str) -> list[_Hit]:
                     negative.append(channel)
             elif channel not in positive and channel not in negative:
                 positive.append(channel)
+                words.setdefault(channel, word)
     contact_verbs = ("联系", "通知", "沟通", "找我", "接受", "发我", "给我发", "打给我", "回复我", "reach",
                      "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
                      "只", "only", "prefer")
@@ -281,8 +318,8 @@ def _channels(s: str) -> list[_Hit]:
         return []
     out = []
     if positive and (_any(low, contact_verbs)):
-        out.append(_Hit("contact_channel", positive[0], _CONF_EXPLICIT if "只" in low or "only" in low
-                        else _CONF_STATED))
+        out.append(_Hit("contact_channel", words[positive[0]], _CONF_EXPLICIT if "只" in low or "only" in low
+                        else _CONF_STATED, positive[0]))
     if negative:
         clause = re.search(r"(不要|别|不用|不接|不想|don'?t|do not|never|no)[^，,。.!！？?；;]{0,16}", low)
         out.append(_Hit("contact", _clean(clause.group(0)) if clause else f"no {negative[0]}", _CONF_STATED))
@@ -299,13 +336,22 @@ def _reply_length(s: str) -> list[_Hit]:
         return []  # "A Brief History of Time" is a book, not a length preference
     if _any(low, ("太长了", "too long", "又长", "太短了", "too short")) and not _any(low, STANDING):
         return []  # a complaint is pushback (reflexive verification), not yet a stated preference
-    if re.search(r"\b(?:replies|answers|responses|reply|answer|response|it)\s+(?:short|brief)\b", low):
-        return [_Hit("reply_length", "concise", _CONF_STATED)]
-    if _any(low, CONCISE) and not _any(low, ("不够详细", "不要简", "别简")):
-        return [_Hit("reply_length", "concise", _CONF_STATED)]
-    if _any(low, DETAILED) and not _any(low, ("不要详细", "别太详细", "不用详细")):
-        return [_Hit("reply_length", "detailed", _CONF_STATED)]
+    m = re.search(r"\b(?:replies|answers|responses|reply|answer|response|it)\s+(short|brief)\b", low)
+    if m:
+        return [_Hit("reply_length", m.group(1), _CONF_STATED, "short")]
+    word = _first(low, CONCISE)
+    if word and not _any(low, ("不够详细", "不要简", "别简")):
+        return [_Hit("reply_length", word, _CONF_STATED, "short")]
+    word = _first(low, DETAILED)
+    if word and not _any(low, ("不要详细", "别太详细", "不用详细")):
+        return [_Hit("reply_length", word, _CONF_STATED, "long")]
     return []
+
+
+def _first(text: str, words: Iterable[str]) -> str | None:
+    """The longest of `words` found in `text`."""
+    found = [w for w in words if w in text]
+    return max(found, key=len) if found else None
 
 
 def _reply_format(s: str) -> list[_Hit]:
@@ -314,22 +360,24 @@ def _reply_format(s: str) -> list[_Hit]:
         return []
     if _any(low, ("报告", "文档", "report", "document", "纪要", "minutes")):
         return []
-    value = _lookup(low, REPLY_FORMATS)
-    return [_Hit("reply_format", value, _CONF_STATED)] if value else []
+    found = _lookup_word(low, REPLY_FORMATS)
+    return [_Hit("reply_format", found[0], _CONF_STATED, found[1])] if found else []
 
 
 def _report_format(s: str) -> list[_Hit]:
     low = s.lower()
-    value = _lookup(low, REPORT_FORMATS)
-    if value is None:
+    found = _lookup_word(low, REPORT_FORMATS)
+    if found is None:
         return []
+    word, value = found
     docs = _any(low, ("报告", "文档", "纪要", "周报", "月报", "文件", "report", "document", "minutes", "docs",
                       "write-up", "summaries", "summary"))
     if docs and (_any(low, STANDING) or _any(low, CHANGE) or re.search(r"(用|要|是|in|as)\s*" +
                                                                       re.escape(value), low)):
-        return [_Hit("report_format", value, _CONF_EXPLICIT if _any(low, CHANGE + STANDING) else _CONF_STATED)]
+        return [_Hit("report_format", word, _CONF_EXPLICIT if _any(low, CHANGE + STANDING) else _CONF_STATED,
+                     value)]
     if _any(low, STANDING) or _any(low, CHANGE):
-        return [_Hit("report_format", value, _CONF_STATED)]
+        return [_Hit("report_format", word, _CONF_STATED, value)]
     return []
 
 
@@ -340,15 +388,15 @@ def _language(s: str) -> list[_Hit]:
     m = re.search(r"(用|说|讲|改用|换成|改成)(中文|汉语|普通话|英文|英语|日语|法语|德语)(回复|回答|交流|沟通|说|写|聊|吧|$)?",
                   low)
     if m and (m.group(3) is not None or _any(low, STANDING + CHANGE)):
-        return [_Hit("language", LANGUAGES[m.group(2)], _CONF_EXPLICIT)]
+        return [_Hit("language", m.group(2), _CONF_EXPLICIT, LANGUAGES[m.group(2)])]
     m = re.search(r"\b(?:reply|answer|respond|write|speak|talk|talk to me|communicate)\s+(?:to me\s+)?in\s+"
                   r"(english|chinese|mandarin|japanese|french|german|spanish)\b", low)
     if m:
-        return [_Hit("language", LANGUAGES[m.group(1)], _CONF_EXPLICIT)]
+        return [_Hit("language", m.group(1), _CONF_EXPLICIT, LANGUAGES[m.group(1)])]
     m = re.search(r"(?:我更习惯|我习惯|我偏好|i prefer|my language is|i speak)\s*(中文|英文|english|chinese|mandarin)",
                   low)
     if m:
-        return [_Hit("language", LANGUAGES[m.group(1)], _CONF_STATED)]
+        return [_Hit("language", m.group(1), _CONF_STATED, LANGUAGES[m.group(1)])]
     return []
 
 
@@ -408,19 +456,41 @@ def _use_x(s: str) -> list[_Hit]:
             x = m.group(1)
             for key, lexicon in (("report_format", REPORT_FORMATS), ("language", LANGUAGES),
                                  ("reply_format", REPLY_FORMATS), ("contact_channel", CHANNELS)):
-                value = _lookup(x, lexicon)
-                if value is not None:
-                    return [_Hit(key, value, _CONF_EXPLICIT)]
+                found = _lookup_word(x, lexicon)
+                if found is not None:
+                    return [_Hit(key, found[0], _CONF_EXPLICIT, found[1])]
     return []
 
 
 # --- the deterministic extractor ----------------------------------------------------------------------------
 
 class PatternExtractor:
-    """Deterministic extraction over user turns. Keys outside `allowed` are never proposed."""
+    """Deterministic extraction over user turns (no LLM). Keys outside `allowed` are never proposed.
 
-    def __init__(self, allowed: Mapping[str, FieldContract]) -> None:
+    Three proposers, one output: the phrase rules of this module (precise, for the long-standing fields),
+    the typed rules of `understand.rules` (places from gazetteers, time zones, names, family, pets, diet,
+    tone, numbers) and the learned span tagger (`understand.tagger`, for coverage). A value found by a rule
+    wins over the tagger on the same words; each span of the user's words gets one meaning.
+    """
+
+    def __init__(self, allowed: Mapping[str, FieldContract], *, tagger: Any = "default",
+                 tagger_threshold: float | None = None, templates: bool = True,
+                 template_similarity: float | None = None, negation_dislikes: bool = False) -> None:
+        from usermem.understand.tagger import load_tagger
+
         self.allowed = allowed
+        # "别/不要/don't X" as a standing dislike: off by default (on the bank's dev split it mostly
+        # mislabelled requests and other fields as dislikes).
+        self.negation_dislikes = negation_dislikes
+        self.tagger = load_tagger() if tagger == "default" else tagger
+        meta = _tagger_meta()
+        self.tagger_threshold = tagger_threshold if tagger_threshold is not None else float(
+            meta.get("threshold", 0.5))
+        from usermem.understand.templates import index
+
+        self.templates = index() if templates else None
+        self.template_similarity = template_similarity if template_similarity is not None else float(
+            meta.get("template_similarity", 0.4))
 
     def extract(self, messages: Sequence[Message]) -> list[Candidate]:
         per_message: list[tuple[int, list[Candidate]]] = []
@@ -429,23 +499,102 @@ class PatternExtractor:
                 continue
             if JOKE_RETRACT.match(normalise(msg.content)) and per_message:
                 per_message[-1] = (per_message[-1][0], [])  # "开玩笑的": the previous turn was not meant
-            per_message.append((msg.index, self._message(msg)))
-        # Changes of mind: the last statement per field wins. Collections (likes, dislikes, allergies)
+            cands = self._message(msg)
+            if per_message and is_correction(msg.content):
+                cands = self._corrected(per_message[-1][1], msg, cands)
+                fixed = {c.key for c in cands}
+                per_message[-1] = (per_message[-1][0], [c for c in per_message[-1][1] if c.key not in fixed])
+            per_message.append((msg.index, cands))
+        # Changes of mind: the last statement per field wins. Collections (likes, dislikes, allergies...)
         # accumulate instead: every distinct item, in order, as a list when there are several.
         latest: dict[str, Candidate] = {}
         items: dict[str, list[Any]] = {}
+        canon: dict[str, list[Any]] = {}
         for _, cands in per_message:
             for c in cands:
                 if c.key in ACCUMULATE:
                     bag = items.setdefault(c.key, [])
+                    cbag = canon.setdefault(c.key, [])
                     if c.value not in bag:
                         bag.append(c.value)
-                    c = replace(c, value=bag[0] if len(bag) == 1 else list(bag[:MAX_ITEMS]))
+                        cbag.append(c.canonical)
+                    many = len(bag) > 1
+                    c = replace(c, value=list(bag[:MAX_ITEMS]) if many else bag[0],
+                                canonical=(list(cbag[:MAX_ITEMS]) if any(x is not None for x in cbag) else None)
+                                if many else cbag[0])
                 latest.pop(c.key, None)
                 latest[c.key] = c
         return list(latest.values())
 
+    def _corrected(self, previous: list[Candidate], msg: Message, found: list[Candidate]) -> list[Candidate]:
+        """"不对，是南宁" / "actually, Katie": a bare value corrects the previous turn's field of its type."""
+        have = {c.key for c in found}
+        out = list(found)
+        for prev in previous:
+            if prev.key in have:
+                continue
+            value = _bare_value(msg.content, prev.key)
+            if value is not None:
+                out.append(replace(prev, value=value[0], canonical=value[1], evidence=msg.content,
+                                   message_index=msg.index))
+                have.add(prev.key)
+        return out
+
     def _message(self, msg: Message) -> list[Candidate]:
+        text = msg.content
+        masked = mask_quotes(text)
+        chosen: list[tuple[_Hit, int, int, str]] = []  # hit, start, end, method
+
+        def overlaps(start: int, end: int) -> bool:
+            return any(start < e and s < end for _, s, e, _ in chosen if s >= 0)
+
+        def add(h: _Hit, start: int, end: int, method: str) -> None:
+            if h.key not in self.allowed or h.value in ("", None):
+                return
+            if any(c[0].key == h.key and normalise(str(c[0].value)) == normalise(str(h.value)) for c in chosen):
+                return
+            if start >= 0 and overlaps(start, end):
+                return  # one statement, one meaning
+            chosen.append((h, start, end, method))
+
+        # 1. the phrase rules (sentence level, their own filters)
+        for h in sorted(self._rule_hits(Message(msg.role, masked, msg.index)), key=lambda h: -_PRIORITY.get(h.key, 0)):
+            value = _as_written(text, h.value) if isinstance(h.value, str) else h.value
+            at = normalise_keep_case(text).lower().find(str(value).lower()) if isinstance(value, str) else -1
+            add(replace(h, value=value), at, at + len(str(value)) if at >= 0 else -1, "pattern")
+        # 2. typed rules and the tagger, clause by clause, through the filters
+        spans = self.tagger.spans(masked) if self.tagger is not None and masked.strip() else []
+        for s0, s1 in sentence_spans(masked):
+            sentence = masked[s0:s1]
+            for c0, c1 in clause_spans(sentence):
+                clause = sentence[c0:c1]
+                why = reasons(clause, sentence[:c0])
+                base = s0 + c0
+                for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
+                    if allowed(f.key, why):
+                        add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
+                if self.templates is not None:
+                    for tp in self.templates.propose(clause, self.template_similarity):
+                        if allowed(tp.field, why) and _plausible(tp.field, tp.value):
+                            add(_Hit(tp.field, tp.value, round(min(0.95, 0.4 + tp.score), 3),
+                                     _canonical_of(tp.field, tp.value)), base + tp.start, base + tp.end, "model")
+                for sp in spans:
+                    if base <= sp.start < base + len(clause) and allowed(sp.field, why):
+                        p = _calibrate(sp.probability)
+                        if p >= self.tagger_threshold:
+                            value = _trim(sp.text)
+                            if value and _plausible(sp.field, value):
+                                add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
+                                    sp.start, sp.end, "model")
+        # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
+        retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
+        if retracted > 0:
+            chosen = [c for c in chosen if c[1] >= retracted]
+        return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
+                          evidence=msg.content, message_index=msg.index, method=method, canonical=h.canonical)
+                for h, _, _, method in chosen]
+
+    def _rule_hits(self, msg: Message) -> list[_Hit]:
         hits: dict[str, _Hit] = {}
         bags: dict[str, list[_Hit]] = {}
         for original in _clauses(msg.content):
@@ -457,14 +606,15 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS):
+            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low):
                 continue
             question = bool(QUESTION.search(original.strip()))
             one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
             found: list[_Hit] = []
-            found += _allergy(s)
-            found += _email(s, original)
-            if not question:
+            if not question or _any(low, ("发到", "发给", "发我", "寄到", "send", "forward", "email it", "mail it")):
+                found += _email(s, original)  # "能发到我邮箱 a@b.com 吗" states it; "我的邮箱是X吗" asks
+            if not question and not QUESTION_START.search(low):
+                found += _allergy(s)
                 found += _channels(s)
                 if not one_off:
                     found += _reply_length(s)
@@ -473,11 +623,11 @@ class PatternExtractor:
                     found += _language(s)
                     found += _use_x(s)
                 found += _occupation(s)
-                found += _city(s, normalise_keep_case(original))
+                # places: understand.rules (gazetteers, city / work_city / hometown by their cue)
                 if not any(h.key in _SPECIFIC for h in found):
                     found += _likes(s, original)  # "我喜欢简洁的回复" is reply_length, not a like
-                if not one_off and not any(h.key in ("dislikes", "contact", "reply_length", "contact_channel")
-                                           for h in found):
+                if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
+                        h.key in ("dislikes", "contact", "reply_length", "contact_channel") for h in found):
                     found += _negations(s)
             for h in found:
                 if h.key not in self.allowed or h.value in ("", None):
@@ -489,9 +639,147 @@ class PatternExtractor:
                 prev = hits.get(h.key)
                 if prev is None or h.confidence >= prev.confidence:
                     hits[h.key] = h
-        chosen = [*hits.values(), *(h for bag in bags.values() for h in bag)]
-        return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
-                          evidence=msg.content, message_index=msg.index, method="pattern") for h in chosen]
+        return [*hits.values(), *(h for bag in bags.values() for h in bag)]
+
+
+
+
+def _tagger_meta() -> dict[str, Any]:
+    import json
+
+    from usermem.understand.tagger import model_path
+
+    meta = model_path().with_suffix(".json")
+    if not meta.exists():
+        return {}
+    data: dict[str, Any] = json.loads(meta.read_text(encoding="utf-8"))
+    return data
+
+
+_PLATT: tuple[float, float] | None = None
+
+
+def reset_calibration() -> None:
+    """Forget the cached Platt parameters (after `usermem train` rewrote the tagger's metadata)."""
+    global _PLATT
+    _PLATT = None
+
+
+def _calibrate(p: float) -> float:
+    """The tagger's span probability, Platt-scaled on the dev split (see `usermem train`)."""
+    global _PLATT
+    if _PLATT is None:
+        a, b = _tagger_meta().get("platt", (1.0, 0.0))
+        _PLATT = (float(a), float(b))
+    import math
+
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    z = _PLATT[0] * math.log(p / (1 - p)) + _PLATT[1]
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+_TAKE_BACK = re.compile(r"(?:^|[.!?。！？，,]\s*)(?:(?:ok(?:ay)?,?\s*)?(?:fine,?\s*)?(?:it'?s not|not really)"
+                        r"\s*[.!。！]*\s*$|just kidding|\bkidding\b|\bjk\b|开玩笑的|骗你的|逗你的|瞎说的)", re.IGNORECASE)
+_FUNCTION_WORDS = frozenset({"我", "你", "他", "她", "它", "我们", "你们", "他们", "这", "那", "这个", "那个", "的", "了",
+                             "i", "me", "my", "you", "your", "he", "she", "it", "they", "we", "us", "the", "a", "an",
+                             "this", "that", "and", "or", "is", "am", "are", "be", "to", "of", "in", "on"})
+_SECRET_LIKE = re.compile(r"^(?=\S*\d)(?=\S*[A-Za-z])\S{6,}$")
+_ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|\d+\s+\w+\s+(?:st|street|rd|road|ave|avenue|lane|ln|"
+                           r"drive|dr|way|close|court|place|square)\b", re.IGNORECASE)
+
+
+def _plausible(key: str, value: str) -> bool:
+    """A learned proposal for a typed field must look like a value of that type (and never like a secret)."""
+    if key not in ("email", "phone") and _SECRET_LIKE.match(value.strip()):
+        return False  # "Tr0ub4dor&3": credentials are not memories, whatever the model says
+    if normalise(value) in _FUNCTION_WORDS or (len(value) == 1 and key not in ("pets", "children")):
+        return False
+    if key == "address":
+        return bool(_ADDRESS_LIKE.search(value))
+    if key in ("spouse", "children", "pets"):  # the relation word itself, or a name
+        from usermem.understand.filters import OTHERS
+
+        lexicon = {"spouse": rules.SPOUSE, "children": rules.CHILDREN, "pets": rules.PETS}[key]
+        low = value.lower()
+        if any(w in low for w in lexicon):
+            return True
+        return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value)
+    if key in ("city", "work_city", "hometown"):
+        from usermem.understand.gazetteer import find_places
+
+        return bool(find_places(value))
+    if key == "timezone":
+        return bool(rules.timezone(value))
+    if key == "email":
+        return bool(_EMAIL.fullmatch(value.strip()))
+    if key in ("phone", "budget"):
+        return sum(ch.isdigit() for ch in value) >= (7 if key == "phone" else 1)
+    if key == "birthday":
+        return bool(re.search(r"\d|january|february|march|april|may|june|july|august|september|october|november|"
+                              r"december|[一二三四五六七八九十]+月", value, re.IGNORECASE))
+    return len(value) <= 60
+
+
+def _trim(value: str) -> str:
+    return value.strip(" \t,，。.!！~、;；:：\"'“”‘’()（）")
+
+
+def canonical_form(key: str, value: Any) -> Any:
+    """A normalised form of `value` for enum-like and typed fields (kept beside the user's words), or None."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    low = normalise(value)
+    lexicons: Mapping[str, Mapping[str, str]] = {
+        "report_format": REPORT_FORMATS, "language": LANGUAGES, "contact_channel": CHANNELS,
+        "reply_format": REPLY_FORMATS, "diet": rules.DIETS, "reply_tone": rules.TONES, "pets": rules.PETS,
+        "spouse": rules.SPOUSE, "children": rules.CHILDREN,
+    }
+    if key in lexicons:
+        return _lookup(low, lexicons[key])
+    if key == "reply_length":
+        if _any(low, CONCISE) or low in ("short", "concise", "brief"):
+            return "short"
+        if _any(low, DETAILED) or low in ("long", "detailed"):
+            return "long"
+        return None
+    if key in ("city", "work_city", "hometown"):
+        from usermem.understand.gazetteer import find_places
+
+        found = find_places(value)
+        return found[0].canonical if found else None
+    if key == "timezone":
+        tz = rules.timezone(value)
+        return tz[0].canonical if tz else None
+    if key == "budget":
+        return rules.money(value)
+    if key == "birthday":
+        return rules.month_day(value)
+    return None
+
+
+_canonical_of = canonical_form
+
+
+def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
+    """The value a correction gives without naming its field: "不对，是南宁" -> ("南宁", "Nanning")."""
+    from usermem.understand.filters import CORRECTION
+
+    rest = CORRECTION.sub("", text, count=1)
+    if key in ("city", "work_city", "hometown"):
+        from usermem.understand.gazetteer import find_places
+
+        found = find_places(rest)
+        return (found[0].text, found[0].canonical) if found else None
+    m = re.search(r"(?:是|叫|it'?s|it is|make (?:that|it)|call me|i'?m|to)\s*([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})",
+                  rest, re.IGNORECASE)
+    if m is None:
+        m = re.match(r"[\s,，:：]*([^，,。.!！?？；;]{1,24})", rest)
+    if m is None:
+        return None
+    value = _clean(m.group(1))
+    if key in ("name", "preferred_name"):
+        value = value.split()[0] if value.isascii() and value.split() else value
+    return (value, canonical_form(key, value)) if value else None
 
 
 def normalise_keep_case(text: str) -> str:
@@ -557,7 +845,10 @@ CANONICAL: Mapping[str, Mapping[str, str]] = {
 
 
 def canonical_value(key: str, value: str) -> str:
-    """Enumerable fields get the canonical value ("Markdown" -> "markdown", "英文" -> "en")."""
+    """The canonical value of an enumerable field ("Markdown" -> "markdown", "英文" -> "en"), else the value.
+
+    Kept for callers that compare values; extraction stores the user's words and puts `canonical_form`
+    beside them instead of calling this."""
     low = normalise(value)
     if key in CANONICAL:
         return _lookup(low, CANONICAL[key]) or value.strip()
@@ -618,11 +909,12 @@ class Extractor:
                 continue
             if item.evidence.strip() and normalise(item.evidence) not in normalise(msg.content):
                 continue  # the quoted support is not in that message: an invention
-            value = canonical_value(item.key, item.value)
+            value = item.value.strip()  # the user's words; a canonical form goes beside them
             if not value or len(value) > 500:
                 continue
             confidence = min(1.0, max(0.0, float(item.confidence)))
             latest.pop(item.key, None)
             latest[item.key] = Candidate(key=item.key, kind=contract.kind, value=value, confidence=confidence,
-                                         evidence=msg.content, message_index=msg.index, method="llm")
+                                         evidence=msg.content, message_index=msg.index, method="llm",
+                                         canonical=canonical_form(item.key, value))
         return list(latest.values())

@@ -85,9 +85,9 @@ class LLMClient:
             self.stats.calls += 1
             started = time.monotonic()
             try:
-                response = self._client.chat.completions.create(
-                    model=self.model, messages=messages,  # type: ignore[arg-type]
-                    temperature=0, response_format=self._response_format(task, json_schema),  # type: ignore[arg-type]
+                response = self._client.chat.completions.create(  # type: ignore[call-overload]
+                    model=self.model, messages=messages,
+                    temperature=0, response_format=self._response_format(task, json_schema),
                     timeout=remaining)
                 content = response.choices[0].message.content if response.choices else None
             except openai.APITimeoutError:

@@ -53,8 +53,10 @@ class OnboardingQuestion:
         options = d.get("options") or {}
         if isinstance(options, Sequence) and not isinstance(options, str):
             options = {str(o): {} for o in options}
+        if not isinstance(options, Mapping):
+            raise ValidationError("question options must be a list or a {value: labels} mapping", field="options")
         return cls(str(d["id"]), str(d["key"]), str(d["kind"]), dict(text),
-                   {str(k): dict(v or {}) for k, v in dict(options).items()}, bool(d.get("multiple", False)))
+                   {str(k): dict(v or {}) for k, v in options.items()}, bool(d.get("multiple", False)))
 
 
 DEFAULT_QUESTIONS: tuple[OnboardingQuestion, ...] = (

@@ -169,16 +169,25 @@ def _phrase_pattern(terms: Iterable[str]) -> tuple[list[str], re.Pattern[str] | 
 
 
 class DeterministicPlanner:
-    """Cue lexicon + field names/aliases. Indexes are built once per contract set."""
+    """Cue lexicon + field names/aliases, plus the learned field model (`learned.FieldModel` "plan", trained on
+    the bank's plan queries; its threshold was chosen on the dev split for rules + model together).
+    Indexes are built once per contract set. `model=None` plans with the rules alone."""
 
-    def __init__(self, contracts: ContractSet) -> None:
+    def __init__(self, contracts: ContractSet, model: Any = "default") -> None:
+        from usermem.understand.learned import load_model
+
         self.contracts = contracts
+        self.model = load_model("plan") if model == "default" else model
+        self.model_threshold = float(self.model.meta.get("combined_threshold", self.model.threshold)) \
+            if self.model is not None else 1.0
+        self._enabled_keys = {c.key: c for c in contracts.enabled()}
         self._fields: list[_FieldIndex] = []
         for c in contracts.enabled():
             terms = {normalise(a) for a in c.aliases} | {c.key.replace("_", " "), c.key}
             terms |= {normalise(t) for t in FIELD_CUES.get(c.key, ())}
             idx = _FieldIndex(c)
-            latin_strong, latin_weak = [], []
+            latin_strong: list[str] = []
+            latin_weak: list[str] = []
             for t in terms:
                 weight = _WEAK if t in WEAK_TERMS else _TRIGGER
                 if has_cjk(t):
@@ -220,6 +229,14 @@ class DeterministicPlanner:
                 facts.append(c.key)
             if c.standing and c.kind is Kind.FACT and c.sensitivity.value == "L3":
                 high = True  # allergies and the like are safety facts
+        if self.model is not None:  # the learned model adds the fields the cues miss
+            for key, _p in sorted(self.model.detect(message, self.model_threshold).items(), key=lambda kv: -kv[1]):
+                found = self._enabled_keys.get(key)
+                if found is None or key in facts or key in prefs or found.kind is Kind.CONTEXT:
+                    continue
+                (prefs if found.kind is Kind.PREFERENCE else facts).append(key)
+                if found.standing and found.kind is Kind.FACT and found.sensitivity.value == "L3":
+                    high = True
         if not facts and not prefs and _hit(text, self._always_cjk, self._always_latin):
             facts = [c.key for c in self.contracts.enabled() if c.standing and c.kind is Kind.FACT]
         priority = "high" if high else ("medium" if facts or prefs or context else "low")

@@ -1,0 +1,117 @@
+"""Is a clause the user's own, lasting statement? Filters for questions, hypotheticals, third parties,
+negation, one-off requests, jokes, quotes and fiction, and for in-dialogue corrections.
+
+`clause_spans(text)` cuts a message into clauses with their offsets; `reasons(clause)` names why a clause
+is not (fully) the user's own statement, and `allowed(field, reasons)` says whether a value of `field`
+may still be taken from it (a third person in the clause blocks the user's city, not "my wife" as their
+spouse; a negation blocks "我不是北京人" as a city, not "不吃猪肉" as a diet).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
+                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b", re.IGNORECASE)
+QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
+QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
+                            r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
+                            r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
+# Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
+QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
+                           r"能不能|要不要|会不会")
+# Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
+# allergy (it does say the user has a son: family fields are exempt).
+OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
+                    r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
+                    r"公公|婆婆|岳父|岳母|上司|下属|"
+                    r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
+                    r"室友|邻居|客户|同学|老师说|主角|角色|他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
+                    r"我先生|我太太|团队|我们公司|"
+                    r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
+                    r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
+                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?)\b", re.IGNORECASE)
+NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+                      re.IGNORECASE)
+ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
+                     r"\bjust for\b|\btonight\b|\btoday\b|\bthis week\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
+                     r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
+LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
+JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
+FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
+                     r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
+QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
+CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
+                        r"诶?还是|算了|哦不对|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|no wait|sorry,?|correction|"
+                        r"i mean|i meant|scratch that|make that|oops)",
+                        re.IGNORECASE)
+_CLAUSE = re.compile(r"[^，,。.!！?？；;\n—]+[，,。.!！?？；;\n—]*")
+_SENTENCE = re.compile(r"[^。.!！?？\n]+[。.!！?？\n]*")
+
+# Fields whose value names another person or an animal: a third person in the clause is expected.
+FAMILY = frozenset({"spouse", "children", "pets"})
+# Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
+NEGATIVE_OK = frozenset({"dislikes", "diet", "contact", "contact_hours", "reply_tone", "reply_length", "reply_format",
+                         "news_topics", "travel_preferences", "budget", "accessibility", "medical_history", "schedule"})
+# Fields a one-off request never sets.
+LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_tone", "report_format", "preferred_name",
+                          "city", "work_city", "diet", "contact_channel", "usual_order", "timezone"})
+
+
+def clause_spans(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _CLAUSE.finditer(text) if m.group(0).strip()]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _SENTENCE.finditer(text) if m.group(0).strip()]
+
+
+def mask_quotes(text: str) -> str:
+    """Quoted speech blanked out (same length, so offsets stay valid)."""
+    return QUOTED.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def sentence_reasons(sentence: str) -> set[str]:
+    out = set()
+    if HYPOTHETICAL.search(sentence):
+        out.add("hypothetical")
+    if JOKE.search(sentence):
+        out.add("joke")
+    if FICTION.search(sentence):
+        out.add("quote")
+    return out
+
+
+def reasons(clause: str, before: str = "") -> set[str]:
+    """Why `clause` is not the user's own lasting statement (empty: it is). `before`: the sentence so far."""
+    out = sentence_reasons(before + clause)
+    c = clause.strip()
+    if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
+        out.add("question")
+    if OTHERS.search(c):
+        out.add("third_party")
+    if NEGATION.search(c):
+        out.add("negation")
+    if ONE_OFF.search(c):
+        out.add("one_off")
+    if LAUGH.search(c):
+        out.add("laugh")
+    return out
+
+
+def allowed(field: str, why: Iterable[str]) -> bool:
+    why = set(why)
+    if why & {"hypothetical", "joke", "quote", "question"}:
+        return False
+    if "third_party" in why and field not in FAMILY:
+        return False
+    if "negation" in why and field not in NEGATIVE_OK:
+        return False
+    if "one_off" in why and field in LASTING_ONLY:
+        return False
+    return not ("laugh" in why and field not in FAMILY)
+
+
+def is_correction(text: str) -> bool:
+    return CORRECTION.search(text) is not None

