@@ -3,6 +3,8 @@ scenarios cover): admin-only rights, transcripts kept by the API, problem codes.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from apihelp import T0, make_api
@@ -102,6 +104,8 @@ def test_purge_by_an_admin_key_never_shortens_the_servers_retention(api):
     assert api.http.post("/v1/purge", headers=api.h(api.key_a), json={}).status_code == 403
     short = api.http.post("/v1/purge", headers=h, json={"retention_days": 1, "now": T0 + 40 * day})
     assert short.status_code == 422 and short.json()["field"] == "retention_days"
+    ahead = api.http.post("/v1/purge", headers=h, json={"now": time.time() + 400 * day})
+    assert ahead.status_code == 422 and ahead.json()["field"] == "now"  # would expire others' grants early
     client = usermem.Client("http://testserver", api.admin_a, http=TestClient(api.app))
     assert client.purge(T0 + 40 * day) == 1  # acme's row is 40 days gone (> 30); globex's only 20
     assert client.purge(T0 + 40 * day, retention_days=365) == 0

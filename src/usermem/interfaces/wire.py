@@ -18,7 +18,7 @@ def record_to_json(r: MemoryRecord) -> dict[str, Any]:
 
 
 def record_from_json(d: dict[str, Any]) -> MemoryRecord:
-    values = {name: d.get(name) for name in _RECORD_FIELDS if name in d}
+    values: dict[str, Any] = {name: d.get(name) for name in _RECORD_FIELDS if name in d}
     values["kind"] = Kind(d["kind"])
     values["source"] = Source(d["source"])
     values["retracted"] = bool(d.get("retracted", False))

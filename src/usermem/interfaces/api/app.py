@@ -67,7 +67,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
             _close_bounded(memory, close_timeout)
 
     app = FastAPI(title="usermem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url="/docs", redoc_url="/redoc", openapi_url="/openapi.json")
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.memory = memory
     app.state.keys = keys or KeyRing(memory.store)
     app.state.metrics = Metrics()
@@ -84,6 +84,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     for area_router in AREA_ROUTERS.values():  # one router per area of the operation catalogue
         app.include_router(area_router)
     _ops_routes(app)
+    _docs_routes(app)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
     _declare_security(app)
     return app
@@ -148,6 +149,41 @@ def _serialised_store(memory: Memory) -> bool:
     from usermem.store.sqlite import SQLiteStore
 
     return isinstance(memory.store, SQLiteStore)
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc with their JavaScript, CSS and icon served from the installed
+    `fastapi-offline` package: the pages work without internet access (no CDN)."""
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(files("fastapi_offline") / "static")), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(openapi_url=f"{root}/openapi.json", title=f"{app.title} - Swagger UI",
+                                   oauth2_redirect_url=f"{root}/docs/oauth2-redirect",
+                                   swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png")
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(openapi_url=f"{root}/openapi.json", title=f"{app.title} - ReDoc",
+                              redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+                              redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png", with_google_fonts=False)
 
 
 def _ops_routes(app: FastAPI) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -107,7 +107,7 @@ def _content_length(scope: Scope) -> int | None:
 class RateLimiter:
     """Token bucket per key: `per_minute` requests per minute with bursts up to `per_minute`. 0 disables."""
 
-    def __init__(self, per_minute: int, clock: Any = time.monotonic) -> None:
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.per_minute = per_minute
         self.clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -38,8 +39,12 @@ def audit(
 def purge(body: S.PurgeIn, p: Admin, m: Mem) -> S.PurgeOut:
     """Server-wide maintenance: it removes only what the server's own retention already condemns, so a
     tenant's admin key can run it without affecting any other tenant's recovery window: a `retention_days`
-    shorter than the server's setting is refused (an operator runs `usermem purge --retention-days`)."""
+    shorter than the server's setting, or a `now` ahead of the server clock (which would expire other
+    tenants' grants and rows early), is refused; an operator runs `usermem purge` for those."""
     not_user_bound(p, "purge")
+    if body.now is not None and body.now > time.time():
+        raise ApiProblem(422, "validation_error", "now must not be ahead of the server clock (purge acts on "
+                         "every tenant)", field="now")
     floor = m.settings.retention_days
     if body.retention_days is not None and body.retention_days < floor:
         raise ApiProblem(422, "validation_error", f"retention_days must be at least the server's ({floor:g}); "
