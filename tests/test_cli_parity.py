@@ -218,3 +218,19 @@ def test_the_command_passes_every_value_on(name: str, store: tuple[str, Path], m
     assert r.exception.name == name
     got = {k: list(v) if isinstance(v, tuple) else v for k, v in r.exception.arguments.items()}
     assert got == expected
+
+
+def _leaves(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    commands = getattr(cmd, "commands", None)
+    if not isinstance(commands, dict):
+        return [(path, cmd)]
+    return [leaf for name, sub in sorted(commands.items()) for leaf in _leaves(sub, (*path, name))]
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    leaves = _leaves(typer.main.get_command(app))
+    assert len(leaves) >= 60
+    for path, _cmd in leaves:
+        r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        assert r.exit_code == 0, path
+        assert "Example" in r.output and "usermem " in r.output, f"usermem {' '.join(path)} --help has no example"

@@ -97,6 +97,8 @@ def test_the_helpers_escape_everything() -> None:
     ["export", "acme", "[u]"],
     ["eval", "pii", "--pii", "10", "--benign", "10"],
     ["eval", "plan", "--mode", "deterministic"],
+    ["eval", "extraction"],
+    ["eval", "assemble"],
     ["bench", "privacy.pii_detect", "--quick"],
 ])
 def test_unwritable_out_is_one_error_line(tmp_path: Path, store: str, args: list[str]) -> None:

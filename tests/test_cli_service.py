@@ -78,3 +78,20 @@ def test_bench_http_quick_writes_a_report(tmp_path):
     for op in ("recall", "write"):
         for c in ("c1", "c8", "c32"):
             assert http[op][c]["n"] > 0 and http[op][c]["errors"] == 0 and http[op][c]["p99_ms"] >= http[op][c]["p50_ms"]
+
+
+def test_bench_exits_non_zero_when_a_benchmark_errors(tmp_path):
+    from usermem import bench
+
+    def boom(ctx):
+        raise RuntimeError("[red]disk on fire[/]")
+
+    bench.load_all()
+    bench.benchmark("cli_test.boom")(boom)
+    try:
+        r = runner.invoke(app, ["bench", "cli_test.boom", "--quick", "--out", str(tmp_path)], env={"COLUMNS": "200"})
+    finally:
+        bench.REGISTRY.pop("cli_test.boom", None)
+        getattr(bench, "SPECS", {}).pop("cli_test.boom", None)
+    assert r.exit_code == 1, r.output
+    assert "error:" in r.stderr and "cli_test.boom" in r.stderr and "[red]disk on fire[/]" in r.stderr

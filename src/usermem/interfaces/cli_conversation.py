@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from usermem.engine.memory import Memory
 from usermem.interfaces.cli import app, console
 from usermem.interfaces.cli_core import StoreOpt, open_memory, show_results
 from usermem.interfaces.cli_output import cell, esc, localized, say, shown, table
@@ -59,7 +60,9 @@ def extract(
     Example: usermem extract '["我对花生过敏", "报告请用 markdown"]' --tenant acme
     """
     conversation = read_messages(messages)
-    with open_memory(store, create=tenant is None) as m:
+    # Without a tenant nothing stored is read: a private in-memory store (no data/usermem.db appears).
+    memory = Memory("sqlite://") if tenant is None else open_memory(store)
+    with memory as m:
         candidates = m.extract(conversation, tenant=tenant)
     print(dumps(candidates))
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from usermem.config import load_settings
+from usermem.config import load_settings, redact_url
 from usermem.engine.memory import Memory
 from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console
@@ -26,7 +26,6 @@ from usermem.interfaces.cli_params import (
     read_json,
 )
 from usermem.model import WriteResult
-from usermem.store.redis import redact_url
 
 StoreOpt = Annotated[str | None, typer.Option(
     "--store", help="Store URL: sqlite:///relative/file.db (relative to the current directory), "
@@ -59,7 +58,8 @@ def demo(store: StoreOpt = None) -> None:
     """
     from usermem.interfaces.demo import run_demo
 
-    run_demo(open_memory(store, create=True) if store else Memory(), console)
+    # Without --store: a private in-memory store, never the configured one (the demo erases user C007).
+    run_demo(open_memory(store, create=True) if store else Memory("sqlite://"), console)
 
 
 @app.command()
@@ -75,10 +75,12 @@ def purge(
     """
     if now and retention_days is not None:
         cli_output.fail("--now and --retention-days contradict each other; pass one")
-    with open_memory(store) as m, console.status(say("purging…", "正在清除…")):
+    started = time.monotonic()
+    with open_memory(store) as m, console.status(say("purging and compacting…", "正在清除并压缩…")):
         n = m.purge(at, retention_days=0.0 if now else retention_days)
-    console.print(say(f"purged [bold]{n}[/bold] rows from {esc(redact_url(m.store.url))}",
-                      f"已从 {esc(redact_url(m.store.url))} 物理删除 [bold]{n}[/bold] 行"))
+    took = time.monotonic() - started
+    console.print(say(f"purged [bold]{n}[/bold] rows from {esc(redact_url(m.store.url))} in {took:.1f} s",
+                      f"已从 {esc(redact_url(m.store.url))} 物理删除 [bold]{n}[/bold] 行，用时 {took:.1f} 秒"))
 
 
 # -- write --------------------------------------------------------------------------------------------

@@ -44,15 +44,14 @@ def tail(
     timeout: Annotated[float, typer.Option("--timeout", help="Stop after this many seconds (0: never)")] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print each payload as one JSON line")] = False,
 ) -> None:
-    """Follow change events from now on, e.g. `usermem events tail --tenant acme`.
+    """Follow change events from now on: keys, client, causality and origin of each change; values only for
+    L1 fields (the only ones ever published). Ctrl-C stops.
 
-    Shows keys, client, causality and origin of each change; values only for L1 fields (the only ones
-    ever published). Ctrl-C stops.
+    Example: usermem events tail --tenant acme --url nats://127.0.0.1:4222
     """
-    from usermem.config import load_settings
+    from usermem.config import load_settings, redact_url
     from usermem.errors import InvalidArgument
     from usermem.events import EventBus, filter_subject
-    from usermem.store.redis import redact_url
 
     settings = load_settings()
     nats_url = url or settings.nats_url

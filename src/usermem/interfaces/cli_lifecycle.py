@@ -12,7 +12,7 @@ from rich.table import Table
 
 from usermem.interfaces.cli import app, console
 from usermem.interfaces.cli_core import StoreOpt, open_memory
-from usermem.interfaces.cli_output import cell, esc, shown, table
+from usermem.interfaces.cli_output import cell, esc, say, shown, table
 from usermem.interfaces.cli_params import ActorOpt, AtOpt, JsonOpt, SinceOpt, UntilOpt, dumps, read_messages
 
 sessions_app = typer.Typer(help="Sessions: open, show, touch, context, list, close, expire idle ones.",
@@ -32,8 +32,9 @@ def confirm(tenant: str, user_id: str, memory_id: str, store: StoreOpt = None, a
     """
     with open_memory(store) as m:
         r = m.confirm(tenant, user_id, memory_id, actor=actor, source=source, now=at)
-    console.print(f"confirmed [bold]{esc(r.key)}[/bold] = {esc(shown(r.value))} (version {esc(r.id)}, "
-                  f"source {r.source.value})")
+    console.print(say(f"confirmed [bold]{esc(r.key)}[/bold] = {esc(shown(r.value))} (version {esc(r.id)}, "
+                      f"source {r.source.value})",
+                      f"已确认 [bold]{esc(r.key)}[/bold] = {esc(shown(r.value))}（版本 {esc(r.id)}，来源 {r.source.value}）"))
 
 
 @app.command()
@@ -45,7 +46,8 @@ def deny(tenant: str, user_id: str, memory_id: str, store: StoreOpt = None, acto
     """
     with open_memory(store) as m:
         r = m.deny(tenant, user_id, memory_id, actor=actor, source=source, now=at)
-    console.print(f"retracted [bold]{esc(r.key)}[/bold] (retraction {esc(r.id)}; change set {esc(r.change_set_id)})")
+    console.print(say(f"retracted [bold]{esc(r.key)}[/bold] (retraction {esc(r.id)}; change set {esc(r.change_set_id)})",
+                      f"已撤回 [bold]{esc(r.key)}[/bold]（撤回版本 {esc(r.id)}；变更集 {esc(r.change_set_id)}）"))
 
 
 @app.command()
@@ -82,9 +84,10 @@ def revert_change_set(
     """
     with open_memory(store) as m:
         out = m.revert_change_set(tenant, change_set_id, actor=actor, source=source, partial=partial, now=at)
-    console.print(f"reverted [bold]{out.reverted}[/bold] keys; undo this with change set {esc(out.change_set_id)}")
+    console.print(say(f"reverted [bold]{out.reverted}[/bold] keys; undo this with change set {esc(out.change_set_id)}",
+                      f"已还原 [bold]{out.reverted}[/bold] 个键；用变更集 {esc(out.change_set_id)} 可撤销本次还原"))
     for user, key, why in out.conflicts:
-        console.print(f"[yellow]skipped[/yellow] {esc(user)}/{esc(key)}: {esc(why)}")
+        console.print(f"[yellow]{say('skipped', '跳过')}[/yellow] {esc(user)}/{esc(key)}: {esc(why)}")
 
 
 @sessions_app.command("open")
@@ -124,7 +127,8 @@ def sessions_touch(session_id: str, tenant: TenantCheckOpt = None, at: AtOpt = N
     """
     with open_memory(store) as m:
         s = m.touch_session(session_id, tenant=tenant, now=at)
-    console.print(f"session {esc(s.id)}: last activity {s.last_activity_at:.0f}, status {esc(s.status)}")
+    console.print(say(f"session {esc(s.id)}: last activity {s.last_activity_at:.0f}, status {esc(s.status)}",
+                      f"会话 {esc(s.id)}：最近活动 {s.last_activity_at:.0f}，状态 {esc(s.status)}"))
 
 
 @sessions_app.command("context")
@@ -182,9 +186,15 @@ def sessions_close(
     conversation = None if transcript is None else _transcript(transcript)
     with open_memory(store) as m:
         c = m.close_session(session_id, conversation, tenant=tenant, now=at, actor=actor)
-    state = "was already closed" if c.already_closed else f"closed ({c.reason})"
-    console.print(f"session {esc(session_id)} {esc(state)}; episode {esc(c.episode.id if c.episode else '-')}; "
-                  f"{len(c.context)} context memories retired")
+    episode = esc(c.episode.id if c.episode else "-")
+    if c.already_closed:
+        console.print(say(f"session {esc(session_id)} was already closed; episode {episode}",
+                          f"会话 {esc(session_id)} 早已关闭；情节 {episode}"))
+    else:
+        console.print(say(f"session {esc(session_id)} closed ({esc(c.reason)}); episode {episode}; "
+                          f"{len(c.context)} context memories retired",
+                          f"会话 {esc(session_id)} 已关闭（{esc(c.reason)}）；情节 {episode}；"
+                          f"{len(c.context)} 条上下文记忆已退役"))
 
 
 def _transcript(source: str) -> Any:
@@ -202,9 +212,11 @@ def sessions_expire(store: StoreOpt = None,
 
     Example: usermem sessions expire --store sqlite:///data/usermem.db
     """
-    with open_memory(store) as m:
+    with open_memory(store) as m, console.status(say("closing idle sessions…", "正在关闭空闲会话…")):
         closed = m.expire_idle_sessions(at, tenant=tenant)
-    console.print(f"expired [bold]{len(closed)}[/bold] idle sessions")
+    episodes = sum(1 for c in closed if c.episode is not None)
+    console.print(say(f"expired [bold]{len(closed)}[/bold] idle sessions ({episodes} archived as episodes)",
+                      f"已关闭 [bold]{len(closed)}[/bold] 个空闲会话（{episodes} 个已归档为情节）"))
 
 
 @app.command()

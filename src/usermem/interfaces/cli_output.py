@@ -93,9 +93,9 @@ def writable_dir(path: Path, option: str = "--out") -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(say(f"{option} {path}: cannot create the directory ({exc.strerror or exc})",
-                 f"{option} {path}:无法创建目录({exc.strerror or exc})"))
+                 f"{option} {path}：无法创建目录（{exc.strerror or exc}）"))
     if not os.access(path, os.W_OK | os.X_OK):
-        fail(say(f"{option} {path}: the directory is not writable", f"{option} {path}:目录不可写"))
+        fail(say(f"{option} {path}: the directory is not writable", f"{option} {path}：目录不可写"))
     return path
 
 
@@ -107,7 +107,7 @@ def write_file(path: Path, text: str, option: str = "--out") -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         fail(say(f"{option} {path}: cannot write the file ({exc.strerror or exc})",
-                 f"{option} {path}:无法写入文件({exc.strerror or exc})"))
+                 f"{option} {path}：无法写入文件（{exc.strerror or exc}）"))
 
 
 SQLITE_HINT = ("sqlite:///relative/path.db is relative to the current directory, "
@@ -128,8 +128,8 @@ def require_existing_store(url: str) -> None:
     if path is not None and not path.is_file():
         fail(say(f"no SQLite database at {path} (from {url}); {SQLITE_HINT}. Pass the right --store "
                  f"(or USERMEM_STORE_URL)",
-                 f"{path} 处没有 SQLite 数据库(来自 {url});sqlite:///相对路径 相对于当前目录,"
-                 f"sqlite:////绝对路径 为绝对路径。请传入正确的 --store(或 USERMEM_STORE_URL)"))
+                 f"{path} 处没有 SQLite 数据库（来自 {url}）；sqlite:///相对路径 相对于当前目录，"
+                 f"sqlite:////绝对路径 为绝对路径。请传入正确的 --store（或 USERMEM_STORE_URL）"))
 
 
 def stdin_is_interactive() -> bool:

@@ -137,7 +137,7 @@ def contracts_enable(key: str, tenant: TenantOpt = "default", store: StoreOpt = 
     """
     with open_memory(store, create=True) as m:
         c = m.enable_field(tenant, key, actor=actor, now=at)
-    console.print(f"{esc(key)}: enabled (version {c.version})")
+    console.print(say(f"{esc(key)}: enabled (version {c.version})", f"{esc(key)}：已启用（版本 {c.version}）"))
 
 
 @contracts_app.command("disable")
@@ -149,7 +149,7 @@ def contracts_disable(key: str, tenant: TenantOpt = "default", store: StoreOpt =
     """
     with open_memory(store, create=True) as m:
         c = m.disable_field(tenant, key, actor=actor, now=at)
-    console.print(f"{esc(key)}: disabled (version {c.version})")
+    console.print(say(f"{esc(key)}: disabled (version {c.version})", f"{esc(key)}：已停用（版本 {c.version}）"))
 
 
 @contracts_app.command("set")
@@ -167,7 +167,7 @@ def contracts_set(
         raise typer.BadParameter(f"cannot read {file}: {exc}") from None
     with open_memory(store, create=True) as m:
         c = m.set_contract(tenant, data, actor=actor, now=at)
-    console.print(f"{esc(c.key)}: version {c.version}")
+    console.print(say(f"{esc(c.key)}: version {c.version}", f"{esc(c.key)}：版本 {c.version}"))
 
 
 @contracts_app.command("history")
@@ -195,7 +195,7 @@ def contracts_unknown(policy: Annotated[str, typer.Argument(help="accept or reje
     """
     with open_memory(store, create=True) as m:
         result = m.set_unknown_fields(tenant, policy, actor=actor, now=at)
-    console.print(f"unknown fields: {esc(result)}")
+    console.print(say(f"unknown fields: {esc(result)}", f"未登记字段：{esc(result)}"))
 
 
 @grants_app.command("add")
@@ -228,7 +228,7 @@ def grants_revoke(
     """
     with open_memory(store) as m:
         ok = m.revoke(tenant, grant_id, actor=actor, now=at) if tenant else m.revoke(grant_id, actor=actor, now=at)
-    console.print("revoked" if ok else "no such grant")
+    console.print(say("revoked", "已撤销") if ok else say("no such grant", "没有这个授权"))
     if not ok:
         raise typer.Exit(1)
 

@@ -82,8 +82,8 @@ def serve(
     """
     import uvicorn
 
+    from usermem.config import redact_url
     from usermem.interfaces.api import create_app
-    from usermem.store.redis import redact_url
 
     settings = service_settings(store)
     overrides: dict[str, Any] = {}
@@ -175,7 +175,8 @@ def keys_create(
         plain, rec = KeyRing(m).create(tenant, admin=admin, name=name, user_id=user)
     finally:
         m.close()
-    console.print(f"created key [bold]{esc(rec.id)}[/bold] for tenant {esc(tenant)}{' (admin)' if admin else ''}")
+    console.print(say(f"created key [bold]{esc(rec.id)}[/bold] for tenant {esc(tenant)}{' (admin)' if admin else ''}",
+                      f"已为租户 {esc(tenant)} 创建密钥 [bold]{esc(rec.id)}[/bold]{'（管理员）' if admin else ''}"))
     console.print(plain, soft_wrap=True, markup=False, highlight=False)
 
 
@@ -216,7 +217,8 @@ def keys_revoke(key_id: str, store: StoreOpt = None) -> None:
         rec = KeyRing(m).revoke(key_id)
     finally:
         m.close()
-    console.print(f"revoked key {esc(rec.id)} of tenant {esc(rec.tenant)}")
+    console.print(say(f"revoked key {esc(rec.id)} of tenant {esc(rec.tenant)}",
+                      f"已吊销租户 {esc(rec.tenant)} 的密钥 {esc(rec.id)}"))
 
 
 @app.command()
@@ -250,12 +252,14 @@ def bench(
         progress.add_task(f"running {len(selected)} benchmark(s): {', '.join(selected)}", total=None)
         report = bench_mod.run(selected, out, quick=quick, progress=progress)
     _print_summary(report)
-    md = report["files"]["md"]  # a partial run writes its own bench-partial-<run id>.md (never patches bench.md)
-    console.print(say(f"wrote {esc(md)} and the .json beside it", f"已写入 {esc(md)} 及同名 .json"))
-    failed = [e.split(":", 1)[0] for e in report["errors"]]  # also a part of one (storage.postgres)
+    # A partial run writes its own bench-partial-<run id>.* (never patches bench.md); the report names them.
+    files = report["files"]
+    written = ", ".join(esc(files[k]) for k in ("md", "json", "png") if k in files)
+    console.print(say(f"wrote {written}", f"已写入 {written}"))
+    failed: list[str] = report["errors"]  # "name: message", also for a part of one (storage.postgres)
     if failed:
-        cli_output.error_line(say(f"{len(failed)} benchmark(s) failed: {', '.join(failed)}",
-                                  f"{len(failed)} 个基准测试失败：{', '.join(failed)}"))
+        cli_output.error_line(say(f"{len(failed)} benchmark(s) failed: {'; '.join(failed)}",
+                                  f"{len(failed)} 个基准测试失败：{'; '.join(failed)}"))
         raise typer.Exit(1)
 
 

@@ -130,7 +130,8 @@ def eval_extraction(bank: BankOpt = None, out: OutOpt = Path("reports")) -> None
     Fails (exit 1) when a sensitive value or a question/hypothetical/third-party statement was stored.
     Example: usermem eval extraction
     """
-    with console.status("extracting from the utterance bank…"):
+    cli_output.writable_dir(out)
+    with console.status(say("extracting from the utterance bank…", "正在从语句库中抽取…")):
         # extraction and the write guards only: no embedding index to build (and none left running at close)
         result = evals.run_bank_extraction(_factory(load_settings(env={}, embedder="none")), bank)
     ok = True
@@ -141,7 +142,7 @@ def eval_extraction(bank: BankOpt = None, out: OutOpt = Path("reports")) -> None
                       f"F1 {r['f1']:.3f}; non-user stored {st['non_user_stored']}, sensitive stored "
                       f"{st['sensitive_stored']}; p95 {r['latency_ms']['p95']} ms")
     j, mdp = evals.write_report(out, "extraction", result, evals.bank_extraction_markdown(result))
-    console.print(f"wrote {j} and {mdp}")
+    console.print(say(f"wrote {esc(j)} and {esc(mdp)}", f"已写入 {esc(j)} 和 {esc(mdp)}"))
     if not ok:
         raise typer.Exit(1)
 
@@ -251,11 +252,13 @@ def train(out: Annotated[Path | None, typer.Option("--out", help="Directory (def
     try:
         import sklearn  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
-        console.print("error: usermem train needs scikit-learn: pip install 'usermem[train]'")
-        raise typer.Exit(2) from None
+        cli_output.fail(say("usermem train needs scikit-learn: pip install 'usermem[train]'",
+                            "usermem train 需要 scikit-learn：pip install 'usermem[train]'"))
     from usermem.understand.training import train_all
 
-    with console.status("training…"):
+    if out is not None:
+        cli_output.writable_dir(out)
+    with console.status(say("training…", "正在训练…")):
         report = train_all(out, tagger_too=not plan_only)
     for name, meta in report.items():
-        console.print(f"{name}: {meta}")
+        console.print(f"{esc(name)}: {esc(meta)}")
