@@ -14,6 +14,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # `Memory()` honours USERMEM_* settings (the environment wins over defaults): a developer's shell must not
 # change what the suite tests. Variables that steer the test harness itself are kept.
 _HARNESS = {"USERMEM_REQUIRE_BACKENDS"}
+# The CLI speaks Chinese under a zh locale; tests that check its English text assume a neutral one.
+os.environ["LANG"] = "C.UTF-8"
+os.environ.pop("LC_ALL", None)
+os.environ.pop("LC_MESSAGES", None)
 for _name in [n for n in os.environ if n.startswith("USERMEM_") and n not in _HARNESS
               and not n.startswith("USERMEM_TEST_")]:
     del os.environ[_name]
