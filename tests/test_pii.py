@@ -205,3 +205,13 @@ def test_random_mobiles_always_found():
 @pytest.mark.parametrize("text", ["the spin is fast", "bypass=true", "opinion: great", "our passport: blue one"])
 def test_password_labels_are_whole_words(text):
     assert detect(text) == []
+
+
+def test_an_ipv4_address_is_not_a_mobile_number():
+    """Found by the independent PII corpus: dots are mobile separators ("138.0013.8000"), but four groups of
+    at most three digits, each ≤ 255, are an IPv4 address."""
+    from usermem.privacy import detect
+
+    assert detect("Server 177.222.27.140 port 31778, latency 95 ms") == []
+    assert detect("网关 192.168.13.100") == []
+    assert [f.kind.value for f in detect("手机 177.2222.7140")] == ["cn_mobile"]

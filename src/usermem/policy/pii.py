@@ -173,10 +173,18 @@ def _separators_ok(number: str) -> bool:
     return True
 
 
+_IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def _is_ipv4(number: str) -> bool:
+    """"177.222.27.140" is an IPv4 address, not a mobile number written with dots."""
+    return _IPV4_RE.fullmatch(number) is not None and all(int(g) <= 255 for g in number.split("."))
+
+
 def _find_mobiles(text: str) -> Iterator[Finding]:
     for m in _MOBILE_RE.finditer(text):
         core = m.group("core")
-        if not core.startswith("(") and not _separators_ok(core):
+        if not core.startswith("(") and (not _separators_ok(core) or _is_ipv4(core)):
             continue
         before = text[max(0, m.start(1) - 24) : m.start(1)]
         if _ORDER_CUES.search(before) and not re.search(r"(手机|电话|联系|mobile|phone|tel|call)", before, re.I):
