@@ -561,6 +561,9 @@ def run_semantic_top1(total: int = 1000, *, settings: Settings | None = None, ca
         if failed:
             raise ValueError(f"{len(failed)} memories were rejected by the write guards: {failed[0]}")
         mem.flush()
+        # This measures ranking, not authorisation: the reader holds a grant for L2/L3 fields (family,
+        # birthday, health...), as an agent does after the user's consent; without it recall withholds them.
+        mem.grant("eval", "semantic", "L3", "search-quality evaluation", ttl=86_400.0, now=SEMANTIC_T0)
         ux = rel.index.load("eval", "semantic")
         for c in cases:
             top = mem.recall("eval", "semantic", 1, query=c.question, now=SEMANTIC_T0 + 60.0)
