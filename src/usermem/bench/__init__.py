@@ -36,7 +36,8 @@ BenchFn = Callable[["BenchContext"], dict[str, Any]]
 REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
 MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage",
-           "usermem.bench.relevance", "usermem.bench.privacy", "usermem.bench.http", "usermem.bench.events")
+           "usermem.bench.relevance", "usermem.bench.privacy", "usermem.bench.http", "usermem.bench.events",
+           "usermem.bench.release")
 IN_PROCESS = "in the benchmark process, on the machine described above"
 
 
