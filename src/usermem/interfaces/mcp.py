@@ -30,6 +30,7 @@ from usermem.interfaces.api.middleware import RateLimiter
 from usermem.interfaces.api.problems import problem_response
 from usermem.interfaces.catalog import OPERATIONS, describe
 from usermem.model import Kind, MemoryRecord, ScoredMemory, Source
+from usermem.understand.service import MAX_BUDGET_TOKENS
 
 INSTRUCTIONS = (
     "Long-term memory about the user. Call `recall` at the start of a task to get what is known; call "
@@ -190,7 +191,7 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
                                                    "<USER_PREFERENCES>) with what the current message needs, "
                                                    "within a token budget."))
     def assemble(message: Annotated[str, _arg("message")] = "",
-                 budget_tokens: Annotated[int, Field(ge=16, le=100_000, description=describe("budget_tokens"))]
+                 budget_tokens: Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS, description=describe("budget_tokens"))]
                  = 800,
                  user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
