@@ -89,3 +89,15 @@ def test_budget_over_the_engine_max_and_unknown_roles_are_422(api):
 def test_valid_numbers_still_work(api):
     r = _post_write(api, user="u2", now=1_700_000_000, importance=1, ttl_seconds=3600, event_at=1_699_000_000.5)
     assert r.status_code == 200 and r.json()["op"] == "ADD", r.text
+
+
+def test_query_now_is_bounded_and_finite(api):
+    schema = api.http.get("/openapi.json").json()
+    params = schema["paths"]["/v1/users/{user_id}/memories"]["get"]["parameters"]
+    now = next(p for p in params if p["name"] == "now")["schema"]
+    now = next(x for x in now.get("anyOf", [now]) if x.get("type") != "null")
+    assert (now["minimum"], now["maximum"]) == (MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)
+    h = api.h(api.key_a)
+    for bad in ("nan", "inf", "-Infinity", "1e300", "false"):
+        r = api.http.get("/v1/users/u1/memories", params={"now": bad}, headers=h)
+        assert r.status_code == 422, (bad, r.text)

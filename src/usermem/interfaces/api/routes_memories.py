@@ -18,7 +18,7 @@ from usermem.model import WriteRequest
 
 router = APIRouter()
 ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
 
 def _item(w: S.WriteItem) -> WriteRequest:

@@ -15,7 +15,7 @@ from usermem.interfaces.catalog import describe
 
 router = APIRouter()
 ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 ExpiredQ = Annotated[bool, Query(description=describe("include_expired"))]
 
 

@@ -25,7 +25,7 @@ from usermem.interfaces.wire import record_to_json, result_to_json, scored_to_js
 router = APIRouter()
 MESSAGES_NS = "api_session_messages"
 MAX_SESSION_MESSAGES = 2000
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
 
 @operation(router, "open_session", S.SessionOut,

@@ -24,6 +24,8 @@ KINDS = " | ".join(k.value for k in Kind) + "".join(f" ({a} = {k.value})" for a,
 KIND_VALUES = [k.value for k in Kind] + list(KIND_ALIASES)
 SOURCE_VALUES = [s.value for s in Source]
 
+# Query-string times (`?now=`): the same range, finite.
+TIME_BOUNDS: dict[str, Any] = {"ge": MIN_UNIX_SECONDS, "le": MAX_UNIX_SECONDS, "allow_inf_nan": False}
 # Numbers: finite, never a boolean (`now: false` is refused, not read as 0), inside the engine's ranges.
 Time = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_UNIX_SECONDS, le=MAX_UNIX_SECONDS)]
 Ttl = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=MAX_TTL_SECONDS)]
