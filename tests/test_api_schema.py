@@ -101,3 +101,15 @@ def test_query_now_is_bounded_and_finite(api):
     for bad in ("nan", "inf", "-Infinity", "1e300", "false"):
         r = api.http.get("/v1/users/u1/memories", params={"now": bad}, headers=h)
         assert r.status_code == 422, (bad, r.text)
+
+
+def test_path_user_id_carries_the_identifier_pattern(api):
+    schema = api.http.get("/openapi.json").json()
+    for path, ops in schema["paths"].items():
+        if "{user_id}" not in path:
+            continue
+        for op in ops.values():
+            p = next(x for x in op["parameters"] if x["name"] == "user_id")["schema"]
+            assert p["pattern"] == ID_PATTERN.pattern and p["maxLength"] == 128, (path, p)
+    r = api.http.get("/v1/users/" + "u" * 129 + "/memories", headers=api.h(api.key_a))
+    assert r.status_code == 422

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from usermem.model import KIND_ALIASES, Kind, Source
@@ -33,6 +34,8 @@ Unit = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=1)]
 Seconds = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=MAX_TTL_SECONDS)]
 UserId = Annotated[str, Field(max_length=128, pattern=ID_PATTERN.pattern, examples=["u1"],
                               description="1-128 printable characters, no personal data")]
+UserPath = Annotated[str, Path(max_length=128, pattern=ID_PATTERN.pattern,
+                               description="The user: 1-128 printable characters (the engine's identifier rule)")]
 MemoryKey = Annotated[str, Field(max_length=64, pattern=KEY_PATTERN.pattern, description="[a-z0-9_.-]{1,64}")]
 SourceName = Literal[  # = model.Source (tests/test_api_schema.py checks)
     "system", "agent_confirmed", "user_confirmed", "onboarding", "extracted", "inferred"]
