@@ -6,6 +6,10 @@ Built on the official SDK (`mcp.server.mcpserver.MCPServer`). Who the tools act 
   bound to a user (`usermem keys create TENANT --user U`) also decides the user. Requests without a valid
   key are refused with 401 before they reach a tool.
 A configured or key-bound user cannot be overridden by a tool argument.
+Rate limiting: a tool call made with an API key takes a token from that key's bucket — the same
+`RateLimiter` object the REST API uses when the tools are mounted on it (`create_app(mcp_path=...)`), so REST
+requests and MCP tool calls share one per-key budget. A call over the limit is answered with an MCP tool
+error `rate_limited: ...; retry after N s` (the session stays usable). Keyless stdio calls are not limited.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from usermem.engine.memory import Memory
 from usermem.errors import UsermemError
 from usermem.interfaces.api.keys import KeyRing
+from usermem.interfaces.api.middleware import RateLimiter
 from usermem.interfaces.api.problems import problem_response
 from usermem.interfaces.catalog import OPERATIONS, describe
 from usermem.model import Kind, MemoryRecord, ScoredMemory, Source
+from usermem.understand.service import MAX_BUDGET_TOKENS
 
 INSTRUCTIONS = (
     "Long-term memory about the user. Call `recall` at the start of a task to get what is known; call "
@@ -65,10 +71,24 @@ def render_block(items: list[ScoredMemory]) -> str:
 class Binding:
     """Resolves (tenant, user_id) for one tool call from configuration or the connecting key."""
 
-    def __init__(self, *, tenant: str | None, user_id: str | None, keys: KeyRing | None) -> None:
+    def __init__(self, *, tenant: str | None, user_id: str | None, keys: KeyRing | None,
+                 limiter: RateLimiter | None = None, on_limited: Callable[[], None] | None = None) -> None:
         self.tenant = tenant
         self.user_id = user_id
         self.keys = keys
+        self.limiter = limiter
+        self.on_limited = on_limited
+
+    def _take(self, key_id: str) -> None:
+        """One token from the key's bucket (shared with REST), or a `rate_limited` tool error."""
+        if self.limiter is None:
+            return
+        wait = self.limiter.take(key_id)
+        if wait is not None:
+            if self.on_limited is not None:
+                self.on_limited()
+            raise ToolError(f"rate_limited: rate limit of {self.limiter.per_minute} requests/minute exceeded; "
+                            f"retry after {max(1, int(wait + 0.999))} s")
 
     def resolve(self, ctx: Context | None, user_id: str | None) -> tuple[str, str, str]:
         """(tenant, user_id, actor)."""
@@ -84,6 +104,7 @@ class Binding:
             key = self.keys.verify(presented) if self.keys is not None else None
             if key is None:
                 raise ToolError("unauthorized: invalid or revoked API key")
+            self._take(key.id)
             tenant, actor = key.tenant, f"mcp:key:{key.id}"
             bound_user = key.user_id or (self.user_id if key.tenant == self.tenant else None)
         if tenant is None:
@@ -126,13 +147,17 @@ UserArg = Annotated[str | None, _arg("user_id", "Omit when the server or key is 
 
 
 def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | None = None,
-                 keys: KeyRing | None = None, name: str = "usermem") -> MCPServer:
+                 keys: KeyRing | None = None, name: str = "usermem", limiter: RateLimiter | None = None,
+                 on_limited: Callable[[], None] | None = None) -> MCPServer:
     """An MCPServer exposing `memory` as tools. See the module docstring for how calls are bound.
 
     The tools are the catalogue operations that declare an MCP tool (`usermem.interfaces.catalog`,
     `Operation.mcp`); their arguments carry the catalogue's descriptions, and `kind` / `source` are enums.
+    `limiter` (optional) is the per-key rate limiter tool calls made with an API key draw from;
+    `on_limited` is called for each refused call (the REST app counts them in its metrics).
     """
-    bind = Binding(tenant=tenant, user_id=user_id, keys=keys or KeyRing(memory.store))
+    bind = Binding(tenant=tenant, user_id=user_id, keys=keys or KeyRing(memory.store), limiter=limiter,
+                   on_limited=on_limited)
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=_version())
 
     @server.tool(description=_tool_doc("write", "Remember one attribute of the user (key like 'city' or "
@@ -166,7 +191,7 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
                                                    "<USER_PREFERENCES>) with what the current message needs, "
                                                    "within a token budget."))
     def assemble(message: Annotated[str, _arg("message")] = "",
-                 budget_tokens: Annotated[int, Field(ge=16, le=100_000, description=describe("budget_tokens"))]
+                 budget_tokens: Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS, description=describe("budget_tokens"))]
                  = 800,
                  user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
@@ -227,21 +252,25 @@ class RequireKey:
 
 
 def http_app(memory: Memory, *, keys: KeyRing | None = None, tenant: str | None = None,
-             user_id: str | None = None, path: str = "/mcp") -> Any:
-    """The streamable-HTTP ASGI app, guarded by API keys."""
+             user_id: str | None = None, path: str = "/mcp", limiter: RateLimiter | None = None) -> Any:
+    """The streamable-HTTP ASGI app, guarded by API keys; tool calls are rate-limited per key (`limiter`, by
+    default one of `settings.rate_limit_per_minute`)."""
     keys = keys or KeyRing(memory.store)
-    server = build_server(memory, tenant=tenant, user_id=user_id, keys=keys)
+    limiter = limiter or RateLimiter(memory.settings.rate_limit_per_minute)
+    server = build_server(memory, tenant=tenant, user_id=user_id, keys=keys, limiter=limiter)
     inner = server.streamable_http_app(streamable_http_path=path)
     return RequireKey(inner, keys)
 
 
-def mount_on(app: Any, memory: Memory, keys: KeyRing, *, path: str = "/mcp", host: str = "127.0.0.1") -> MCPServer:
+def mount_on(app: Any, memory: Memory, keys: KeyRing, *, path: str = "/mcp", host: str = "127.0.0.1",
+             limiter: RateLimiter | None = None, on_limited: Callable[[], None] | None = None) -> MCPServer:
     """Serve the MCP tools on an existing Starlette/FastAPI app at `path` (streamable HTTP, API key required).
-    The caller must run `server.session_manager.run()` for the app's lifetime (create_app's lifespan does)."""
+    The caller must run `server.session_manager.run()` for the app's lifetime (create_app's lifespan does).
+    Pass the app's own `limiter` so tool calls and REST requests share each key's bucket."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from starlette.routing import Route
 
-    server = build_server(memory, keys=keys)
+    server = build_server(memory, keys=keys, limiter=limiter, on_limited=on_limited)
     server.streamable_http_app(streamable_http_path=path, host=host)  # creates the session manager
     endpoint = RequireKey(StreamableHTTPASGIApp(server.session_manager), keys)
     app.router.routes.append(Route(path, endpoint=endpoint, methods=["GET", "POST", "DELETE"],

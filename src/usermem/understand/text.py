@@ -62,6 +62,7 @@ class Message:
 
 
 _ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
+MESSAGE_ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool", "developer")  # public, same set
 
 
 def coerce_messages(messages: Any) -> list[Message]:

@@ -80,7 +80,8 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     if mcp_path:
         from usermem.interfaces.mcp import mount_on
 
-        mcp_box["server"] = mount_on(app, memory, app.state.keys, path=mcp_path, host=host)
+        mcp_box["server"] = mount_on(app, memory, app.state.keys, path=mcp_path, host=host,
+                                     limiter=app.state.limiter, on_limited=app.state.metrics.rate_limited.inc)
     for area_router in AREA_ROUTERS.values():  # one router per area of the operation catalogue
         app.include_router(area_router)
     _ops_routes(app)

@@ -15,7 +15,7 @@ from usermem.interfaces.catalog import describe
 
 router = APIRouter()
 ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
 
 @operation(router, "contracts_list", S.ContractListOut, summary="The tenant's field contracts (admin key)")

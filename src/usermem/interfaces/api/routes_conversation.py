@@ -23,7 +23,7 @@ def _messages(items: list[S.Message | str] | list[S.Message]) -> list[Any]:
 
 @operation(router, "plan", S.PlanOut,
            summary="Which fields the current message needs (reads only the message and the contracts)")
-def plan(user_id: str, body: S.PlanIn, p: Principal, m: Mem) -> JSONResponse:
+def plan(user_id: S.UserPath, body: S.PlanIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     return JSONResponse(m.plan(p.tenant, user_id, body.message))
 
@@ -36,7 +36,7 @@ def extract(body: S.ExtractIn, p: Principal, m: Mem) -> JSONResponse:
 
 @operation(router, "assemble", S.AssemblyOut,
            summary="Plan, select and render memories as a prompt block within a token budget")
-def assemble(user_id: str, body: S.AssembleIn, p: Principal, m: Mem) -> JSONResponse:
+def assemble(user_id: S.UserPath, body: S.AssembleIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     out = m.assemble(p.tenant, user_id, body.message, body.budget_tokens, now=body.now,
                      session_id=body.session_id, actor=actor_of(p, body.actor))
@@ -47,7 +47,7 @@ def assemble(user_id: str, body: S.AssembleIn, p: Principal, m: Mem) -> JSONResp
 
 
 @operation(router, "ingest", S.ResultsOut, summary="Extract memories from messages and write them (one change set)")
-def ingest(user_id: str, body: S.IngestIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
+def ingest(user_id: S.UserPath, body: S.IngestIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
     user_id = bound_user(p, user_id)
     results = m.ingest(p.tenant, user_id, _messages(body.messages), now=body.now, session_id=body.session_id,
                        change_set_id=body.change_set_id, actor=actor_of(p, body.actor))
@@ -57,7 +57,7 @@ def ingest(user_id: str, body: S.IngestIn, p: Principal, m: Mem, metrics: Met) -
 
 @operation(router, "onboarding_questions", S.QuestionListOut,
            summary="The tenant's onboarding questions in the user's language, each with `answered`")
-def onboarding(user_id: str, p: Principal, m: Mem,
+def onboarding(user_id: S.UserPath, p: Principal, m: Mem,
                language: Annotated[str | None, Query(max_length=8, description=describe("language"))] = None,
                now: Annotated[float | None, Query(description=describe("now"))] = None) -> JSONResponse:
     user_id = bound_user(p, user_id)
@@ -65,7 +65,7 @@ def onboarding(user_id: str, p: Principal, m: Mem,
 
 
 @operation(router, "answer_onboarding", S.ResultsOut, summary="Store onboarding answers (source `onboarding`)")
-def answer_onboarding(user_id: str, body: S.AnswersIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
+def answer_onboarding(user_id: S.UserPath, body: S.AnswersIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
     user_id = bound_user(p, user_id)
     results = m.answer_onboarding(p.tenant, user_id, body.answers, now=body.now, actor=actor_of(p, body.actor))
     count_decisions(metrics, results)
@@ -80,21 +80,21 @@ def set_onboarding(body: S.QuestionsIn, p: Admin, m: Mem) -> JSONResponse:
 
 @operation(router, "record_pushback", S.PushbackOut,
            summary="Count one pushback on a field; at the threshold a hypothesis awaits verification")
-def pushback(user_id: str, body: S.PushbackIn, p: Principal, m: Mem) -> JSONResponse:
+def pushback(user_id: S.UserPath, body: S.PushbackIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     return JSONResponse(m.record_pushback(p.tenant, user_id, body.key, body.message, value=body.value, now=body.now))
 
 
 @operation(router, "pending_verifications", S.VerificationListOut,
            summary="Hypotheses waiting for the user to confirm or reject")
-def verifications(user_id: str, p: Principal, m: Mem) -> JSONResponse:
+def verifications(user_id: S.UserPath, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     return JSONResponse({"items": m.pending_verifications(p.tenant, user_id)})
 
 
 @operation(router, "accept_verification", S.WriteResultOut,
            summary="The user confirmed: store the hypothesis (or their value) as user_confirmed")
-def accept_verification(user_id: str, verification_id: str, body: S.VerificationIn, p: Principal, m: Mem,
+def accept_verification(user_id: S.UserPath, verification_id: str, body: S.VerificationIn, p: Principal, m: Mem,
                         metrics: Met) -> JSONResponse:
     user_id = bound_user(p, user_id)
     res = m.accept_verification(p.tenant, user_id, verification_id, value=body.value, now=body.now,
@@ -104,6 +104,6 @@ def accept_verification(user_id: str, verification_id: str, body: S.Verification
 
 
 @operation(router, "reject_verification", S.RejectedOut, summary="The user rejected the hypothesis")
-def reject_verification(user_id: str, verification_id: str, body: S.RejectIn, p: Principal, m: Mem) -> JSONResponse:
+def reject_verification(user_id: S.UserPath, verification_id: str, body: S.RejectIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     return JSONResponse({"rejected": m.reject_verification(p.tenant, user_id, verification_id, now=body.now)})

@@ -15,14 +15,14 @@ router = APIRouter()
 
 @operation(router, "confirm", S.MemoryOut,
            summary="The user (or agent) confirmed a memory: its weight is back to base")
-def confirm(user_id: str, memory_id: str, body: S.ConfirmIn, p: Principal, m: Mem) -> JSONResponse:
+def confirm(user_id: S.UserPath, memory_id: str, body: S.ConfirmIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     rec = m.confirm(p.tenant, user_id, memory_id, now=body.now, actor=actor_of(p, body.actor), source=body.source)
     return JSONResponse(record_to_json(rec))
 
 
 @operation(router, "deny", S.MemoryOut, summary="The user said a memory is wrong: a retraction supersedes it")
-def deny(user_id: str, memory_id: str, body: S.ConfirmIn, p: Principal, m: Mem) -> JSONResponse:
+def deny(user_id: S.UserPath, memory_id: str, body: S.ConfirmIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     rec = m.deny(p.tenant, user_id, memory_id, now=body.now, actor=actor_of(p, body.actor), source=body.source)
     return JSONResponse(record_to_json(rec))
@@ -30,7 +30,7 @@ def deny(user_id: str, memory_id: str, body: S.ConfirmIn, p: Principal, m: Mem) 
 
 @operation(router, "revert", S.WriteResultOut,
            summary="Restore the previous (or a given) version of a key as a new version")
-def revert(user_id: str, key: str, body: S.RevertIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
+def revert(user_id: S.UserPath, key: str, body: S.RevertIn, p: Principal, m: Mem, metrics: Met) -> JSONResponse:
     user_id = bound_user(p, user_id)
     res = m.revert(p.tenant, user_id, key, body.to_version, now=body.now, actor=actor_of(p, body.actor),
                    source=body.source)

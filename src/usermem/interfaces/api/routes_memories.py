@@ -18,7 +18,7 @@ from usermem.model import WriteRequest
 
 router = APIRouter()
 ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
 
 def _item(w: S.WriteItem) -> WriteRequest:
@@ -66,7 +66,7 @@ async def get_memory(memory_id: str, p: Principal, request: Request, now: NowQ =
 @operation(router, "recall_scored", S.RecallOut,
            summary="Recall a user's current memories, best first, with scores")
 async def recall(
-    user_id: str, p: Principal, request: Request,
+    user_id: S.UserPath, p: Principal, request: Request,
     k: Annotated[int, Query(ge=1, le=1000, description=describe("k"))] = 5,
     kinds: Annotated[list[str] | None, Query(description=describe("kinds") + " Repeat for several.")] = None,
     query: Annotated[str | None, Query(max_length=4000, description=describe("query"))] = None,
@@ -89,7 +89,7 @@ async def recall(
 
 
 @operation(router, "history", S.HistoryOut, summary="Every version of a key, oldest first")
-async def history(user_id: str, key: str, p: Principal, request: Request, now: NowQ = None,
+async def history(user_id: S.UserPath, key: str, p: Principal, request: Request, now: NowQ = None,
                   actor: ActorQ = None) -> JSONResponse:
     user_id = bound_user(p, user_id)
     m = request.app.state.memory
@@ -102,7 +102,7 @@ async def history(user_id: str, key: str, p: Principal, request: Request, now: N
 
 @operation(router, "forget", S.CountOut,
            summary="Forget every version of one key (soft delete; purge removes the bytes)")
-def forget_key(user_id: str, key: str, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> S.CountOut:
+def forget_key(user_id: S.UserPath, key: str, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> S.CountOut:
     user_id = bound_user(p, user_id)
     n = m.forget(p.tenant, user_id, key, now=now, actor=actor_of(p, actor))
     if n == 0:
@@ -111,7 +111,7 @@ def forget_key(user_id: str, key: str, p: Principal, m: Mem, now: NowQ = None, a
 
 
 @operation(router, "forget_range", S.CountOut, summary="Forget what was written in [since, until)")
-def forget_range(user_id: str, p: Principal, m: Mem,
+def forget_range(user_id: S.UserPath, p: Principal, m: Mem,
                  since: Annotated[float | None, Query(description=describe("since"))] = None,
                  until: Annotated[float | None, Query(description=describe("until"))] = None,
                  now: NowQ = None, actor: ActorQ = None) -> S.CountOut:
@@ -127,7 +127,7 @@ def forget_range(user_id: str, p: Principal, m: Mem,
 
 @operation(router, "forget_user", S.CountOut,
            summary="Erase a user: every memory, session, grant and document (one transaction)")
-def forget_user(user_id: str, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> S.CountOut:
+def forget_user(user_id: S.UserPath, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> S.CountOut:
     user_id = bound_user(p, user_id)
     n = m.forget_user(p.tenant, user_id, now=now, actor=actor_of(p, actor))
     if n == 0:

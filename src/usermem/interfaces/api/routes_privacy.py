@@ -15,12 +15,12 @@ from usermem.interfaces.catalog import describe
 
 router = APIRouter()
 ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 ExpiredQ = Annotated[bool, Query(description=describe("include_expired"))]
 
 
 @operation(router, "grant", S.GrantOut, summary="Grant time-limited access to L2/L3 fields (admin key; audited)")
-def grant(user_id: str, body: S.GrantIn, p: Admin, m: Mem) -> JSONResponse:
+def grant(user_id: S.UserPath, body: S.GrantIn, p: Admin, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     if (body.fields is None) == (body.level is None):
         raise ApiProblem(422, "validation_error", "give exactly one of fields or level", field="fields")
@@ -44,7 +44,7 @@ def list_grants(p: Admin, m: Mem, user_id: Annotated[str | None, Query(descripti
 
 @router.get("/v1/users/{user_id}/grants", tags=["privacy"], response_model=S.GrantListOut, responses=COMMON,
             summary="A user's grants (admin key; same as GET /v1/grants?user_id=)")
-def list_user_grants(user_id: str, p: Admin, m: Mem, include_expired: ExpiredQ = False,
+def list_user_grants(user_id: S.UserPath, p: Admin, m: Mem, include_expired: ExpiredQ = False,
                      now: NowQ = None) -> JSONResponse:
     user_id = bound_user(p, user_id)
     items = m.grants(p.tenant, user_id, now=now, include_expired=include_expired)
@@ -60,14 +60,14 @@ def revoke_grant(grant_id: str, p: Admin, m: Mem, actor: ActorQ = None, now: Now
 
 @operation(router, "opt_in", S.ConsentOut,
            summary="The user lets a domain use fields whose sharing is explicit opt-in")
-def opt_in(user_id: str, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
+def opt_in(user_id: S.UserPath, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     out = m.opt_in(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, body.actor), now=body.now)
     return JSONResponse({"fields": list(out)})
 
 
 @operation(router, "opt_out", S.WithdrawnOut, summary="Withdraw an opt-in")
-def opt_out(user_id: str, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
+def opt_out(user_id: S.UserPath, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     n = m.opt_out(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, body.actor), now=body.now)
     return JSONResponse({"removed": int(n)})
@@ -75,7 +75,7 @@ def opt_out(user_id: str, body: S.ConsentIn, p: Principal, m: Mem) -> JSONRespon
 
 @operation(router, "export", S.ExportOut,
            summary="Everything held about a user (memories with history, sessions, grants), as JSON")
-def export(user_id: str, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> JSONResponse:
+def export(user_id: S.UserPath, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> JSONResponse:
     user_id = bound_user(p, user_id)
     out = m.export(p.tenant, user_id, now=now, actor=actor_of(p, actor))
     if not out.get("counts", {}).get("versions") and not out.get("documents"):

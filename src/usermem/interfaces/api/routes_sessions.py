@@ -25,19 +25,19 @@ from usermem.interfaces.wire import record_to_json, result_to_json, scored_to_js
 router = APIRouter()
 MESSAGES_NS = "api_session_messages"
 MAX_SESSION_MESSAGES = 2000
-NowQ = Annotated[float | None, Query(description=describe("now"))]
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
 
 @operation(router, "open_session", S.SessionOut,
            summary="Open a session; context memories written with its id live until it closes")
-def open_session(user_id: str, body: S.SessionOpenIn, p: Principal, m: Mem) -> JSONResponse:
+def open_session(user_id: S.UserPath, body: S.SessionOpenIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     sid = m.open_session(p.tenant, user_id, body.client_id, now=body.now, idle_seconds=body.idle_seconds)
     return JSONResponse(m.get_session(sid, tenant=p.tenant).to_dict())
 
 
 @operation(router, "sessions", S.SessionListOut, summary="A user's sessions")
-def list_sessions(user_id: str, p: Principal, m: Mem,
+def list_sessions(user_id: S.UserPath, p: Principal, m: Mem,
                   status: Annotated[str | None, Query(pattern="^(open|closed)$", description=describe("status"))]
                   = None, now: NowQ = None) -> JSONResponse:
     user_id = bound_user(p, user_id)
@@ -107,7 +107,7 @@ def session_context(session_id: str, p: Principal, m: Mem,
 
 @operation(router, "episodes", S.MemoryListOut,
            summary="What happened, most recent event first (event time in [since, until))")
-def episodes(user_id: str, p: Principal, m: Mem,
+def episodes(user_id: S.UserPath, p: Principal, m: Mem,
              since: Annotated[float | None, Query(description=describe("since"))] = None,
              until: Annotated[float | None, Query(description=describe("until"))] = None,
              limit: Annotated[int, Query(ge=1, le=1000, description=describe("limit"))] = 10,

@@ -2,12 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
-SOURCES = "system | agent_confirmed | user_confirmed | onboarding | extracted | inferred"
-KINDS = "fact | preference | situation | episode | context (profile = fact)"
+from usermem.model import KIND_ALIASES, Kind, Source
+from usermem.policy.validate import (
+    DEFAULT_LIMITS,
+    ID_PATTERN,
+    KEY_PATTERN,
+    MAX_TTL_SECONDS,
+    MAX_UNIX_SECONDS,
+    MIN_UNIX_SECONDS,
+)
+from usermem.understand.service import MAX_BUDGET_TOKENS
+
+# The constraints below are the engine's own (policy/validate.py bounds and patterns, the Kind/Source enums,
+# the message roles, the assembly budget), so the OpenAPI schema states exactly what the engine enforces.
+SOURCES = " | ".join(s.value for s in Source)
+KINDS = " | ".join(k.value for k in Kind) + "".join(f" ({a} = {k.value})" for a, k in KIND_ALIASES.items())
+KIND_VALUES = [k.value for k in Kind] + list(KIND_ALIASES)
+SOURCE_VALUES = [s.value for s in Source]
+
+# Query-string times (`?now=`): the same range, finite.
+TIME_BOUNDS: dict[str, Any] = {"ge": MIN_UNIX_SECONDS, "le": MAX_UNIX_SECONDS, "allow_inf_nan": False}
+# Numbers: finite, never a boolean (`now: false` is refused, not read as 0), inside the engine's ranges.
+Time = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_UNIX_SECONDS, le=MAX_UNIX_SECONDS)]
+Ttl = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=MAX_TTL_SECONDS)]
+Unit = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=1)]
+Seconds = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=MAX_TTL_SECONDS)]
+UserId = Annotated[str, Field(max_length=128, pattern=ID_PATTERN.pattern, examples=["u1"],
+                              description="1-128 printable characters, no personal data")]
+UserPath = Annotated[str, Path(max_length=128, pattern=ID_PATTERN.pattern,
+                               description="The user: 1-128 printable characters (the engine's identifier rule)")]
+MemoryKey = Annotated[str, Field(max_length=64, pattern=KEY_PATTERN.pattern, description="[a-z0-9_.-]{1,64}")]
+SourceName = Literal[  # = model.Source (tests/test_api_schema.py checks)
+    "system", "agent_confirmed", "user_confirmed", "onboarding", "extracted", "inferred"]
+Role = Literal[  # = understand.text.MESSAGE_ROLES (tests/test_api_schema.py checks)
+    "user", "assistant", "system", "tool", "developer"]
 
 
 class _In(BaseModel):
@@ -15,29 +48,32 @@ class _In(BaseModel):
 
 
 class WriteItem(_In):
-    kind: str = Field(description=KINDS, examples=["preference"], max_length=64)
-    key: str = Field(description="[a-z0-9_.-]{1,64}", examples=["reply_length"], max_length=256)
+    kind: str = Field(description=KINDS + " — another value is a REJECT invalid_input decision",
+                      examples=["preference"], max_length=64)
+    key: str = Field(description=f"{KEY_PATTERN.pattern} — another key is a REJECT invalid_input decision",
+                     examples=["reply_length"], max_length=256)
     value: Any = Field(description="Any JSON value", examples=["concise"])
-    source: str = Field("extracted", description=SOURCES, max_length=64)
-    importance: float | None = Field(None, ge=0, le=1)
-    confidence: float | None = Field(None, ge=0, le=1)
+    source: str = Field("extracted", description=SOURCES + " — another value is a REJECT invalid_input decision",
+                        max_length=64)
+    importance: Unit | None = None
+    confidence: Unit | None = None
     session_id: str | None = Field(None, max_length=256)
     client_id: str | None = Field(None, max_length=256)
-    event_at: float | None = Field(None, description="When it happened in the world (Unix seconds)")
-    ttl_seconds: float | None = Field(None, gt=0)
+    event_at: Time | None = Field(None, description="When it happened in the world (Unix seconds)")
+    ttl_seconds: Ttl | None = None
 
 
 class WriteIn(WriteItem):
-    user_id: str = Field(max_length=256, examples=["u1"])
-    now: float | None = Field(None, description="Decision time (Unix seconds); defaults to server time. For imports.")
+    user_id: UserId
+    now: Time | None = Field(None, description="Decision time (Unix seconds); defaults to server time. For imports.")
     change_set_id: str | None = Field(None, max_length=128)
     actor: str | None = Field(None, max_length=128, description="Recorded after the key id in the audit log")
 
 
 class BatchIn(_In):
-    user_id: str = Field(max_length=256, examples=["u1"])
-    writes: list[WriteItem] = Field(min_length=1)
-    now: float | None = None
+    user_id: UserId
+    writes: list[WriteItem] = Field(min_length=1, max_length=DEFAULT_LIMITS.max_batch)
+    now: Time | None = None
     change_set_id: str | None = Field(None, max_length=128)
     actor: str | None = Field(None, max_length=128)
 
@@ -147,22 +183,22 @@ NOW_FIELD = Field(None, description="Judge at this time (Unix seconds) instead o
 
 
 class ConfirmIn(_In):
-    source: str = Field("user_confirmed", max_length=64, description="user_confirmed or agent_confirmed")
-    now: float | None = NOW_FIELD
+    source: SourceName = Field("user_confirmed", description="user_confirmed or agent_confirmed")
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
 class RevertIn(_In):
     to_version: str | int | None = Field(None, description="A version id, or a 1-based position in history")
-    source: str = Field("user_confirmed", max_length=64)
-    now: float | None = NOW_FIELD
+    source: SourceName = "user_confirmed"
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
 class ChangeSetRevertIn(_In):
     partial: bool = False
-    source: str = Field("user_confirmed", max_length=64)
-    now: float | None = NOW_FIELD
+    source: SourceName = "user_confirmed"
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
@@ -182,14 +218,14 @@ class ChangeSetRevertOut(BaseModel):
 # -- sessions -----------------------------------------------------------------------------------------
 
 class Message(_In):
-    role: str = Field(max_length=32, examples=["user"])
-    content: str = Field(max_length=64_000)
+    role: Role = Field(examples=["user"])
+    content: str = Field(max_length=DEFAULT_LIMITS.max_message_chars)
 
 
 class SessionOpenIn(_In):
     client_id: str | None = Field(None, max_length=256)
-    idle_seconds: float | None = Field(None, gt=0)
-    now: float | None = NOW_FIELD
+    idle_seconds: Seconds | None = None
+    now: Time | None = NOW_FIELD
 
 
 class SessionOut(BaseModel):
@@ -215,9 +251,9 @@ class SessionListOut(BaseModel):
 
 
 class MessagesIn(_In):
-    messages: list[Message] = Field(min_length=1, max_length=500)
+    messages: list[Message] = Field(min_length=1, max_length=DEFAULT_LIMITS.max_messages)
     extract: bool = Field(False, description="Also extract memories from these messages and write them")
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
@@ -230,12 +266,12 @@ class MessagesOut(BaseModel):
 class SessionCloseIn(_In):
     transcript: list[Message] | str | None = Field(
         None, description="Defaults to the messages added with POST .../messages")
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
 class NowIn(_In):
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
 
 
 class SessionClosedOut(BaseModel):
@@ -273,9 +309,9 @@ class PlanOut(BaseModel):
 
 class AssembleIn(_In):
     message: str = Field(max_length=64_000)
-    budget_tokens: int = Field(800, ge=16, le=100_000)
+    budget_tokens: int = Field(800, strict=True, ge=1, le=MAX_BUDGET_TOKENS)
     session_id: str | None = Field(None, max_length=256)
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
@@ -313,15 +349,15 @@ class AssemblyOut(BaseModel):
 
 
 class IngestIn(_In):
-    messages: list[Message] = Field(min_length=1, max_length=500)
+    messages: list[Message] = Field(min_length=1, max_length=DEFAULT_LIMITS.max_messages)
     session_id: str | None = Field(None, max_length=256)
     change_set_id: str | None = Field(None, max_length=128)
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
 class ExtractIn(_In):
-    messages: list[Message | str] = Field(min_length=1, max_length=500,
+    messages: list[Message | str] = Field(min_length=1, max_length=DEFAULT_LIMITS.max_messages,
                                           description="{role, content} messages, or strings (user turns)")
 
 
@@ -383,20 +419,20 @@ class QuestionDefListOut(BaseModel):
 class QuestionsIn(_In):
     questions: list[dict[str, Any]] = Field(max_length=200, description="{id, key, kind, text: {zh, en}, "
                                                                         "options?, multiple?}")
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
 
 
 class AnswersIn(_In):
     answers: dict[str, Any] = Field(description="{question id or field key: answer}")
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
 class PushbackIn(_In):
-    key: str = Field(max_length=64)
+    key: MemoryKey
     message: str = Field("", max_length=64_000)
     value: Any = None
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
 
 
 class VerificationOut(BaseModel):
@@ -427,12 +463,12 @@ class PushbackOut(BaseModel):
 
 class VerificationIn(_In):
     value: Any = Field(None, description="The value the user confirmed, when it differs from the hypothesis")
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
 class RejectIn(_In):
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
 
 
 class RejectedOut(BaseModel):
@@ -445,9 +481,9 @@ class GrantIn(_In):
     fields: list[str] | None = Field(None, description="Field keys to open; or give `level`")
     level: str | None = Field(None, description="L2 or L3: every field up to this sensitivity")
     purpose: str = Field(max_length=500)
-    ttl_seconds: float = Field(1800.0, gt=0, le=366 * 86400)
+    ttl_seconds: float = Field(1800.0, strict=True, allow_inf_nan=False, gt=0, le=366 * 86400)
     grantee: str | None = Field(None, max_length=256, description="Only this reader (an API key id: key:<id>)")
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
@@ -475,7 +511,7 @@ class RevokedOut(BaseModel):
 class ConsentIn(_In):
     fields: list[str] = Field(min_length=1, max_length=200)
     domain: str = Field(max_length=128)
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
@@ -569,7 +605,7 @@ class DeletedOut(BaseModel):
 
 class PolicyIn(_In):
     policy: str = Field(description="accept | reject", max_length=16)
-    now: float | None = NOW_FIELD
+    now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
 
 
@@ -580,8 +616,9 @@ class PolicyOut(BaseModel):
 # -- admin --------------------------------------------------------------------------------------------
 
 class PurgeIn(_In):
-    now: float | None = NOW_FIELD
-    retention_days: float | None = Field(None, ge=0, description="At least the server's retention_days")
+    now: Time | None = NOW_FIELD
+    retention_days: float | None = Field(None, strict=True, allow_inf_nan=False, ge=0, le=MAX_TTL_SECONDS / 86_400,
+                                         description="At least the server's retention_days")
 
 
 class PurgeOut(BaseModel):
