@@ -153,7 +153,7 @@ def test_http_messages_route_redacts_and_answers_409_413():
         if export.status_code == 200:
             assert leaked(export.text) == []
         api.http.post(f"/v1/sessions/{sid}/close", json={}, headers=h)
-        r = api.http.post(f"/v1/sessions/{sid}/messages", headers=h, json={"messages": [{"role": "u", "content": "x"}]})
+        r = api.http.post(f"/v1/sessions/{sid}/messages", headers=h, json={"messages": [{"role": "user", "content": "x"}]})
         assert r.status_code == 409 and r.json()["code"] == "session_closed"
     finally:
         api.memory.close()
