@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+import backends
 from test_events_nats import Inbox, _nats_reachable, _stream_state, wait_for
 from usermem import Memory
 from usermem.config import Settings
 
-NATS_SERVER = "/usr/sbin/nats-server"
 T0 = 1_790_000_000.0
 SECRET_VALUES = ("靠窗的座位-7f3a", "window-seat-9c1e", "Hangzhou-Xihu-42")
 OTHER_VALUE = "aisle-seat-other-5d2b"
@@ -34,9 +34,7 @@ def _free_port() -> int:
 
 class NatsServer:
     def __init__(self, store_dir: Path) -> None:
-        exe = NATS_SERVER if Path(NATS_SERVER).exists() else shutil.which("nats-server")
-        if exe is None:
-            pytest.skip("needs the nats-server binary")
+        exe = backends.require_binary("nats-server")  # skips locally, fails with USERMEM_REQUIRE_BACKENDS=1
         self.store_dir = store_dir
         self.port = _free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
@@ -130,8 +128,6 @@ def test_events_flow_again_after_nats_restarts_without_its_jetstream_state(nats_
 @pytest.mark.redis
 def test_a_read_after_erasure_leaves_no_redis_key_naming_the_user(tmp_path):
     import redis
-
-    import backends
 
     settings = backends.tiered_settings(tmp_path, Settings().with_overrides(embedder="none",
                                                                             hybrid_lexical_weight=0.0))

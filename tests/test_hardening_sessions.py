@@ -104,9 +104,9 @@ def test_bad_messages_and_a_full_transcript_are_typed_errors_with_nothing_writte
     assert len(m.store.get_doc(T, MESSAGES_NS, sid)["messages"]) == MAX_SESSION_MESSAGES
 
 
+# Two instances share one database only on the server backends (SQLite runs the threads test below).
+@pytest.mark.parametrize("backend", ["postgres", "tiered"], indirect=True)
 def test_concurrent_appends_from_two_instances_lose_nothing(backend, make_memory):
-    if backend == "sqlite":
-        pytest.skip("two instances share one file only on the server backends; sqlite runs the threads below")
     a, b = lean(make_memory), lean(make_memory)
     sid = a.open_session(T, U, now=T0)
     errors: list[BaseException] = []
