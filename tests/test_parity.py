@@ -201,6 +201,10 @@ SAMPLES: dict[str, Any] = {
     "messages": [{"role": "user", "content": "I live in Oslo"}], "budget_tokens": 321, "language": "zh",
     "questions": [{"id": "q1", "key": "tone", "kind": "preference", "text": {"en": "Tone?", "zh": "语气?"}}],
     "answers": {"tone": "warm"}, "verification_id": "ef" * 16, "extract": True,
+    "agree": False, "mode": "active", "threshold": 4, "suppress_days": 7.5,
+    "rule": {"id": "par-r", "then_key": "expertise", "when": {"occupation": ["x"]}}, "text": "invoice first",
+    "evidence": ["e1"], "proposed_by": "rules", "procedure_id": "ab" * 16, "decision": "edit",
+    "evaluation": {"name": "e2e", "passed": True},
 }
 SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}
 

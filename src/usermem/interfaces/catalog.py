@@ -28,8 +28,9 @@ from typing import Any, Literal
 
 from usermem.model import Kind, Source
 
-Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "admin"]
-AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "admin")
+Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel", "admin"]
+AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel",
+                           "admin")
 HttpMethod = Literal["GET", "POST", "PUT", "DELETE"]
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
@@ -92,6 +93,17 @@ PARAM_DOCS: Mapping[str, str] = {
     "questions": "The onboarding questions: {id, field, kind, question: {zh, en}, ...}.",
     "answers": "{question id or field key: answer}.",
     "verification_id": "A pending verification id.",
+    "agree": "True: the signal points to this value; false: it speaks against it.",
+    "mode": "confirm: an inference waits for the user's yes | active: used at once at low weight.",
+    "threshold": "Agreeing signals (net of contradicting ones, each worth two) before an inference is proposed.",
+    "suppress_days": "After the user rejects an inference, do not propose it again for this many days.",
+    "rule": "A derivation rule: {id, when: {field: [values]}, then_key, then: {zh, en}, status}.",
+    "text": "The procedure, as the agent should follow it.",
+    "evidence": "Why it is proposed: short texts (message excerpts, session ids), at most 10.",
+    "proposed_by": "Who proposes it: rules, llm, an operator's name.",
+    "procedure_id": "A procedure id.",
+    "decision": "approve | edit | reject.",
+    "evaluation": "The recorded evaluation an approval needs: {name: test set, passed: true, result}.",
 }
 
 
@@ -369,6 +381,28 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/users/{user_id}/verifications/{verification_id}/accept", body=("value", "now", "actor"))),
         _op("reject_verification", "conversation", (V,), Http(
             "POST", "/v1/users/{user_id}/verifications/{verification_id}/reject", body=("now",))),
+        # -- the user model (docs/usermodel.md) -----------------------------------------------------------
+        _op("model", "usermodel", (V, PD), Http("GET", "/v1/users/{user_id}/model", query=("now", "actor"))),
+        _op("record_signal", "usermodel", (V, IA), Http(
+            "POST", "/v1/users/{user_id}/signals", body=("key", "value", "agree", "message", "now"))),
+        _op("inference_policy", "usermodel", (V,), Http("GET", "/v1/settings/inference", admin=True)),
+        _op("set_inference_policy", "usermodel", (V,), Http(
+            "PUT", "/v1/settings/inference", body=("mode", "threshold", "suppress_days", "actor", "now"),
+            admin=True)),
+        _op("derivation_rules", "usermodel", (V,), Http("GET", "/v1/derivation-rules", admin=True)),
+        _op("set_derivation_rule", "usermodel", (V, NF), Http(
+            "PUT", "/v1/derivation-rules/{rule_id}", body=("rule",), query=("actor", "now"), admin=True,
+            wire={"rule": "(the whole body)"}, path_from={"rule_id": "rule.id"}),
+            client="the body is the rule itself; its id is also the path"),
+        _op("propose_procedure", "usermodel", (V, IA), Http(
+            "POST", "/v1/procedures", body=("text", "user_id", "evidence", "proposed_by", "now"), admin=True)),
+        _op("procedures", "usermodel", (V,), Http(
+            "GET", "/v1/procedures", query=("user_id", "status"), admin=True)),
+        _op("review_procedure", "usermodel", (V, NF), Http(
+            "POST", "/v1/procedures/{procedure_id}/review", body=("decision", "evaluation", "text", "actor", "now"),
+            admin=True)),
+        _op("rollback_procedure", "usermodel", (V, NF), Http(
+            "POST", "/v1/procedures/{procedure_id}/rollback", body=("actor", "now"), admin=True)),
         # -- admin ----------------------------------------------------------------------------------------
         _op("audit", "admin", (V,), Http(
             "GET", "/v1/audit", query=("user_id", "action", "since", "until", "limit", "after_seq"), admin=True)),
@@ -398,6 +432,8 @@ IN_PROCESS: Mapping[str, str] = {
     "relevance": "this process's relevance plug-in object (embedder, vector index, indexer)",
     "use_relevance": "wires an in-process relevance plug-in (engine/compose.py)",
     "close": "closes this process's engine (Client.close closes its connection pool)",
+    "refresh_derived": "the background worker's step (derived attributes follow changes by themselves; flush() "
+                       "waits for them)",
 }
 
 # What the clients offer beyond Memory (the HTTP API's own resources), with the route.

@@ -37,6 +37,7 @@ def _register() -> None:
         cli_service,
         cli_storage,
         cli_understand,
+        cli_usermodel,
     )
 
 
