@@ -10,6 +10,7 @@ from usermem.engine.compose import compose
 from usermem.engine.context import Clock, Listener
 from usermem.engine.export import export_user
 from usermem.engine.grants import Grant
+from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
 from usermem.engine.sessions import CloseHook, MessagesAdded, Session, SessionClosed, Transcript, episodes
@@ -50,6 +51,7 @@ def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
         raise ValidationError(str(exc), field="kinds") from None
 
 
+@guard_parameters  # identifier parameters refuse personal data, by name, on every method (engine/guard.py)
 class Memory:
     """Long-term user memory.
 
