@@ -568,7 +568,7 @@ class PatternExtractor:
             sentence = masked[s0:s1]
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
-                why = reasons(clause, sentence[:c0])
+                why = reasons(clause, sentence[:c0], sentence)
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
                     if allowed(f.key, why):

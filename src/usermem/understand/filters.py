@@ -42,6 +42,26 @@ JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|
 FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
+# Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
+# family words included ("my friend told me her wife Sarah..." is not the user's spouse).
+_REPORTER_ZH = (r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
+                r"他们|她们|他|她|别人|人家|大家")
+REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?:说|讲|告诉我|觉得|认为|以为|提到)|听说|据说|"
+                      r"\b(?:he|she|they|friend|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
+                      r"parents|roommate|neighbou?r|client|someone|people|everyone)\s+(?:always\s+|just\s+|also\s+)?"
+                      r"(?:says|said|told me|tells me|thinks|thought|reckons|claims|claimed|mentioned|insists)\b|"
+                      r"\baccording to\b|\bapparently\b", re.IGNORECASE)
+# Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
+OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
+                           r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
+                           r"goldfish|pet|pets|bird|turtle|horse)\b|(?:他|她|他们|她们|你|朋友|同事|邻居|别人|人家)(?:的|家的?|家)"
+                           r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
+                           re.IGNORECASE)
+# A whole sentence asked as a question: "Do you think I live in X?", "你觉得我是医生吗？".
+QUESTION_SENTENCE = re.compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|would|will|should|have|has|what|who|"
+                               r"where|when|why|how|which|you think|isn'?t|aren'?t|don'?t)\b[^?？]*[?？]\s*$|"
+                               r"^\s*(?:你觉得|你说|你看|你猜|是不是|难道|请问|有没有可能)[^?？]*(?:[?？]|吗|呢)\s*$",
+                               re.IGNORECASE)
 CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
                         r"诶?还是|算了|哦不对|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|no wait|sorry,?|correction|"
                         r"i mean|i meant|scratch that|make that|oops)",
@@ -83,10 +103,17 @@ def sentence_reasons(sentence: str) -> set[str]:
     return out
 
 
-def reasons(clause: str, before: str = "") -> set[str]:
-    """Why `clause` is not the user's own lasting statement (empty: it is). `before`: the sentence so far."""
+def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[str]:
+    """Why `clause` is not the user's own lasting statement (empty: it is). `before`: the sentence so far;
+    `sentence`: the whole sentence (a sentence asked as a question makes every clause of it one)."""
     out = sentence_reasons(before + clause)
+    if REPORTED.search(before + clause):
+        out.add("reported")
+    if sentence is not None and QUESTION_SENTENCE.search(sentence):
+        out.add("question")
     c = clause.strip()
+    if OTHERS_FAMILY.search(c):
+        out.add("others_family")
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
     if OTHERS.search(c):
@@ -102,7 +129,7 @@ def reasons(clause: str, before: str = "") -> set[str]:
 
 def allowed(field: str, why: Iterable[str]) -> bool:
     why = set(why)
-    if why & {"hypothetical", "joke", "quote", "question"}:
+    if why & {"hypothetical", "joke", "quote", "question", "reported", "others_family"}:
         return False
     if "third_party" in why and field not in FAMILY:
         return False
