@@ -252,7 +252,7 @@ def _occupation(s: str) -> list[_Hit]:
         for m in pat.finditer(s):
             x = _clean(m.group(1))
             x = re.sub(r"^(一名|一个|个|名)", "", x)
-            if OCCUPATION_ZH_SUFFIX.search(x) and not _any(x, ("用户", "会员", "客户", "版")):
+            if OCCUPATION_ZH_SUFFIX.search(x) and not _any(x, ("用户", "会员", "客户", "版", "素食", "吃素")):
                 out.append(_Hit("occupation", x, _CONF_STATED))
         if out:
             return out[:1]
@@ -316,6 +316,9 @@ def _channels(s: str) -> list[_Hit]:
                      "只", "only", "prefer")
     if not (positive or negative) or not (_any(low, contact_verbs) or negative):
         return []
+    if re.search(r"(?<![a-z])(?:call me|just say|call him|call her)\s+(?:dr\.?\s|mr\.?\s|ms\.?\s|mrs\.?\s)?[a-z]", low) \
+            and positive == ["phone"] and not negative:
+        return []  # "call me Jo": a form of address, not a channel
     out = []
     if positive and (_any(low, contact_verbs)):
         out.append(_Hit("contact_channel", words[positive[0]], _CONF_EXPLICIT if "只" in low or "only" in low

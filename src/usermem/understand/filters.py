@@ -63,7 +63,8 @@ QUESTION_SENTENCE = re.compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|wo
                                r"^\s*(?:你觉得|你说|你看|你猜|是不是|难道|请问|有没有可能)[^?？]*(?:[?？]|吗|呢)\s*$",
                                re.IGNORECASE)
 CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
-                        r"诶?还是|算了|哦不对|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|no wait|sorry,?|correction|"
+                        r"诶?还是|算了|哦不对|其实是|其实|改成|改为|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|"
+                        r"no wait|no\s*[,—–-]|nope|sorry,?|correction|"
                         r"i mean|i meant|scratch that|make that|oops)",
                         re.IGNORECASE)
 _CLAUSE = re.compile(r"[^，,。.!！?？；;\n—]+[，,。.!！?？；;\n—]*")

@@ -51,7 +51,8 @@ def places(clause: str) -> list[Found]:
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
-        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡", after):
+        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
+                re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
@@ -102,14 +103,23 @@ def timezone(clause: str) -> list[Found]:
 
 # --- names and forms of address ---------------------------------------------------------------------------
 
-_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?([\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
-_ADDRESS_EN = re.compile(r"\b(?:call me|address me as|you can call me|just call me)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
+_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?((?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s?[A-Z][a-z]+)|"
+                         r"[\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
+_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s)?"
+_ADDRESS_EN = re.compile(r"(?<![A-Za-z])(?:call me|address me as|you can call me|just call me|just say|you can just say)\s+("
+                         + _TITLE + r"(?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
 _NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
 _NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
 _NOT_NAMES = frozenset({"Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
                         "Really", "Back", "Going", "Currently", "Based", "Allergic", "Vegan", "Vegetarian", "Fine",
                         "Good", "Tired", "Busy", "Done", "The", "A", "An", "On", "Off", "Working", "Learning",
-                        "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok"})
+                        "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok",
+                        # nationalities and faiths describe the user, they do not name them
+                        "Japanese", "American", "British", "Canadian", "Australian", "Indian", "French", "German",
+                        "Spanish", "Italian", "Korean", "Irish", "Scottish", "Welsh", "Mexican", "Brazilian",
+                        "Nigerian", "Kenyan", "Vietnamese", "Thai", "Filipino", "Dutch", "Swedish", "Russian",
+                        "Polish", "Turkish", "Greek", "Portuguese", "Jewish", "Muslim", "Catholic", "Christian",
+                        "Hindu", "Buddhist", "Pregnant", "Deaf", "Blind", "Left", "Right", "Late", "Early", "New"})
 
 
 def names(clause: str) -> list[Found]:
