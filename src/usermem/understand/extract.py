@@ -31,6 +31,7 @@ from usermem.understand.filters import (
     FICTION,
     QUESTION_START,
     allowed,
+    hypothetical_only_after,
     clause_spans,
     is_correction,
     mask_quotes,
@@ -574,7 +575,9 @@ class PatternExtractor:
                 why = reasons(clause, sentence[:c0], sentence)
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
-                    if allowed(f.key, why):
+                    ok = allowed(f.key, why) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
+                                                 and hypothetical_only_after(sentence[:c0], clause, f.end))
+                    if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
                 if self.templates is not None:
                     for tp in self.templates.propose(clause, self.template_similarity):

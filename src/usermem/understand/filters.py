@@ -32,7 +32,7 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?)\b", re.IGNORECASE)
-NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\bthis week\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
@@ -67,8 +67,13 @@ CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打�
                         r"no wait|no\s*[,—–-]|nope|sorry,?|correction|"
                         r"i mean|i meant|scratch that|make that|oops)",
                         re.IGNORECASE)
-_CLAUSE = re.compile(r"[^，,。.!！?？；;\n—]+[，,。.!！?？；;\n—]*")
-_SENTENCE = re.compile(r"[^。.!！?？\n]+[。.!！?？\n]*")
+# A dot inside a number ("5.20", "$1,200.50") or after a title ("Dr. Wu") and a thousands comma end nothing.
+_KEEP = r"(?<=\d)[.,](?=\d)|(?<=\bDr)\.|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bMrs)\.|(?<=\bSt)\.|(?<=\bProf)\."
+_CLAUSE = re.compile(r"(?:" + _KEEP + r"|[^，,。.!！?？；;\n—])+[，,。.!！?？；;\n—]*")
+_SENTENCE = re.compile(r"(?:" + _KEEP + r"|[^。.!！?？\n])+[。.!！?？\n]*")
+# English conditions after the statement ("ring me on 0412 000 789 if the courier can't find it") leave what
+# came before them the user's; Chinese conditions (的话, 就好了) close the clause they belong to.
+HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 
 # Fields whose value names another person or an animal: a third person in the clause is expected.
 FAMILY = frozenset({"spouse", "children", "pets"})
@@ -126,6 +131,14 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     if LAUGH.search(c):
         out.add("laugh")
     return out
+
+
+def hypothetical_only_after(before: str, clause: str, value_end: int) -> bool:
+    """True when the clause's only hypothetical cue is an English "if" after the value (a condition on a
+    request, not a supposition about the user)."""
+    head, tail = before + clause[:value_end], clause[value_end:]
+    return not sentence_reasons(head) & {"hypothetical"} and bool(HYPOTHETICAL_EN_AFTER.search(tail)) and \
+        not re.search(r"如果|假如|假设|要是|万一|倘若|的话|就好了|\bwould\b|\bwish\b", tail, re.IGNORECASE)
 
 
 def allowed(field: str, why: Iterable[str]) -> bool:
