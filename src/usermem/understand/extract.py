@@ -58,6 +58,8 @@ CHANNELS: Mapping[str, str] = {
     "电话": "phone", "打电话": "phone", "手机": "phone", "call": "phone", "phone": "phone",
     "短信": "sms", "text": "sms", "sms": "sms", "texts": "sms",
     "微信": "wechat", "wechat": "wechat", "whatsapp": "whatsapp", "telegram": "telegram", "slack": "slack",
+    "发短信": "sms", "signal": "signal", "viber": "viber", "kakao": "kakao", "line": "line", "钉钉": "dingtalk",
+    "飞书": "feishu", "企业微信": "wecom", "qq": "qq", "imessage": "imessage", "messenger": "messenger",
 }
 REPLY_FORMATS: Mapping[str, str] = {
     "列表": "bullets", "要点": "bullets", "分点": "bullets", "条目": "bullets", "bullet points": "bullets",
@@ -95,7 +97,11 @@ OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", 
           "my mom", "my mum", "my dad", "my friend", "my colleague", "my boss", "my partner", "my boyfriend",
           "my girlfriend")
 
-OCCUPATIONS_EN = frozenset(["engineer", "developer", "programmer", "doctor", "physician", "surgeon", "nurse", "teacher", "professor", "lecturer", "lawyer", "attorney", "accountant", "auditor", "designer", "manager", "director", "student", "researcher", "scientist", "analyst", "consultant", "writer", "author", "journalist", "editor", "chef", "cook", "driver", "pilot", "pharmacist", "dentist", "architect", "founder", "freelancer", "salesperson", "sales", "marketer", "marketing", "photographer", "artist", "musician", "translator", "interpreter", "therapist", "psychologist", "librarian", "technician", "electrician", "plumber", "mechanic", "farmer", "officer", "clerk", "cashier", "banker", "trader", "investor", "entrepreneur", "ceo", "cto", "cfo", "intern", "tutor", "coach", "pm", "recruiter", "secretary", "assistant", "administrator", "veterinarian", "vet", "paramedic", "firefighter", "policeman", "soldier", "actor", "actress"])
+OCCUPATIONS_EN = frozenset(["engineer", "developer", "programmer", "doctor", "physician", "surgeon", "nurse", "teacher", "professor", "lecturer", "lawyer", "attorney", "accountant", "auditor", "designer", "manager", "director", "student", "researcher", "scientist", "analyst", "consultant", "writer", "author", "journalist", "editor", "chef", "cook", "driver", "pilot", "pharmacist", "dentist", "architect", "founder", "freelancer", "salesperson", "sales", "marketer", "marketing", "photographer", "artist", "musician", "translator", "interpreter", "therapist", "psychologist", "librarian", "technician", "electrician", "plumber", "mechanic", "farmer", "officer", "clerk", "cashier", "banker", "trader", "investor", "entrepreneur", "ceo", "cto", "cfo", "intern", "tutor", "coach", "pm", "recruiter", "secretary", "assistant", "administrator", "veterinarian", "vet", "paramedic", "firefighter", "policeman", "soldier", "actor", "actress", "dev", "swe", "sde", "sre", "devops", "hr", "paralegal", "midwife",
+                            "carer", "caregiver", "barista", "bartender", "waiter", "waitress", "baker", "butcher",
+                            "plasterer", "carpenter", "builder", "welder", "courier", "postman", "receptionist",
+                            "sommelier", "optometrist", "physio", "physiotherapist", "radiologist", "anaesthetist",
+                            "anesthetist", "surveyor", "underwriter", "actuary", "statistician", "economist"])
 OCCUPATION_ZH_SUFFIX = re.compile(r"(师|员|生|家|工|者|经理|总监|主管|老板|医生|护士|律师|会计|司机|教授|主任|"
                                   r"销售|顾问|创始人|店主|编辑|记者|厨师|作家|老师|博士|硕士|专家|总裁|总经理|CEO|"
                                   r"ceo|合伙人|实习生|工程师|研究员|分析师|架构师|设计师|程序员|产品经理|会计师)$")
@@ -314,7 +320,8 @@ def _channels(s: str) -> list[_Hit]:
                 words.setdefault(channel, word)
     contact_verbs = ("联系", "通知", "沟通", "找我", "接受", "发我", "给我发", "打给我", "回复我", "reach",
                      "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
-                     "只", "only", "prefer")
+                     "只", "only", "prefer", "就好", "就行", "最方便", "比较方便", "easiest", "best for me",
+                     "works best", "preferred", " > ")
     if not (positive or negative) or not (_any(low, contact_verbs) or negative):
         return []
     if re.search(r"(?<![a-z])(?:call me|just say|call him|call her)\s+(?:dr\.?\s|mr\.?\s|ms\.?\s|mrs\.?\s)?[a-z]", low) \

@@ -411,11 +411,17 @@ _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
-    ("medical_history", re.compile(r"(?i:diagnosed with|i have|i've got|i suffer from|i'm)\s+((?:type \d |chronic |"
-                                   r"mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
+    ("medical_history", re.compile(r"(?:diagnosed with|i have|i've got|i suffer from|i'm|had an?|i had)\s+((?:type \d |"
+                                   r"chronic |mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
                                    r"migraines?|hypertension|high blood pressure|arthritis|eczema|anxiety|"
                                    r"depression|a pacemaker|lactose intolerant|pregnant|\d+ weeks pregnant|"
-                                   r"gout|psoriasis|sleep apnea|tinnitus|long covid))\b"), 0.75),
+                                   r"gout|psoriasis|sleep apnea|tinnitus|long covid|(?:knee|hip) replacement|"
+                                   r"hypothyroidism|hyperthyroidism|endometriosis|pcos|fibromyalgia|ms|copd|glaucoma|"
+                                   r"heart condition|bad back|slipped disc|herniated disc|insomnia|vertigo))\b",
+                                   re.IGNORECASE), 0.75),
+    ("medical_history", re.compile(r"^\s*((?:my )?(?:migraines?|asthma|eczema|arthritis|back pain|insomnia|vertigo|"
+                                   r"anxiety|ibs|gout|tinnitus))\s+(?:is|are|has been|have been)\s+(?:my|acting|flaring|"
+                                   r"killing|bad|worse|back)\b", re.IGNORECASE), 0.65),
     ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
                                    r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
     ("accessibility", re.compile(r"(红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|"
@@ -428,6 +434,25 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                            r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
                            r"fish|skate|box|dance|sing|draw|sew|hike)\b"), 0.6),
+    ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
+                           r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
+    ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
+    ("likes", re.compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
+                         r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
+                         r"(?:\s+(?:lately|these days|recently|right now))?" + _END, re.IGNORECASE), 0.6),
+    ("likes", re.compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
+     0.6),
+    ("brands", re.compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
+                          r"loyalist|user|man|woman)\b"), 0.65),
+    ("brands", re.compile(r"^\s*([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?) is the only (?:\w+ )?brand\b"), 0.7),
+    ("brands", re.compile(r"(?i:shop at|do our (?:big |weekly )?shop at|i buy from|i always buy|only buy)\s+"
+                          r"([A-Z][\w&'\-]+)"), 0.6),
+    ("brands", re.compile(r"我(?:自己)?(?:一直)?用的是([A-Za-z\u4e00-\u9fff]{2,8}?)的"), 0.6),
+    ("travel_preferences", re.compile(r"(?:i'?d (?:always )?rather take|i (?:always )?prefer|always book|i always take)\s+"
+                                      r"((?:the |an? )?[\w\- ]{2,25}?)\s+(?:than|over|to)\s+(?:fly|flying|driving|"
+                                      r"the train|a train|trains|planes?|buses|the bus)\b", re.IGNORECASE), 0.6),
+    ("travel_preferences", re.compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
+                                      r"([\u4e00-\u9fff]{1,6}?)" + _END), 0.6),
     ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{1,10}?)" + _END), 0.65),
     ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
     ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
