@@ -31,8 +31,8 @@ from usermem.understand.filters import (
     FICTION,
     QUESTION_START,
     allowed,
-    hypothetical_only_after,
     clause_spans,
+    hypothetical_only_after,
     is_correction,
     mask_quotes,
     reasons,
@@ -435,7 +435,8 @@ def _likes(s: str, original: str) -> list[_Hit]:
             v = _clean(v.split("是", 1)[1])
         v = re.split(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,", v)[0].strip()
         v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
-        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v):
+        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v) \
+                and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
     return cleaned
 
@@ -696,6 +697,8 @@ _TAKE_BACK = re.compile(r"(?:^|[.!?。！？，,]\s*)(?:(?:ok(?:ay)?,?\s*)?(?:fi
 _FUNCTION_WORDS = frozenset({"我", "你", "他", "她", "它", "我们", "你们", "他们", "这", "那", "这个", "那个", "的", "了",
                              "i", "me", "my", "you", "your", "he", "she", "it", "they", "we", "us", "the", "a", "an",
                              "this", "that", "and", "or", "is", "am", "are", "be", "to", "of", "in", "on"})
+_PRONOUNS = frozenset({"yours", "mine", "hers", "his", "theirs", "ours", "it", "that", "this", "them", "those",
+                       "these", "那种", "这种", "那个", "这个", "你说", "它"})
 _SECRET_LIKE = re.compile(r"^(?=\S*\d)(?=\S*[A-Za-z])\S{6,}$")
 _ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|\d+\s+\w+\s+(?:st|street|rd|road|ave|avenue|lane|ln|"
                            r"drive|dr|way|close|court|place|square)\b", re.IGNORECASE)
@@ -709,6 +712,10 @@ def _plausible(key: str, value: str) -> bool:
         return False
     if key == "address":
         return bool(_ADDRESS_LIKE.search(value))
+    if key == "contact_channel" and re.fullmatch(r"(?i)\s*call(?: me)?\s*", value):
+        return False  # "call me Jo" is a form of address
+    if key in ("likes", "dislikes") and normalise(value) in _PRONOUNS:
+        return False
     if key in ("spouse", "children", "pets"):  # the relation word itself, or a name
         from usermem.understand.filters import OTHERS
 

@@ -68,7 +68,7 @@ CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打�
                         r"i mean|i meant|scratch that|make that|oops)",
                         re.IGNORECASE)
 # A dot inside a number ("5.20", "$1,200.50") or after a title ("Dr. Wu") and a thousands comma end nothing.
-_KEEP = r"(?<=\d)[.,](?=\d)|(?<=\bDr)\.|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bMrs)\.|(?<=\bSt)\.|(?<=\bProf)\."
+_KEEP = r"(?<=\d)[.,](?=\d)|" + "|".join(rf"(?<![A-Za-z]{t})(?<={t})\." for t in ("Dr", "Mr", "Ms", "Mrs", "St", "Prof"))
 _CLAUSE = re.compile(r"(?:" + _KEEP + r"|[^，,。.!！?？；;\n—])+[，,。.!！?？；;\n—]*")
 _SENTENCE = re.compile(r"(?:" + _KEEP + r"|[^。.!！?？\n])+[。.!！?？\n]*")
 # English conditions after the statement ("ring me on 0412 000 789 if the courier can't find it") leave what
@@ -80,6 +80,8 @@ FAMILY = frozenset({"spouse", "children", "pets"})
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
 NEGATIVE_OK = frozenset({"dislikes", "diet", "contact", "contact_hours", "reply_tone", "reply_length", "reply_format",
                          "news_topics", "travel_preferences", "budget", "accessibility", "medical_history", "schedule"})
+# Fields a laugh elsewhere in the sentence turns into irony ("我最喜欢加班了，哈哈哈").
+IRONY_PRONE = frozenset({"likes", "dislikes", "hobbies", "occupation"})
 # Fields a one-off request never sets.
 LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_tone", "report_format", "preferred_name",
                           "city", "work_city", "diet", "contact_channel", "usual_order", "timezone"})
@@ -130,6 +132,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("one_off")
     if LAUGH.search(c):
         out.add("laugh")
+    elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
+        out.add("laugh_nearby")
     return out
 
 
@@ -150,6 +154,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "negation" in why and field not in NEGATIVE_OK:
         return False
     if "one_off" in why and field in LASTING_ONLY:
+        return False
+    if "laugh_nearby" in why and field in IRONY_PRONE:
         return False
     return not ("laugh" in why and field not in FAMILY)
 

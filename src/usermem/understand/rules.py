@@ -497,6 +497,8 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value):
                 continue
+            if key == "occupation" and re.match(r"个|一下|下|点|了|early bird|night owl|newbie|noob", value, re.I):
+                continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
             start = m.start(g) if g else m.start()
