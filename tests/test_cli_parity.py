@@ -30,10 +30,11 @@ CONTRACT = {"key": "shoe_size", "kind": "profile", "sensitivity": "L1"}
 CASES: dict[str, tuple[list[str], dict[str, Any]]] = {
     "write": (["write", T, U, "preference", "tone", "[1, 2]", "--json-value", "--source", "user_confirmed",
                "--importance", "0.7", "--confidence", "0.9", "--session", "s1", "--client", "c1",
-               "--event-at", "2026-01-02T00:00:00Z", "--ttl", "60", "--change-set", "cs1", "--actor", A, *AT],
+               "--event-at", "2026-01-02T00:00:00Z", "--ttl", "60", "--change-set", "cs1", "--actor", A,
+               "--canonical", '["short"]', *AT],
               dict(tenant=T, user_id=U, kind="preference", key="tone", value=[1, 2], source="user_confirmed",
                    importance=0.7, confidence=0.9, now=NOW, session_id="s1", client_id="c1",
-                   event_at=1767312000.0, ttl_seconds=60.0, change_set_id="cs1", actor=A)),
+                   event_at=1767312000.0, ttl_seconds=60.0, change_set_id="cs1", actor=A, canonical=["short"])),
     "write_many": (["write-many", T, U, '[{"kind": "preference", "key": "tone", "value": "warm"}]',
                     "--change-set", "cs1", "--actor", A, *AT],
                    dict(tenant=T, user_id=U, writes=[{"kind": "preference", "key": "tone", "value": "warm"}],

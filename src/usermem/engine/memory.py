@@ -148,11 +148,13 @@ class Memory:
               importance: float | None = None, confidence: float | None = None, now: float | None = None,
               session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
               ttl_seconds: float | None = None, change_set_id: str | None = None,
-              actor: str | None = None) -> WriteResult:
-        """Write one memory. Returns ADD / UPDATE / NOOP / REJECT with a reason; never half-writes."""
+              actor: str | None = None, canonical: Any = None) -> WriteResult:
+        """Write one memory. Returns ADD / UPDATE / NOOP / REJECT with a reason; never half-writes.
+
+        `canonical` is an optional normalised form kept beside `value` (the user's words), never instead of it."""
         request = WriteRequest(kind=kind, key=key, value=value, source=source, importance=importance,
                                confidence=confidence, session_id=session_id, client_id=client_id, event_at=event_at,
-                               ttl_seconds=ttl_seconds)
+                               ttl_seconds=ttl_seconds, canonical=canonical)
         return self._write.write(tenant, user_id, request, now=now, change_set_id=change_set_id, actor=actor)
 
     def write_many(self, tenant: str, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,

@@ -50,6 +50,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "session_id": "The session this belongs to (context memories live until it closes).",
     "client_id": "The client or device that produced it.",
     "event_at": "When it happened in the world (Unix seconds); recall can filter on it.",
+    "canonical": "Optional normalised form kept beside the value (the user's words), never instead of it.",
     "ttl_seconds": "Expire after this many seconds.",
     "change_set_id": "Group writes so they can be reverted together (default: a new id).",
     "actor": "Who acts, recorded in the audit log (over HTTP after the calling key: key:<id>:<actor>).",
@@ -236,13 +237,13 @@ def _build() -> dict[str, Operation]:
         _op("write", "memories", (V, IA), Http(
             "POST", "/v1/memories",
             body=("user_id", "kind", "key", "value", "source", "importance", "confidence", "now", "session_id",
-                  "client_id", "event_at", "ttl_seconds", "change_set_id", "actor")),
+                  "client_id", "event_at", "ttl_seconds", "change_set_id", "actor", "canonical")),
             mcp=Mcp("remember", {"key": "key", "value": "value", "kind": "kind", "source": "source",
                                  "user_id": "user_id", "ttl_seconds": "ttl_seconds"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "importance": "defaults", "confidence": "defaults", "now": "server time",
                            "session_id": "none", "client_id": "none", "event_at": "none",
-                           "change_set_id": "a new one"})),
+                           "change_set_id": "a new one", "canonical": "none"})),
         _op("write_many", "memories", (V, IA), Http(
             "POST", "/v1/memories/batch", body=("user_id", "writes", "now", "change_set_id", "actor"))),
         _op("recall", "memories", (V, IA, PD), Http(

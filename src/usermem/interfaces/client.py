@@ -126,7 +126,7 @@ class Client:
               importance: float | None = None, confidence: float | None = None, now: float | None = None,
               session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
               ttl_seconds: float | None = None, change_set_id: str | None = None,
-              actor: str | None = None) -> WriteResult:
+              actor: str | None = None, canonical: Any = None) -> WriteResult:
         return self._run(C.write(**_args(locals())))
 
     def write_many(self, tenant: str | None, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,
@@ -417,7 +417,8 @@ class AsyncClient:
                     source: str = "extracted", importance: float | None = None, confidence: float | None = None,
                     now: float | None = None, session_id: str | None = None, client_id: str | None = None,
                     event_at: float | None = None, ttl_seconds: float | None = None,
-                    change_set_id: str | None = None, actor: str | None = None) -> WriteResult:
+                    change_set_id: str | None = None, actor: str | None = None,
+                    canonical: Any = None) -> WriteResult:
         return await self._run(C.write(**_args(locals())))
 
     async def write_many(self, tenant: str | None, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,

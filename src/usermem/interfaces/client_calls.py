@@ -251,11 +251,13 @@ def write(tenant: str | None, user_id: str, kind: str, key: str, value: Any, *, 
           importance: float | None = None, confidence: float | None = None, now: float | None = None,
           session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
           ttl_seconds: float | None = None, change_set_id: str | None = None,
-          actor: str | None = None) -> Call[WriteResult]:
+          actor: str | None = None, canonical: Any = None) -> Call[WriteResult]:
     body = _q(user_id=user_id, kind=kind, key=key, source=source, importance=importance, confidence=confidence,
               now=now, session_id=session_id, client_id=client_id, event_at=event_at, ttl_seconds=ttl_seconds,
               change_set_id=change_set_id, actor=actor)
     body["value"] = value
+    if canonical is not None:
+        body["canonical"] = canonical
     return Call("POST", "/v1/memories", result_from_json, _tenant(tenant), json=body)
 
 

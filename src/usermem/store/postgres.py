@@ -95,7 +95,7 @@ def _value_of(jsonb: Any, raw: Any) -> Any:
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
-    return record_with_value(row, row[5] if row[23] is None else json.loads(bytes(row[23]).decode("utf-8")))
+    return record_with_value(row, row[5] if row[24] is None else json.loads(bytes(row[24]).decode("utf-8")))
 
 
 def _params(r: MemoryRecord) -> tuple[Any, ...]:

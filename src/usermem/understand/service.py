@@ -105,8 +105,8 @@ class Understanding:
         results: list[WriteResult] = []
         if candidates:
             candidates = self._merge_collections(tenant, user_id, candidates, at)
-            requests = [WriteRequest(kind=c.kind.value, key=c.key, value=c.value, source="extracted",
-                                     confidence=c.confidence) for c in candidates]
+            # the user's words as the value, the canonical form beside it (never instead of it)
+            requests = [c.to_request() for c in candidates]
             results = self.host.write_many(tenant, user_id, requests, now=at,
                                              change_set_id=change_set_id or new_id(), actor=actor or ACTOR)
         if detect_pushback:
@@ -128,17 +128,23 @@ class Understanding:
         keys = [c.key for c in candidates if c.key in ACCUMULATE]
         if not keys:
             return candidates
-        current = {r.key: r.value for r in self.host.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
+        current = {r.key: r for r in self.host.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
         out = []
         for c in candidates:
-            old = current.get(c.key)
-            if old is not None:
-                merged = [*(old if isinstance(old, list) else [old])]
-                for v in c.value if isinstance(c.value, list) else [c.value]:
+            rec = current.get(c.key)
+            if rec is not None and rec.value is not None:
+                merged = _items(rec.value)
+                # canonical forms stay aligned with the values they belong to (None where there is none)
+                canon = _aligned(rec.canonical, len(merged))
+                new_canon = _aligned(c.canonical, len(_items(c.value)))
+                for v, cv in zip(_items(c.value), new_canon, strict=True):
                     if v not in merged:
                         merged.append(v)
-                merged = merged[-MAX_ITEMS:]
-                c = replace(c, value=merged[0] if len(merged) == 1 else merged)
+                        canon.append(cv)
+                merged, canon = merged[-MAX_ITEMS:], canon[-MAX_ITEMS:]
+                one = len(merged) == 1
+                c = replace(c, value=merged[0] if one else merged,
+                            canonical=(canon[0] if one else canon) if any(x is not None for x in canon) else None)
             out.append(c)
         return out
 
@@ -356,3 +362,14 @@ class Understanding:
 
 def _fingerprint(session_id: str, text: str) -> str:
     return hashlib.sha256(f"{session_id}\x00{text}".encode()).hexdigest()[:24]
+
+
+def _items(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _aligned(canonical: Any, n: int) -> list[Any]:
+    """The canonical forms of n collection items: a list of n as stored, else the single form for one item."""
+    if isinstance(canonical, list) and len(canonical) == n:
+        return list(canonical)
+    return [canonical] + [None] * (n - 1) if n and not isinstance(canonical, list) else [None] * n

@@ -61,6 +61,8 @@ class WriteItem(_In):
     client_id: str | None = Field(None, max_length=256)
     event_at: Time | None = Field(None, description="When it happened in the world (Unix seconds)")
     ttl_seconds: Ttl | None = None
+    canonical: Any = Field(None, description="Optional normalised form kept beside the value (the user's words), "
+                                             "never instead of it", examples=["short"])
 
 
 class WriteIn(WriteItem):
@@ -102,6 +104,7 @@ class MemoryOut(BaseModel):
     change_set_id: str | None = None
     actor: str | None = None
     retracted: bool = False
+    canonical: Any = None
 
 
 class WriteResultOut(BaseModel):
