@@ -42,6 +42,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from usermem import model as _model
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
 from usermem.errors import PermissionDenied, ValidationError
@@ -68,6 +69,9 @@ STALE_KINDS = {"superseded": "superseded", "corrected": "superseded", "priority"
 OPS = ("say", "system", "write", "erase", "consent", "revoke", "deny", "verify", "context", "close_session",
        "probe")
 Action = Literal["answer", "ask", "consent"]
+# The consent flow (branch `consent`, issue 14) reports withheld fields with a reason; without it the agent
+# works it out from today's grants API (an L2/L3 contract and no active grant covering the reader).
+_CONSENT_FLOW = hasattr(_model, "Withheld")
 
 # ---------------------------------------------------------------------------------------------- data
 
@@ -373,9 +377,16 @@ class Usermem:
                 for k in _strs(keys):
                     m.forget(TENANT, USER, k, now=now, actor=AGENT)
         elif e.op == "consent":
-            scope: str | list[str] = str(d["level"]) if "level" in d else list(_strs(d.get("fields")))
-            self._grants.append(m.grant(TENANT, USER, scope, str(d.get("purpose", "the user agreed in chat")),
-                                        ttl=float(d.get("hours", 0.5)) * HOUR, actor=USER, now=now))
+            purpose, ttl = str(d.get("purpose", "the user agreed in chat")), float(d.get("hours", 0.5)) * HOUR
+            request = getattr(m, "request_consent", None)  # the consent flow (issue 14), when merged
+            if request is not None and "fields" in d:
+                req = request(TENANT, USER, list(_strs(d["fields"])), purpose, ttl, actor=AGENT, now=now)
+                approved = m.approve_consent(TENANT, USER, req.id, actor=USER, now=now)  # type: ignore[attr-defined]
+                if approved.grant_id:
+                    self._grants.append(str(approved.grant_id))
+            else:  # today's grants API
+                scope: str | list[str] = str(d["level"]) if "level" in d else list(_strs(d.get("fields")))
+                self._grants.append(m.grant(TENANT, USER, scope, purpose, ttl=ttl, actor=USER, now=now))
         elif e.op == "revoke":
             while self._grants:
                 m.revoke(TENANT, self._grants.pop(), actor=USER, now=now)
@@ -409,9 +420,9 @@ class Usermem:
     def consent_needed(self, assembly: Any, fields: Iterable[str], now: float) -> frozenset[str]:
         """Sensitive fields this reader may not use now. The consent flow's own report when the Assembly
         carries one; otherwise today's grants API: an L2/L3 contract and no active grant covering it."""
-        reported = getattr(assembly, "consent_required", None)
-        if reported is not None:
-            return frozenset(str(k) for k in reported)
+        if _CONSENT_FLOW:  # Assembly.withheld names what was left out and why (issue 14)
+            return frozenset(str(w.key) for w in assembly.withheld
+                             if getattr(w, "reason", None) == "needs_grant" and not getattr(w, "declined", False))
         contracts = self.m.contracts_for(TENANT)
         grants = self.m.grants(TENANT, USER, now=now)
         out = set()
@@ -758,6 +769,13 @@ def render_markdown(results: Mapping[str, E2EResult], scenarios: Sequence[Scenar
                           "knew the value was superseded, expired, forgotten or withheld (target 0); "
                           f"{u['stale_uses_update_not_captured']} where the change never reached memory "
                           "(the extractor missed the user's update, so the old value was still current).", ""]
+        for split in SPLITS:
+            summ = res.by_split.get(split, {})
+            if "usermem" in summ and "transcript" in summ:
+                u, t = summ["usermem"]["memory_tokens_mean"], summ["transcript"]["memory_tokens_mean"]
+                lines += [f"Memory part of the prompt only ({agent_name}, {split}): usermem {u:.0f} tokens per turn, "
+                          f"full transcript {t:.0f} ({_pct(u / t - 1 if t else None)}). These histories are short "
+                          "(2–7 events); the transcript grows with every session, the assembled block does not.", ""]
         um = res.by_split.get("test", {}).get("usermem")
         if um:
             lines += [f"usermem by case (test, {agent_name}): " + ", ".join(
