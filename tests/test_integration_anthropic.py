@@ -88,3 +88,25 @@ def test_sizes_and_counts_are_capped_and_guards_apply(tool: UsermemMemoryTool):
     assert "hunter2" not in call(tool, command="view", path="/memories/n0.md")
     with pytest.raises(ToolError, match="at most 200 bytes"):
         call(tool, command="insert", path="/memories/n0.md", insert_line=1, insert_text="y" * 300)
+
+
+def test_async_tool_shares_the_backend():
+    import asyncio
+
+    from usermem.integrations.anthropic import UsermemAsyncMemoryTool
+
+    m = fast_memory()
+    tool = UsermemAsyncMemoryTool(m, tenant="acme", user_id="bob", clock=lambda: T0)
+
+    async def go() -> str:
+        await tool.call({"command": "create", "path": "/memories/a.md", "file_text": "one\n"})
+        try:
+            await tool.call({"command": "view", "path": "/memories/../x"})
+        except ToolError as exc:
+            assert "escape" in str(exc)
+        else:
+            raise AssertionError("traversal accepted")
+        return str(await tool.call({"command": "view", "path": "/memories/a.md"}))
+
+    assert "     1\tone" in asyncio.run(go())
+    m.close()

@@ -56,6 +56,9 @@ def test_tool_schemas_state_descriptions_rules_enums_and_hints():
         for arg, spec in props.items():
             assert spec.get("description"), (name, arg)
             target = op.mcp.args[arg]
+            base = C.describe(arg) or C.describe(target)  # the tool argument's own text, else its parameter's
+            if target not in C.TIME_PARAMS:  # one text per parameter, the catalogue's
+                assert base and spec["description"].startswith(base), (name, arg, spec["description"])
             if target in C.TIME_PARAMS:
                 types = [(x.get("type"), x.get("format")) for x in spec["anyOf"]]
                 assert ("number", None) in types and ("string", "date-time") in types, (name, arg, types)

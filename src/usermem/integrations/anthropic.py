@@ -20,11 +20,12 @@ percent-encoded separators are refused (no traversal), paths are at most 255 cha
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818DeleteCommand,
@@ -197,6 +198,36 @@ class UsermemMemoryTool(BetaAbstractMemoryTool):
         lines += [f"{_size(size)}\t{name}" for name, size in sorted(entries.items())]
         return (f"Here're the files and directories up to 2 levels deep in {directory}, excluding hidden items:\n"
                 + "\n".join(lines))
+
+
+class UsermemAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+    """The async form (for `AsyncAnthropic`'s tool runner): the same backend, run in a worker thread."""
+
+    def __init__(self, memory: Memory, *, tenant: str, user_id: str, **kw: Any) -> None:
+        cache_control = kw.pop("cache_control", None)
+        super().__init__(cache_control=cache_control)
+        self.sync = UsermemMemoryTool(memory, tenant=tenant, user_id=user_id, **kw)
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await asyncio.to_thread(self.sync.view, command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await asyncio.to_thread(self.sync.create, command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await asyncio.to_thread(self.sync.str_replace, command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await asyncio.to_thread(self.sync.insert, command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await asyncio.to_thread(self.sync.delete, command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await asyncio.to_thread(self.sync.rename, command)
+
+    async def clear_all_memory(self) -> str:
+        return await asyncio.to_thread(self.sync.clear_all_memory)
 
 
 def _path(raw: str) -> str:
