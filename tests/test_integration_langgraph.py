@@ -150,6 +150,8 @@ def test_query_search_is_hybrid_recall(store: UsermemStore):
     assert "x" not in [h.key for h in hits] and "doc4" not in [h.key for h in hits][:2]
     assert [h.key for h in store.search(("alice",), query="green tea", filter={"text": "bicycle repair notes"})] \
         in ([], ["doc4"])
+    everyone = store.search((), query="green tea", limit=10)  # an empty prefix: every user's items
+    assert {("alice", "doc3"), ("bob", "x")} <= {(h.namespace[0], h.key) for h in everyone}
 
 
 def test_ttl_expires_and_reads_refresh(clock: Clock):
@@ -219,3 +221,50 @@ def test_example_agent_remembers_across_turns(store: UsermemStore):
         assert server.chat_requests()[0]["messages"][0]["content"].endswith("(nothing yet)")
     texts = [i.value["text"] for i in store.search(("alice", "notes"), limit=10)]
     assert sorted(texts) == ["I love green tea", "what tea should I drink?"]  # the card number was refused
+
+
+def test_query_search_follows_updates_filters_paging_and_index_false(store: UsermemStore):
+    """Ported from LangGraph's vector-search checks: an update re-ranks, filters and paging apply to ranked
+    results, a query that matches nothing still ranks the filtered items, `index=False` keeps an item out."""
+    store.put(("test",), "doc1", {"text": "zany zebra Xerxes"})
+    store.put(("test",), "doc2", {"text": "something about dogs"})
+    store.put(("test",), "doc3", {"text": "text about birds"})
+    first = store.search(("test",), query="Zany Xerxes")
+    assert first[0].key == "doc1"
+    store.put(("test",), "doc1", {"text": "new text about dogs"})
+    after = store.search(("test",), query="Zany Xerxes")
+    assert next(r.score for r in after if r.key == "doc1") < first[0].score  # type: ignore[operator]
+    store.put(("test",), "doc4", {"text": "new text about dogs"}, index=False)
+    assert "doc4" not in [r.key for r in store.search(("test",), query="new text about dogs", limit=3)]
+    assert "doc4" in [r.key for r in store.search(("test",), limit=10)]
+
+    for key, value in [("a1", {"text": "red apple", "color": "red", "score": 4.5}),
+                       ("a2", {"text": "red car", "color": "red", "score": 3.0}),
+                       ("a3", {"text": "green apple", "color": "green", "score": 4.0}),
+                       ("a4", {"text": "blue car", "color": "blue", "score": 3.5})]:
+        store.put(("shop",), key, value)
+    assert [r.key for r in store.search(("shop",), query="apple", filter={"color": "red"})] == ["a1", "a2"]
+    assert [r.key for r in store.search(("shop",), query="car", filter={"color": "red"})] == ["a2", "a1"]
+    assert len(store.search(("shop",), query="bbbbluuu", filter={"score": {"$gt": 3.2}})) == 3
+    assert [r.key for r in store.search(("shop",), query="apple",
+                                        filter={"score": {"$gte": 4.0}, "color": "green"})] == ["a3"]
+    page1 = store.search(("shop",), query="apple", limit=2)
+    page2 = store.search(("shop",), query="apple", limit=2, offset=2)
+    assert len(page1) == len(page2) == 2 and not {r.key for r in page1} & {r.key for r in page2}
+    for q in ["", None, "test " * 100, "test!@#$%^&*()"]:
+        assert len(store.search(("shop",), query=q)) == 4
+
+
+def test_concurrent_async_calls_keep_their_order(store: UsermemStore):
+    docs = [(f"doc{i}", {"text": f"item {i}", "index": i}) for i in range(12)]
+
+    async def go():
+        await asyncio.gather(*[store.aput(("test",), k, v) for k, v in docs],
+                             *[store.adelete(("test",), k) for k, _ in docs],
+                             *[store.aput(("test",), k, v) for k, v in docs])
+        return await asyncio.gather(store.asearch(("test",), filter={"index": {"$gt": 5}}, limit=20),
+                                    store.asearch(("test",), query="item 3", limit=20))
+
+    above, ranked = asyncio.run(go())
+    assert sorted(r.value["index"] for r in above) == list(range(6, 12))
+    assert len(ranked) == 12

@@ -36,6 +36,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -77,18 +78,19 @@ class _Entry:
     updated_at: float
     ttl_minutes: float | None = None
     expires_at: float | None = None
+    indexed: bool = True  # False: put with index=False, left out of query search (listing still shows it)
 
     def to_doc(self) -> dict[str, Any]:
         return {"namespace": list(self.namespace), "key": self.key, "memory_key": self.memory_key,
                 "kind": self.kind, "created_at": self.created_at, "updated_at": self.updated_at,
-                "ttl_minutes": self.ttl_minutes, "expires_at": self.expires_at}
+                "ttl_minutes": self.ttl_minutes, "expires_at": self.expires_at, "indexed": self.indexed}
 
     @classmethod
     def from_doc(cls, user_id: str, doc: Mapping[str, Any]) -> _Entry:
         return cls(namespace=tuple(doc["namespace"]), key=str(doc["key"]), user_id=user_id,
                    memory_key=str(doc["memory_key"]), kind=str(doc["kind"]), created_at=float(doc["created_at"]),
                    updated_at=float(doc["updated_at"]), ttl_minutes=doc.get("ttl_minutes"),
-                   expires_at=doc.get("expires_at"))
+                   expires_at=doc.get("expires_at"), indexed=bool(doc.get("indexed", True)))
 
 
 def memory_key(namespace: tuple[str, ...], key: str) -> str:
@@ -122,6 +124,7 @@ class UsermemStore(BaseStore):
         self.ttl_config = ttl
         self.actor = actor
         self._clock = clock or time.time
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usermem-langgraph")
 
     # -- the one primitive ---------------------------------------------------------------------------
 
@@ -143,7 +146,8 @@ class UsermemStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await asyncio.to_thread(self.batch, list(ops))
+        # One worker thread: concurrent aput/adelete/aget calls run in the order they were made.
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self.batch, list(ops))
 
     def sweep_ttl(self) -> int:
         """Forget every expired item now (reads already treat them as absent); returns how many."""
@@ -177,7 +181,7 @@ class UsermemStore(BaseStore):
         ttl = op.ttl if op.ttl is not None else self._default_ttl()
         created = old.created_at if old is not None and old.namespace == op.namespace else now
         entry = _Entry(op.namespace, op.key, user, mk, kind, created, now, ttl,
-                       None if ttl is None else now + ttl * 60.0)
+                       None if ttl is None else now + ttl * 60.0, indexed=op.index is not False)
         self.memory.store.put_doc(self.tenant, INDEX_NS, _doc_key(user, mk), entry.to_doc(), now=now,
                                   user_id=user)
 
@@ -201,7 +205,7 @@ class UsermemStore(BaseStore):
                    if e.namespace[:len(prefix)] == prefix and not _expired(e, now)]
         out: list[tuple[SearchItem, _Entry]] = []
         if op.query:
-            by_key = {(e.user_id, e.memory_key): e for e in entries}
+            by_key = {(e.user_id, e.memory_key): e for e in entries if e.indexed}
             users = sorted({e.user_id for e in entries})
             want = op.offset + op.limit
             for user in users:
