@@ -135,7 +135,7 @@ def http_server(tmp_path):
          "--port", str(port), "--store", f"sqlite:///{db}"],
         env={**os.environ, "USERMEM_EMBEDDER": "none"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a loaded 2-core machine can take 20 s+ to start it
     while time.monotonic() < deadline:
         try:
             httpx.get(url, timeout=0.5)

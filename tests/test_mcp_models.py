@@ -202,3 +202,17 @@ def test_revoked_key_is_a_401_tool_error():
     else:
         raise AssertionError("a revoked key was accepted")
     m.close()
+
+
+def test_openapi_parameters_take_the_catalogues_text():
+    """The HTTP schema describes every parameter; where a route gives no text of its own it is the
+    catalogue's, the same the MCP tools carry."""
+    from usermem.interfaces.api.app import create_app
+
+    m = fast_memory()
+    schema = create_app(m).openapi()
+    m.close()
+    params = [p for ops in schema["paths"].values() for op in ops.values() for p in op.get("parameters", [])]
+    assert params and all(p.get("description") for p in params)
+    episodes = schema["paths"]["/v1/users/{user_id}/episodes"]["get"]["parameters"]
+    assert {p["name"]: p["description"] for p in episodes}["limit"] == C.describe("limit")
