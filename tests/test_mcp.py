@@ -21,7 +21,7 @@ from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.mcp import build_server
 
 TOOLS = {"remember", "recall", "assemble", "forget", "confirm", "history", "ingest", "episodes", "forget_user",
-         "consent", "withdraw_consent"}
+         "withdraw_consent"}
 
 
 def run(coro_fn):

@@ -1,6 +1,6 @@
 """MCP written for models (issue 16), through the SDK's own client session: every argument described with
 the catalogue's text and rules, enums, the key pattern, read-only / destructive hints, ISO-8601 times, the
-free-text `ingest`, `forget_user`, `episodes`, consent tools, and errors that say what to do."""
+free-text `ingest`, `forget_user`, `episodes`, `withdraw_consent`, and errors that say what to do."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_tool_schemas_state_descriptions_rules_enums_and_hints():
 
     tools = _session(build_server(m, tenant="acme"), body)
     m.close()
-    assert {"ingest", "forget_user", "episodes", "consent", "withdraw_consent"} <= set(tools)
+    assert {"ingest", "forget_user", "episodes", "withdraw_consent"} <= set(tools)
+    assert "consent" not in tools and "opt_in" not in tools  # a model never opts the user in
     for name, tool in tools.items():
         op = next(o for o in C.OPERATIONS.values() if o.mcp is not None and o.mcp.tool == name)
         assert op.mcp is not None and op.mcp.guide and op.mcp.guide in (tool.description or "")
@@ -124,18 +125,16 @@ def test_free_text_ingest_iso_times_and_episodes():
     m.close()
 
 
-def test_forget_user_needs_confirm_and_consent_tools():
+def test_forget_user_needs_confirm_and_consent_can_be_withdrawn():
     m = fast_memory()
     m.write("acme", "bob", "fact", "allergy", "peanuts", source="user_confirmed")
     m.write("acme", "bob", "fact", "city", "Oslo", source="user_confirmed")
     m.write("acme", "carol", "fact", "city", "Rome", source="user_confirmed")
+    m.opt_in("acme", "bob", ["allergy"], "shop")  # the user's own decision, recorded by the application
 
     async def body(c: Client) -> None:
-        r = await c.call_tool("consent", {"fields": ["allergy"], "domain": "shop", "user_id": "bob"})
-        assert not r.is_error, r.content
-        assert r.structured_content["consented"] == ["allergy"]
-        assert ("allergy", "shop") in {(f, d) for f, d in _consents(m, "bob")}
-        r = await c.call_tool("consent", {"fields": ["Allergy!"], "domain": "shop", "user_id": "bob"})
+        assert ("allergy", "shop") in _consents(m, "bob")
+        r = await c.call_tool("withdraw_consent", {"fields": ["Allergy!"], "domain": "shop", "user_id": "bob"})
         assert _error(r)[:2] == ("validation_error", 422)
         r = await c.call_tool("withdraw_consent", {"fields": ["allergy"], "domain": "shop", "user_id": "bob"})
         assert r.structured_content["removed"] == 1 and _consents(m, "bob") == set()

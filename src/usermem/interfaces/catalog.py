@@ -368,12 +368,8 @@ def _build() -> dict[str, Operation]:
             client="a 404 user is the empty export document, as the embedded engine answers"),
         _op("opt_in", "privacy", (V,), Http(
             "POST", "/v1/users/{user_id}/consents", body=("fields", "domain", "actor", "now")),
-            mcp=Mcp("consent", {"fields": "fields", "domain": "domain", "user_id": "user_id"},
-                    fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
-                           "now": "server time"},
-                    guide="Record the user's consent that `domain` may use these fields (fields whose contract "
-                          "says sharing=explicit_opt_in), only when the user says so. Returns the fields "
-                          "consented.")),
+            no_mcp="the user's own decision: a model must not opt the user in (an injected instruction could); "
+                   "the application records it (REST, CLI) — withdrawing is a tool (withdraw_consent)"),
         _op("opt_out", "privacy", (V,), Http(
             "POST", "/v1/users/{user_id}/consents/withdraw", body=("fields", "domain", "actor", "now")),
             mcp=Mcp("withdraw_consent", {"fields": "fields", "domain": "domain", "user_id": "user_id"},

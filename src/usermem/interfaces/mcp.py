@@ -330,13 +330,6 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
         items = _call(lambda: memory.episodes(t, u, since=seconds(since), until=seconds(until), limit=limit))
         return {"user_id": u, "episodes": [dict(_compact(r), event_at=r.event_at) for r in items]}
 
-    def consent(fields: Annotated[list[Annotated[str, arg("key")]], arg("fields")],
-                domain: Annotated[str, arg("domain")], user_id: UserArg = None,
-                ctx: Context | None = None) -> dict[str, Any]:
-        t, u, actor = bind.resolve(ctx, user_id)
-        return {"user_id": u, "domain": domain,
-                "consented": _call(lambda: memory.opt_in(t, u, fields, domain, actor=actor))}
-
     def withdraw_consent(fields: Annotated[list[Annotated[str, arg("key")]], arg("fields")],
                          domain: Annotated[str, arg("domain")], user_id: UserArg = None,
                          ctx: Context | None = None) -> dict[str, Any]:
@@ -344,7 +337,7 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
         return {"user_id": u, "domain": domain,
                 "removed": _call(lambda: memory.opt_out(t, u, fields, domain, actor=actor))}
 
-    for fn in (remember, recall, assemble, forget, forget_user, confirm, history, ingest, episodes, consent,
+    for fn in (remember, recall, assemble, forget, forget_user, confirm, history, ingest, episodes,
                withdraw_consent):
         _register(server, fn)
     return server
