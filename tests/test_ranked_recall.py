@@ -136,8 +136,8 @@ def test_bound_is_exact_when_now_is_after_every_time() -> None:
 def test_migration_holds_the_dialect_rank_expression() -> None:
     """The planner uses the index only when the query orders by the very expression the index keeps."""
     root = Path(__file__).resolve().parent.parent / "src" / "usermem" / "store" / "migrations"
-    assert SQLITE.rank_expression() in (root / "sqlite" / "0006_rank_index.sql").read_text(encoding="utf-8")
-    assert POSTGRES.rank_expression() in (root / "postgres" / "0006_rank_index.sql").read_text(encoding="utf-8")
+    assert SQLITE.rank_expression() in (root / "sqlite" / "0007_rank_index.sql").read_text(encoding="utf-8")
+    assert POSTGRES.rank_expression() in (root / "postgres" / "0007_rank_index.sql").read_text(encoding="utf-8")
 
 
 def test_sqlite_plan_reads_the_rank_index(sqlite_engine: Engine) -> None:
