@@ -17,13 +17,16 @@ from typing import TYPE_CHECKING
 from usermem.engine.context import EngineContext
 from usermem.engine.ports import Relevance
 from usermem.engine.sessions import visible_context
-from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, ScoredMemory
+from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, Recalled, ScoredMemory, Withheld
+from usermem.policy import wording
 from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.decay import rank_bound, rank_time, time_constant, weight_of
+from usermem.policy.wording import detect_language
 from usermem.store.base import LiveQuery, RankedReader, ScoreRow
 
 if TYPE_CHECKING:
     from usermem.config import Settings
+    from usermem.engine.consent import ConsentState
     from usermem.engine.grants import AccessGate
     from usermem.engine.resolvers import LiveResolvers
 
@@ -31,11 +34,8 @@ if TYPE_CHECKING:
 RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
 # Tiered authorization (engine/grants.py): gate_for(tenant, user_id, now, reader, domain) -> AccessGate.
 GateFor = Callable[[str, str, float, str | None, str | None], "AccessGate"]
-# Questions asked when a volatile memory's weight falls below the confirm threshold.
-_GENERIC_QUESTION = {
-    "zh": "关于「{key}」，您还是「{value}」吗？",
-    "en": "Is this still right for {key}: {value}?",
-}
+# Consent requests (engine/consent.py): consent_for(tenant, user_id, now) -> declined / pending fields.
+ConsentFor = Callable[[str, str, float], "ConsentState"]
 
 
 def _key_policy(contract: FieldContract | None, kind: Kind) -> tuple[bool, float, bool] | None:
@@ -45,11 +45,6 @@ def _key_policy(contract: FieldContract | None, kind: Kind) -> tuple[bool, float
     half_life = (contract.half_life_seconds if contract else None) or KIND_REGISTRY[kind].half_life_seconds
     judged = KIND_REGISTRY[kind].volatile and not (contract is not None and contract.standing)
     return True, half_life, judged
-
-
-def detect_language(text: str) -> str:
-    """'zh' when the text has CJK characters, else 'en'. Enough to pick a question template."""
-    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else "en"
 
 
 def language_code(value: object) -> str | None:
@@ -65,11 +60,10 @@ def language_code(value: object) -> str | None:
 
 
 def confirmation_question(record: MemoryRecord, contract: FieldContract | None, language: str | None = None) -> str:
+    """The question asked when a volatile memory fades, in `language` (else the value's script), naming the
+    field by its label (policy/wording.py)."""
     value = record.value if isinstance(record.value, str) else str(record.value)
-    lang = language or detect_language(value)
-    if contract is not None and lang in contract.questions:
-        return contract.questions[lang]
-    return _GENERIC_QUESTION.get(lang, _GENERIC_QUESTION["en"]).format(key=record.key, value=value)
+    return wording.confirmation_question(record.key, record.value, contract, language or detect_language(value))
 
 
 # (score, weight, flagged for confirmation, row): one admitted candidate.
@@ -94,12 +88,37 @@ class _Judge:
         # Per-key policy: unknown keys depend only on their kind.
         self.by_kind = {k.value: _key_policy(None, k) for k in Kind}
         self.by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
+        # key -> why it is withheld, for keys with a value this read would otherwise return (never the value)
+        self.withheld: dict[str, str] = {}
+
+    def why_hidden(self, contract: FieldContract) -> str | None:
+        """Why a reader may not see a field it has a value for (None: it may, or it is a live field)."""
+        if contract.live:
+            return None
+        if not contract.enabled:
+            return "disabled"
+        if self.gate is not None:
+            return self.gate.why_not(contract)
+        return None if contract.sensitivity.value == "L1" else "needs_grant"
+
+    def _withhold(self, row: ScoreRow, contract: FieldContract) -> None:
+        if row.key in self.withheld:
+            return
+        reason = self.why_hidden(contract)
+        if reason is None:
+            return
+        # only what this read would return if the reader could see it (not decayed away)
+        if KIND_REGISTRY[Kind(row.kind)].volatile and not contract.standing:
+            w = weight_of(row.confidence, contract.effective_half_life(), row.created_at, row.last_confirmed_at,
+                          row.last_used_at, self.now)
+            if w < self.drop_at:
+                return
+        self.withheld[row.key] = reason
 
     def visible(self, contract: FieldContract) -> bool:
-        """L2/L3 need an active grant; a live field's stored copy is never preferred to the live value."""
-        if contract.live:
-            return False
-        return self.gate.allows(contract) if self.gate is not None else contract.sensitivity.value == "L1"
+        """L2/L3 need an active grant (and a field private to another domain is never shared); a live field's
+        stored copy is never preferred to the live value."""
+        return not contract.live and contract.enabled and self.why_hidden(contract) is None
 
     def __call__(self, row: ScoreRow) -> Ranked | None:
         contract = self.contracts.get(row.key)
@@ -110,8 +129,10 @@ class _Judge:
             if pk not in self.by_key:
                 self.by_key[pk] = _key_policy(contract, Kind(row.kind)) if self.visible(contract) else None
             pol = self.by_key[pk]
-        if pol is None:
-            return None  # field disabled (stops recall at once) or not visible to this reader
+        if pol is None:  # field disabled (stops recall at once) or not visible to this reader: reported
+            if contract is not None:
+                self._withhold(row, contract)
+            return None
         _, half_life, judged_by_weight = pol
         w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, self.now)
         if judged_by_weight and w < self.drop_at:
@@ -159,6 +180,12 @@ class RecallPipeline:
         self.gate_for = gate_for
         # Live fields (engine/resolvers.py): values read from the system of record at recall time.
         self.live = live
+        # Consent requests (engine/consent.py): which withheld fields the user declined or was asked about.
+        self.consent_for: ConsentFor | None = None
+
+    def use_consent(self, consent_for: ConsentFor | None) -> None:
+        """Plug in the consent-request state recall marks its withheld fields with (the composition root)."""
+        self.consent_for = consent_for
 
     def use_relevance(self, relevance: Relevance | None) -> None:
         """Plug in (or, with None, remove) query relevance; the composition root calls this."""
@@ -264,8 +291,11 @@ class RecallPipeline:
                keys: Sequence[str] | None = None, session_id: str | None = None,
                query: str | None = None, limit: int | None = None, event_from: float | None = None,
                event_until: float | None = None, actor: str | None = None,
-               domain: str | None = None) -> list[ScoredMemory]:
+               domain: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:
         """Live memories of the user, scored and flagged, best first; the best `limit` (default all).
+
+        `withheld` lists the fields among the candidates this read may not see (disabled, needing a grant,
+        private to another domain), with a consent question shaped by `purpose` — never their values.
 
         With a query and a relevance plug-in, only its candidates are loaded and the score is the
         plug-in's `combine(relevance, importance, weight)` (relevance/hybrid.py). `event_from` /
@@ -302,11 +332,18 @@ class RecallPipeline:
                            self.relevance.combine if relevance is not None and self.relevance is not None else None)
             ranked = self._scoped(q, judge.all(rows), full)
         elif limit is not None and q.keys is None and self.use_index and store.capabilities.ranked is not None:
-            ranked = self._top_from_index(q, limit, _Judge(contracts, gate, self.ctx.settings, now))
+            judge = _Judge(contracts, gate, self.ctx.settings, now)
+            ranked = self._top_from_index(q, limit, judge)
+            # The index read stops after about `limit` rows: the fields this reader may not see are looked up
+            # by key (a contract's few keys), so what is withheld is reported whatever its rank.
+            hidden = sorted(c.key for c in contracts if judge.why_hidden(c) is not None)
+            if hidden:
+                judge.all(store.live_scores(replace(q, keys=hidden)))
         else:
-            ranked = self._scoped(q, _Judge(contracts, gate, self.ctx.settings, now).all(store.live_scores(q)), None)
-        if not ranked and self.live is None:  # live fields are resolved even for a user with no stored memory
-            return []
+            judge = _Judge(contracts, gate, self.ctx.settings, now)
+            ranked = self._scoped(q, judge.all(store.live_scores(q)), None)
+        if not ranked and self.live is None and not judge.withheld:
+            return Recalled()  # live fields are resolved even for a user with no stored memory
         asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
         # Ties break on recency then id, so the order is deterministic for equal scores.
         order = lambda t: (-t[0], -t[3].created_at, t[3].id)  # noqa: E731
@@ -333,6 +370,30 @@ class RecallPipeline:
                 out = out[:limit] if limit is not None else out
         if gate is not None and out:
             gate.audit_reads([s.memory for s in out], contracts)
+        if not judge.withheld:
+            return Recalled(out)
+        return Recalled(out, self._withheld(tenant, user_id, now, judge.withheld, contracts, asked, purpose,
+                                            [s.memory.value for s in out]))
+
+    def _withheld(self, tenant: str, user_id: str, now: float, reasons: dict[str, str], contracts: ContractSet,
+                  asked: dict[str, str | None], purpose: str | None, values: list[object]) -> list[Withheld]:
+        """The withheld entries, with a consent question where consent can help, in the user's language: their
+        `language` memory, else the purpose's script, else the script of what they told us, else English."""
+        state = self.consent_for(tenant, user_id, now) if self.consent_for is not None and \
+            "needs_grant" in reasons.values() else None
+        texts = [v for v in values if isinstance(v, str)]
+        lang = self._user_language(tenant, user_id, now, asked) or (detect_language(purpose) if purpose else None) \
+            or ("zh" if texts and 2 * sum(detect_language(t) == "zh" for t in texts) >= len(texts) else "en")
+        out: list[Withheld] = []
+        for key in sorted(reasons):
+            contract = contracts.get(key)
+            assert contract is not None
+            reason = reasons[key]
+            declined = state is not None and key in state.declined
+            question = wording.consent_question(contract, key, lang, purpose) \
+                if reason == "needs_grant" and not declined else None
+            out.append(Withheld(key, contract.sensitivity.value, reason, question, declined=declined,
+                                request_id=state.pending.get(key) if state is not None else None))
         return out
 
     def _query_records(self, q: LiveQuery, query: str | None, event_from: float | None,
@@ -364,9 +425,10 @@ class RecallPipeline:
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
                mark_used: bool = False, event_from: float | None = None,
                event_until: float | None = None, actor: str | None = None,
-               domain: str | None = None) -> list[ScoredMemory]:
+               domain: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:
         top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
-                          limit=k, event_from=event_from, event_until=event_until, actor=actor, domain=domain)
+                          limit=k, event_from=event_from, event_until=event_until, actor=actor, domain=domain,
+                          purpose=purpose)
         if mark_used and top:
             self.ctx.store.touch(tenant, [s.memory.id for s in top if not s.memory.id.startswith("live:")],
                                  used_at=now)

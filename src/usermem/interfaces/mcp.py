@@ -271,21 +271,27 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
                kinds: Annotated[list[Kind] | None, arg("kinds")] = None,
                event_from: Annotated[Time | None, arg("event_from")] = None,
                event_until: Annotated[Time | None, arg("event_until")] = None,
-               user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
+               user_id: UserArg = None,
+               purpose: Annotated[str | None, Field(None, max_length=500, description=describe("purpose"))] = None,
+               ctx: Context | None = None) -> dict[str, Any]:
         t, u, _ = bind.resolve(ctx, user_id)
         wanted = [Kind(x).value for x in kinds] if kinds is not None else None
         items = _call(lambda: memory.recall_scored(t, u, k, kinds=wanted, query=query, mark_used=True,
                                                    event_from=seconds(event_from),
-                                                   event_until=seconds(event_until)))
-        return {"user_id": u, "memories": [_scored(s) for s in items]}
+                                                   event_until=seconds(event_until), purpose=purpose))
+        return {"user_id": u, "memories": [_scored(s) for s in items],
+                "withheld": [w.to_dict() for w in items.withheld]}
 
     def assemble(message: Annotated[str, arg("message")] = "",
                  budget_tokens: Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS, description=describe("budget_tokens"))]
                  = 800,
-                 user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
+                 user_id: UserArg = None,
+                 purpose: Annotated[str | None, Field(None, max_length=500, description=describe("purpose"))] = None,
+                 ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        out = _call(lambda: memory.assemble(t, u, message, budget_tokens, actor=actor))
-        return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped)}
+        out = _call(lambda: memory.assemble(t, u, message, budget_tokens, actor=actor, purpose=purpose))
+        return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped),
+                "withheld": [w.to_dict() for w in out.withheld]}
 
     def forget(key: Annotated[str, arg("key")], user_id: UserArg = None,
                ctx: Context | None = None) -> dict[str, Any]:
@@ -337,8 +343,18 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
         return {"user_id": u, "domain": domain,
                 "removed": _call(lambda: memory.opt_out(t, u, fields, domain, actor=actor))}
 
+    def request_consent(fields: Annotated[list[str], Field(min_length=1, max_length=20,
+                                                           description=describe("fields"))],
+                        purpose: Annotated[str, Field(min_length=1, max_length=500, description=describe("purpose"))],
+                        user_id: UserArg = None,
+                        ttl_seconds: Annotated[float, Field(gt=0, le=7 * 86400, description=describe("ttl"))] = 1800.0,
+                        ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl_seconds, actor=actor))
+        return req.to_dict()  # type: ignore[no-any-return]
+
     for fn in (remember, recall, assemble, forget, forget_user, confirm, history, ingest, episodes,
-               withdraw_consent):
+               withdraw_consent, request_consent):
         _register(server, fn)
     return server
 
