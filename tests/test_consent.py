@@ -350,3 +350,46 @@ def test_mcp_recall_and_request_consent() -> None:
         anyio.run(go)
     finally:
         m.close()
+
+
+# -- every backend --------------------------------------------------------------------------------------------
+
+def test_users_and_consent_on_every_backend(make_memory) -> None:  # type: ignore[no-untyped-def]
+    m = make_memory()
+    ids = ["a%b", "a_c", "ab", "abc", "b", "张三", "张四"]
+    for u in ids:
+        m.write("t", u, "fact", "city", "x", now=T0)
+    m.write("t2", "ab2", "fact", "city", "x", now=T0)
+    assert m.users("t").users == sorted(ids)  # code-point order on every backend
+    assert m.users("t", prefix="a%").users == ["a%b"] and m.users("t", prefix="a_").users == ["a_c"]
+    assert m.users("t", prefix="ab").users == ["ab", "abc"]
+    page = m.users("t", prefix="张", limit=1)
+    assert page.users == ["张三"] and m.users("t", prefix="张", after=page.next_after).users == ["张四"]
+    assert m.users("t", after="b").users == ["张三", "张四"]
+    m.write("t", "u", "fact", "allergy", "花生", source="user_confirmed", now=T0)
+    assert [w.key for w in m.recall("t", "u", now=T0 + 1).withheld] == ["allergy"]
+    req = m.request_consent("t", "u", ["allergy"], LUNCH_ZH, now=T0 + 1)
+    m.approve_consent("t", "u", req.id, now=T0 + 2)
+    got = m.recall("t", "u", now=T0 + 3)
+    assert [r.key for r in got] == ["allergy"] and got.withheld == ()
+
+
+def test_async_client_reports_withheld_and_answers_with_a_user_token(api) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    async def go() -> None:
+        def http() -> httpx.AsyncClient:
+            return httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://testserver")
+
+        async with usermem.AsyncClient("http://testserver", api.key_a, http=http()) as agent, \
+                usermem.AsyncClient("http://testserver", api.token_u1, http=http()) as user:
+            got = await agent.recall_scored("acme", "u1", now=T0 + 1, purpose="recommend lunch")
+            assert [s.memory.key for s in got] == ["city"]
+            assert got.withheld[0].question == "May I use your allergy information to recommend lunch?"
+            req = await agent.request_consent("acme", "u1", "allergy", "recommend lunch", now=T0 + 2)
+            no = await user.decline_consent("acme", "u1", req.id, now=T0 + 3)
+            assert no.status == "declined"
+            assert (await agent.recall("acme", "u1", now=T0 + 4)).withheld[0].declined
+            assert (await agent.users("acme", prefix="u", limit=1)).next_after == "u1"
+
+    anyio.run(go)
