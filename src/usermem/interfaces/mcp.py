@@ -399,15 +399,18 @@ def http_app(memory: Memory, *, keys: KeyRing | None = None, tenant: str | None 
 
 
 def mount_on(app: Any, memory: Memory, keys: KeyRing, *, path: str = "/mcp", host: str = "127.0.0.1",
-             limiter: RateLimiter | None = None, on_limited: Callable[[], None] | None = None) -> MCPServer:
+             limiter: RateLimiter | None = None, on_limited: Callable[[], None] | None = None,
+             stateless: bool = False) -> MCPServer:
     """Serve the MCP tools on an existing Starlette/FastAPI app at `path` (streamable HTTP, API key required).
     The caller must run `server.session_manager.run()` for the app's lifetime (create_app's lifespan does).
-    Pass the app's own `limiter` so tool calls and REST requests share each key's bucket."""
+    Pass the app's own `limiter` so tool calls and REST requests share each key's bucket. `stateless`: no
+    MCP session is kept between requests (several worker processes behind one port)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from starlette.routing import Route
 
     server = build_server(memory, keys=keys, limiter=limiter, on_limited=on_limited)
-    server.streamable_http_app(streamable_http_path=path, host=host)  # creates the session manager
+    server.streamable_http_app(streamable_http_path=path, host=host,  # creates the session manager
+                               stateless_http=stateless)
     endpoint = RequireKey(StreamableHTTPASGIApp(server.session_manager), keys)
     app.router.routes.append(Route(path, endpoint=endpoint, methods=["GET", "POST", "DELETE"],
                                    include_in_schema=False))
