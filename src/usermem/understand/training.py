@@ -215,6 +215,12 @@ def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, flo
     return best[1], scores
 
 
+def artifact_digests(out_dir: Path) -> dict[str, str]:
+    """sha256 of the tagger's binary artifacts (recorded in tagger.json; a test checks the shipped files)."""
+    names = (tagger.MODEL_NAME, f"{tagger.FIELDS_NAME}.json")
+    return {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in names if (out_dir / n).exists()}
+
+
 def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[str, Any]:
     """Rebuild every model into `out_dir` (default: the package's data/models). Returns what was chosen."""
     out = out_dir or models_dir()
@@ -233,7 +239,8 @@ def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[s
             meta["threshold"] = threshold
             meta["template_similarity"] = similarity
             meta["dev_f1_by_threshold_and_similarity"] = scores
-            (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        meta["sha256"] = artifact_digests(out)
+        (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         report["tagger"] = meta
     plan = train_plan_model(out)
     learned.load_model.cache_clear()
