@@ -193,10 +193,13 @@ def _clause_after(text: str, start: int, limit: int = 24) -> str:
 # --- per-field patterns -----------------------------------------------------------------------------------
 
 _ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
-_ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+_ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且|是|其实是|应该是)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
-_ALLERGY_EN = re.compile(r"\b(?:i'?m|i am|i'?ve always been|i have been)\s+(?:very |severely |really )?allergic to\s+"
-                         r"([a-z][a-z \-]{1,40}?)(?=[,.;!?]|\s+and\s+i\b|\s+so\b|$)")
+_ALLERGY_EN = re.compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been|i'?m also|also)\s+)(?:very |severely |"
+                         r"really |super |deathly |mildly )?allergic to\s+"
+                         r"([a-z][a-z \-]{1,40}?)(?=[,.;!?—–]|\s+(?:and\s+i|so|but|though|which|lol)\b|$)")
+_ALLERGY_EN3 = re.compile(r"^\s*([a-z][a-z \-]{1,25}?)\s+(?:makes my (?:mouth|throat|lips|skin|face) (?:itch|swell|tingle)|"
+                          r"gives me hives|makes me break out|makes me swell up)\b")
 _ALLERGY_EN2 = re.compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b")
 
 _OCC_ZH = re.compile(r"我(?:现在)?(?:是|是一名|是一个|是个|是名|当|做)(?:一名|一个|个|名)?([^\s，,。.!！？?；;的]{2,10})")
@@ -252,7 +255,7 @@ def _allergy(s: str) -> list[_Hit]:
         for m in _ALLERGY_ZH2.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     low = s.lower()
-    for pat in (_ALLERGY_EN, _ALLERGY_EN2):
+    for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     return [h for h in out if h.value]
