@@ -24,8 +24,8 @@ from usermem.understand.text import normalise
 
 TAGGER_PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150}
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(4, 19))
-TAGGER_THRESHOLDS = (0.1, 0.2, 0.3, 0.45, 0.6)
-SIMILARITIES = (0.5, 0.6, 0.7, 0.8)
+TAGGER_THRESHOLDS = (0.2, 0.3, 0.45)
+SIMILARITIES = (0.6, 0.7, 0.8)
 
 
 def bank_digest(*names: str) -> str:
