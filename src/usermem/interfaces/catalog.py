@@ -29,8 +29,9 @@ from typing import Any, Literal
 from usermem.model import Kind, Source
 from usermem.policy.validate import ID_PATTERN, KEY_PATTERN, MAX_TTL_SECONDS
 
-Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "admin"]
-AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "admin")
+Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel", "admin"]
+AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel",
+                           "admin")
 HttpMethod = Literal["GET", "POST", "PUT", "DELETE"]
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
@@ -50,6 +51,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "session_id": "The session this belongs to (context memories live until it closes).",
     "client_id": "The client or device that produced it.",
     "event_at": "When it happened in the world (Unix seconds); recall can filter on it.",
+    "canonical": "Optional normalised form kept beside the value (the user's words), never instead of it.",
     "ttl_seconds": "Expire after this many seconds.",
     "change_set_id": "Group writes so they can be reverted together (default: a new id).",
     "actor": "Who acts, recorded in the audit log (over HTTP after the calling key: key:<id>:<actor>).",
@@ -93,8 +95,18 @@ PARAM_DOCS: Mapping[str, str] = {
     "questions": "The onboarding questions: {id, field, kind, question: {zh, en}, ...}.",
     "answers": "{question id or field key: answer}.",
     "verification_id": "A pending verification id.",
-    "text": "What the user said, in their own words (free text, zh or en); the facts and preferences in it are "
-            "extracted and remembered (source extracted).",
+    "agree": "True: the signal points to this value; false: it speaks against it.",
+    "mode": "confirm: an inference waits for the user's yes | active: used at once at low weight.",
+    "threshold": "Agreeing signals (net of contradicting ones, each worth two) before an inference is proposed.",
+    "suppress_days": "After the user rejects an inference, do not propose it again for this many days.",
+    "rule": "A derivation rule: {id, when: {field: [values]}, then_key, then: {zh, en}, status}.",
+    "text": "Free text. ingest: what the user said, in their own words (zh or en); the facts and preferences in "
+            "it are extracted and remembered (source extracted). A procedure: how the agent should act.",
+    "evidence": "Why it is proposed: short texts (message excerpts, session ids), at most 10.",
+    "proposed_by": "Who proposes it: rules, llm, an operator's name.",
+    "procedure_id": "A procedure id.",
+    "decision": "approve | edit | reject.",
+    "evaluation": "The recorded evaluation an approval needs: {name: test set, passed: true, result}.",
     "confirm": "Must be true: erasing everything held about the user is deliberate and cannot be undone by a tool.",
 }
 
@@ -247,12 +259,13 @@ def _build() -> dict[str, Operation]:
         _op("write", "memories", (V, IA), Http(
             "POST", "/v1/memories",
             body=("user_id", "kind", "key", "value", "source", "importance", "confidence", "now", "session_id",
-                  "client_id", "event_at", "ttl_seconds", "change_set_id", "actor")),
+                  "client_id", "event_at", "ttl_seconds", "change_set_id", "actor", "canonical")),
             mcp=Mcp("remember", {"key": "key", "value": "value", "kind": "kind", "source": "source",
                                  "user_id": "user_id", "ttl_seconds": "ttl_seconds", "event_at": "event_at"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "importance": "defaults", "confidence": "defaults", "now": "server time",
-                           "session_id": "none", "client_id": "none", "change_set_id": "a new one"},
+                           "session_id": "none", "client_id": "none", "change_set_id": "a new one",
+                           "canonical": "none"},
                     guide="Remember one attribute of the user (key like 'city' or 'reply_length'). Returns the "
                           "decision: ADD, UPDATE, NOOP or REJECT with a reason (a REJECT is not an error: read "
                           "the reason). For free text the user said, call `ingest` instead.")),
@@ -428,6 +441,28 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/users/{user_id}/verifications/{verification_id}/accept", body=("value", "now", "actor"))),
         _op("reject_verification", "conversation", (V,), Http(
             "POST", "/v1/users/{user_id}/verifications/{verification_id}/reject", body=("now",))),
+        # -- the user model (docs/usermodel.md) -----------------------------------------------------------
+        _op("model", "usermodel", (V, PD), Http("GET", "/v1/users/{user_id}/model", query=("now", "actor"))),
+        _op("record_signal", "usermodel", (V, IA), Http(
+            "POST", "/v1/users/{user_id}/signals", body=("key", "value", "agree", "message", "now"))),
+        _op("inference_policy", "usermodel", (V,), Http("GET", "/v1/settings/inference", admin=True)),
+        _op("set_inference_policy", "usermodel", (V,), Http(
+            "PUT", "/v1/settings/inference", body=("mode", "threshold", "suppress_days", "actor", "now"),
+            admin=True)),
+        _op("derivation_rules", "usermodel", (V,), Http("GET", "/v1/derivation-rules", admin=True)),
+        _op("set_derivation_rule", "usermodel", (V, NF), Http(
+            "PUT", "/v1/derivation-rules/{rule_id}", body=("rule",), query=("actor", "now"), admin=True,
+            wire={"rule": "(the whole body)"}, path_from={"rule_id": "rule.id"}),
+            client="the body is the rule itself; its id is also the path"),
+        _op("propose_procedure", "usermodel", (V, IA), Http(
+            "POST", "/v1/procedures", body=("text", "user_id", "evidence", "proposed_by", "now"), admin=True)),
+        _op("procedures", "usermodel", (V,), Http(
+            "GET", "/v1/procedures", query=("user_id", "status"), admin=True)),
+        _op("review_procedure", "usermodel", (V, NF), Http(
+            "POST", "/v1/procedures/{procedure_id}/review", body=("decision", "evaluation", "text", "actor", "now"),
+            admin=True)),
+        _op("rollback_procedure", "usermodel", (V, NF), Http(
+            "POST", "/v1/procedures/{procedure_id}/rollback", body=("actor", "now"), admin=True)),
         # -- admin ----------------------------------------------------------------------------------------
         _op("audit", "admin", (V,), Http(
             "GET", "/v1/audit", query=("user_id", "action", "since", "until", "limit", "after_seq"), admin=True)),
@@ -457,6 +492,8 @@ IN_PROCESS: Mapping[str, str] = {
     "relevance": "this process's relevance plug-in object (embedder, vector index, indexer)",
     "use_relevance": "wires an in-process relevance plug-in (engine/compose.py)",
     "close": "closes this process's engine (Client.close closes its connection pool)",
+    "refresh_derived": "the background worker's step (derived attributes follow changes by themselves; flush() "
+                       "waits for them)",
 }
 
 # What the clients offer beyond Memory (the HTTP API's own resources), with the route.
