@@ -96,6 +96,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "questions": "The onboarding questions: {id, field, kind, question: {zh, en}, ...}.",
     "answers": "{question id or field key: answer}.",
     "verification_id": "A pending verification id.",
+    "rule_id": "The derivation rule's id (the same as the body's `id`).",
     "agree": "True: the signal points to this value; false: it speaks against it.",
     "mode": "confirm: an inference waits for the user's yes | active: used at once at low weight.",
     "threshold": "Agreeing signals (net of contradicting ones, each worth two) before an inference is proposed.",
