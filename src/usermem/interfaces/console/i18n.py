@@ -95,6 +95,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "reason_needs_grant": {"en": "needs a grant", "zh": "需要授权"},
     "reason_disabled": {"en": "field disabled", "zh": "字段已停用"},
     "reason_private_to_domain": {"en": "private to its domain", "zh": "仅限其所属领域"},
+    "reason_instruction_like": {"en": "looks like an instruction", "zh": "内容像指令"},
     "grant_new": {"en": "Grant access to sensitive fields", "zh": "授予敏感字段访问权限"},
     "fields_or_level": {"en": "Level (L2, L3) or field keys, comma-separated", "zh": "级别（L2、L3）或字段键（逗号分隔）"},
     "purpose": {"en": "Purpose", "zh": "用途"},

@@ -62,12 +62,14 @@ async def _post(request: Request) -> tuple[PageSession, dict[str, str]] | Respon
     return session, form
 
 
-def _label(contracts: ContractSet, key: str, lang: str) -> str:
-    """The field's label from its contract in `lang` when contracts carry labels, else the key."""
+def field_label(contracts: ContractSet, key: str, lang: str) -> str:
+    """The field's name for people in `lang`: its contract's label (issue 14), else the key."""
     contract = contracts.get(key)
-    labels = getattr(contract, "labels", None) if contract is not None else None
-    if isinstance(labels, dict) and isinstance(labels.get(lang), str) and labels[lang]:
-        return str(labels[lang])
+    label = getattr(contract, "label", None) if contract is not None else None
+    if callable(label):
+        text = label(lang)
+        if isinstance(text, str) and text:
+            return text
     return key
 
 
@@ -115,19 +117,17 @@ async def console_logout(request: Request) -> Response:
 # -- users -----------------------------------------------------------------------------------------------
 
 
-async def _list_users(request: Request, tenant: str, prefix: str, after: str | None) -> tuple[list[str], bool]:
-    """Users of the tenant whose id starts with `prefix`, after `after`, one page; (ids, more?)."""
+async def _list_users(request: Request, tenant: str, prefix: str, after: str | None) -> tuple[list[str], str | None]:
+    """One page of the tenant's users whose id starts with `prefix`, after `after`: (ids, next page's `after`)."""
     memory = request.app.state.memory
-    if hasattr(memory, "users"):  # the `users` operation (issue 14), when this engine has it
-        page = await op(request, "users", tenant, prefix=prefix or None, limit=USERS_PAGE + 1, after=after)
-        ids = [u if isinstance(u, str) else str(getattr(u, "user_id", u)) for u in
-               (page.users if hasattr(page, "users") else page)]
-    else:
-        from usermem.interfaces.api.deps import run_engine
+    if hasattr(memory, "users"):  # the `users` operation (issue 14)
+        page = await op(request, "users", tenant, prefix=prefix or None, after=after or None, limit=USERS_PAGE)
+        return list(page.users), page.next_after
+    from usermem.interfaces.api.deps import run_engine  # an engine without the operation: the store's list
 
-        every = await run_engine(request, lambda: memory.store.users(tenant, limit=100_000))
-        ids = sorted(u for u in every if u.startswith(prefix) and (after is None or u > after))
-    return ids[:USERS_PAGE], len(ids) > USERS_PAGE
+    every = await run_engine(request, lambda: memory.store.users(tenant, limit=100_000))
+    ids = sorted(u for u in every if u.startswith(prefix) and (after is None or u > after))
+    return ids[:USERS_PAGE], ids[USERS_PAGE - 1] if len(ids) > USERS_PAGE else None
 
 
 @router.get("/users")
@@ -137,11 +137,11 @@ async def console_users(request: Request, q: str = "", after: str | None = None)
         return redirect("/console")
     q = q.strip()[:256]
     try:
-        ids, more = await _list_users(request, session.tenant, q, after)
+        ids, next_after = await _list_users(request, session.tenant, q, after)
     except UsermemError as exc:
         return error_page(request, exc, session, "/console/users")
-    return render(request, "users.html", session=session, users=ids, q=q, more=more,
-                  next_after=ids[-1] if ids else None)
+    return render(request, "users.html", session=session, users=ids, q=q, more=next_after is not None,
+                  next_after=next_after)
 
 
 def _group(scored: Sequence[ScoredMemory]) -> list[tuple[str, list[ScoredMemory]]]:
@@ -168,7 +168,7 @@ async def console_user_page(request: Request, user_id: str) -> Response:
         return error_page(request, exc, session, "/console/users")
     withheld = list(getattr(scored, "withheld", None) or [])
     return render(request, "user.html", session=session, user_id=user_id, groups=_group(scored),
-                  label=lambda key: _label(contracts, key, lang), withheld=withheld,
+                  label=lambda key: field_label(contracts, key, lang), withheld=withheld,
                   pending=[s for s in scored if s.needs_confirmation], verifications=verifications,
                   sessions=sessions, episodes=episodes, grants=grants)
 
@@ -214,7 +214,7 @@ async def console_key_page(request: Request, user_id: str, key: str) -> Response
         times = [e.at for e in confirms if e.key == key]
         chart = decay_chart(request, current, contracts.get(key), times, now)
     return render(request, "key.html", session=session, user_id=user_id, key=key,
-                  label=_label(contracts, key, lang), versions=list(reversed(versions)), chart=chart,
+                  label=field_label(contracts, key, lang), versions=list(reversed(versions)), chart=chart,
                   current=current)
 
 
@@ -243,7 +243,7 @@ async def console_confirm_or_deny(request: Request, user_id: str, memory_id: str
     if verb not in ("confirm", "deny"):
         return refused(request, 404, "error", session, back)
     try:
-        await op(request, verb, session.tenant, user_id, memory_id, actor=session.actor)
+        await op(request, "confirm" if verb == "confirm" else "deny", session.tenant, user_id, memory_id, actor=session.actor)
     except UsermemError as exc:
         return error_page(request, exc, session, back)
     return redirect(back, done="confirmed" if verb == "confirm" else "denied")

@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from usermem.errors import UsermemError
 from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.console import i18n
-from usermem.interfaces.console.views_console import erasure_receipt, export_response
+from usermem.interfaces.console.views_console import erasure_receipt, export_response, field_label
 from usermem.interfaces.console.web import (
     PageSession,
     csrf_ok,
@@ -24,8 +24,10 @@ from usermem.interfaces.console.web import (
     end_session,
     error_page,
     form_data,
+    is_user_token,
     language,
     login_csrf_ok,
+    memory_of,
     op,
     redirect,
     refused,
@@ -54,16 +56,6 @@ async def _post(request: Request) -> tuple[PageSession, str, dict[str, str]] | R
     return session, session.key.user_id, form
 
 
-def _label(contracts: ContractSet, key: str, lang: str) -> str:
-    contract = contracts.get(key)
-    labels = getattr(contract, "labels", None) if contract is not None else None
-    if isinstance(labels, dict) and isinstance(labels.get(lang), str) and labels[lang]:
-        return str(labels[lang])
-    if contract is not None and contract.description:
-        return contract.description
-    return key
-
-
 @router.get("")
 async def me_page(request: Request) -> Response:
     session = await _session(request)
@@ -78,6 +70,12 @@ async def me_page(request: Request) -> Response:
         contracts: ContractSet = await op(request, "contracts_for", tenant)
     except UsermemError as exc:
         return error_page(request, exc, session, "/me")
+    consents: list[Any] = []
+    if hasattr(memory_of(request), "consent_requests"):  # consent requests (issue 14)
+        try:
+            consents = list(await op(request, "consent_requests", tenant, user_id))
+        except UsermemError as exc:
+            return error_page(request, exc, session, "/me")
     flagged = {s.memory.key: s for s in scored if s.needs_confirmation}
     items: list[dict[str, Any]] = []
     order = {k.value: i for i, k in enumerate(Kind)}
@@ -87,12 +85,31 @@ async def me_page(request: Request) -> Response:
             continue
         contract = contracts.get(key)
         s = flagged.get(key)
-        items.append({"key": key, "label": _label(contracts, key, lang), "value": cur["value"], "id": cur["id"],
+        items.append({"key": key, "label": field_label(contracts, key, lang), "value": cur["value"], "id": cur["id"],
                       "kind": cur["kind"], "source": cur["source"], "created_at": cur["created_at"],
                       "sensitive": contract is not None and contract.sensitivity.value != "L1",
                       "needs_confirmation": s is not None, "question": s.question if s is not None else None})
     items.sort(key=lambda i: (order.get(i["kind"], 9), i["label"]))
-    return render(request, "me.html", session=session, user_id=user_id, items=items, consents=[])
+    shown = [{"id": c.id, "question": c.question(lang), "fields": ", ".join(field_label(contracts, f, lang)
+                                                                             for f in c.fields),
+              "purpose": c.purpose} for c in consents]
+    return render(request, "me.html", session=session, user_id=user_id, items=items, consents=shown)
+
+
+@router.post("/consents/{request_id}/{verb}")
+async def me_consent(request: Request, request_id: str, verb: str) -> Response:
+    """Approve (a grant of the requested fields and duration is made and audited) or decline a request."""
+    checked = await _post(request)
+    if isinstance(checked, Response):
+        return checked
+    session, user_id, _ = checked
+    if verb not in ("approve", "decline"):
+        return refused(request, 404, "error", session, "/me")
+    try:
+        await op(request, "approve_consent" if verb == "approve" else "decline_consent", session.tenant, user_id, request_id, actor=session.actor)
+    except UsermemError as exc:
+        return error_page(request, exc, session, "/me")
+    return redirect("/me", done="approved" if verb == "approve" else "declined")
 
 
 @router.post("/login")
@@ -103,7 +120,7 @@ async def me_login(request: Request) -> Response:
         return refused(request, 403, "csrf_failed", None, "/me")
     keys: KeyRing = request.app.state.keys
     key = keys.verify(form.get("key", "")[:300])
-    if key is None or key.user_id is None:
+    if key is None or not is_user_token(key):
         return render(request, "login.html", status=401, action="/me/login", field="user_token",
                       help="user_token_help", error=i18n.text("bad_token", lang), title=i18n.text("me", lang))
     token, _ = await start_session(request, "user", key)
@@ -133,7 +150,7 @@ async def me_confirm_or_deny(request: Request, memory_id: str, verb: str) -> Res
     if verb not in ("confirm", "deny"):
         return refused(request, 404, "error", session, "/me")
     try:
-        await op(request, verb, session.tenant, user_id, memory_id, actor=session.actor, source="user_confirmed")
+        await op(request, "confirm" if verb == "confirm" else "deny", session.tenant, user_id, memory_id, actor=session.actor, source="user_confirmed")
     except UsermemError as exc:
         return error_page(request, exc, session, "/me")
     return redirect("/me", done="confirmed" if verb == "confirm" else "denied")

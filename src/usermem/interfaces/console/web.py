@@ -89,6 +89,14 @@ class PageSession:
         return f"key:{self.key.id}:{'console' if self.role == 'admin' else 'me'}"
 
 
+def is_user_token(key: ApiKey) -> bool:
+    """A key the user holds themself: a user token (issue 14) — on a key ring without user tokens, a key
+    bound to one user. Never an admin key."""
+    if key.admin or key.user_id is None:
+        return False
+    return bool(getattr(key, "user_token", True))
+
+
 def memory_of(request: Request) -> Memory:
     return request.app.state.memory  # type: ignore[no-any-return]
 
@@ -135,7 +143,8 @@ async def current_session(request: Request, role: Role) -> PageSession | None:
         return None
     keys: KeyRing = request.app.state.keys
     key = await run_engine(request, lambda: keys.get(str(doc["key_id"])))
-    if key is None or not key.active or (role == "admin" and not key.admin) or (role == "user" and not key.user_id):
+    if key is None or not key.active or (role == "admin" and not key.admin) or (role == "user"
+                                                                                and not is_user_token(key)):
         return None
     return PageSession(h, role, key, str(doc["csrf"]), float(doc["expires_at"]))
 
