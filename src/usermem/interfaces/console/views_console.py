@@ -18,6 +18,7 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from usermem.engine.grants import Grant
+from usermem.engine.sessions import episode_key
 from usermem.errors import UsermemError, ValidationError
 from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.console import i18n
@@ -170,7 +171,7 @@ async def console_user_page(request: Request, user_id: str) -> Response:
     return render(request, "user.html", session=session, user_id=user_id, groups=_group(scored),
                   label=lambda key: field_label(contracts, key, lang), withheld=withheld,
                   pending=[s for s in scored if s.needs_confirmation], verifications=verifications,
-                  sessions=sessions, episodes=episodes, grants=grants)
+                  sessions=sessions, episodes=episodes, grants=grants, episode_key=episode_key)
 
 
 def _judged(contract: FieldContract | None, kind: Kind) -> bool:

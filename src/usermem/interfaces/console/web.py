@@ -65,10 +65,26 @@ def _fmt_value(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
+def _fmt_episode(v: Any) -> str:
+    """An archived episode in a line: its summary or key points, else the message count (the whole value
+    is on the key's page)."""
+    if isinstance(v, dict):
+        summary = v.get("summary")
+        if isinstance(summary, str) and summary:
+            return summary
+        points = [p if isinstance(p, str) else _fmt_value(p) for p in v.get("points") or []]
+        if points:
+            return " · ".join(points)
+        if isinstance(v.get("messages"), int):
+            return f"{v['messages']} msg · {v.get('client_id') or ''}".strip(" ·")
+    return _fmt_value(v)
+
+
 ENV = Environment(loader=FileSystemLoader(str(_TEMPLATES)), autoescape=select_autoescape(default=True,
                   default_for_string=True), undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 ENV.filters["when"] = _fmt_time
 ENV.filters["show"] = _fmt_value
+ENV.filters["episode"] = _fmt_episode
 
 
 @dataclass(frozen=True)
