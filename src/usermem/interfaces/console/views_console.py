@@ -165,13 +165,16 @@ async def console_user_page(request: Request, user_id: str) -> Response:
         sessions = await op(request, "sessions", tenant, user_id)
         episodes = await op(request, "episodes", tenant, user_id, limit=20)
         grants = await op(request, "grants", tenant, user_id)
+        consents = (await op(request, "consent_requests", tenant, user_id)
+                    if hasattr(request.app.state.memory, "consent_requests") else [])
     except UsermemError as exc:
         return error_page(request, exc, session, "/console/users")
     withheld = list(getattr(scored, "withheld", None) or [])
     return render(request, "user.html", session=session, user_id=user_id, groups=_group(scored),
                   label=lambda key: field_label(contracts, key, lang), withheld=withheld,
                   pending=[s for s in scored if s.needs_confirmation], verifications=verifications,
-                  sessions=sessions, episodes=episodes, grants=grants, episode_key=episode_key)
+                  sessions=sessions, episodes=episodes, grants=grants, episode_key=episode_key,
+                  consents=[(c.question(lang), c.purpose, c.expires_at) for c in consents])
 
 
 def _judged(contract: FieldContract | None, kind: Kind) -> bool:
