@@ -23,6 +23,7 @@ class Served:
     admin_key: str
     other_tenant_admin_key: str
     user_keys: dict[str, str]
+    agent_key: str  # bound to alice, but an agent's key, not alice's own token
 
 
 def free_port() -> int:
@@ -38,7 +39,8 @@ def serve(db: Path, users: tuple[str, ...] = ("alice", "bob")) -> Iterator[Serve
     keys = app.state.keys
     admin, _ = keys.create("acme", admin=True, name="console-test")
     other, _ = keys.create("globex", admin=True, name="other-tenant")
-    user_keys = {u: keys.create("acme", user_id=u, name=f"me-{u}")[0] for u in users}
+    user_keys = {u: keys.create_user_token("acme", u, name=f"me-{u}")[0] for u in users}
+    agent, _ = keys.create("acme", user_id=users[0], name="agent-bound-to-a-user")
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="console-test-server", daemon=True)
@@ -49,7 +51,7 @@ def serve(db: Path, users: tuple[str, ...] = ("alice", "bob")) -> Iterator[Serve
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     try:
-        yield Served(memory, f"http://127.0.0.1:{port}", admin, other, user_keys)
+        yield Served(memory, f"http://127.0.0.1:{port}", admin, other, user_keys, agent)
     finally:
         server.should_exit = True
         thread.join(timeout=20)

@@ -328,6 +328,43 @@ def test_a_user_token_cannot_see_or_change_another_user(browser: Browser, served
     context.close()
 
 
+def test_approve_a_consent_then_the_field_is_in_recall(browser: Browser, served: Served) -> None:
+    m = served.memory
+    m.write("acme", "alice", "fact", "allergy", "花生", source="user_confirmed")
+    before = m.recall("acme", "alice", 50)
+    assert "allergy" not in {r.key for r in before}
+    [withheld] = [w for w in before.withheld if w.key == "allergy"]
+    assert (withheld.level, withheld.reason) == ("L3", "needs_grant") and "花生" not in str(withheld.to_dict())
+    req = m.request_consent("acme", "alice", ["allergy"], "推荐午餐", ttl=600)
+    context = browser.new_context(base_url=served.url, locale="zh-CN")
+    page = context.new_page()
+    page.goto("/me")
+    page.get_by_label("您的访问令牌").fill(served.user_keys["alice"])
+    page.get_by_role("button", name="登录").click()
+    item = page.locator(f'li[data-request="{req.id}"]')
+    expect(item.locator(".question")).to_have_text(req.question("zh"))
+    assert "allergy" not in item.inner_text()  # the label, never the raw key
+    shot(page, "me-consent-zh")
+    item.get_by_role("button", name=re.compile("^同意")).click()
+    expect(page.get_by_role("status")).to_contain_text("已同意")
+    expect(page.locator(f'li[data-request="{req.id}"]')).to_have_count(0)
+    after = m.recall("acme", "alice", 50)
+    assert [r.value for r in after if r.key == "allergy"] == ["花生"]
+    [approved] = m.consent_requests("acme", "alice", status="approved")
+    assert approved.grant_id and m.audit("acme", user_id="alice", action="grant")
+    context.close()
+
+
+def test_an_agent_key_bound_to_a_user_is_not_a_user_token(browser: Browser, served: Served) -> None:
+    context = browser.new_context(base_url=served.url, locale="en-US")
+    page = context.new_page()
+    page.goto("/me")
+    page.get_by_label("Your access token").fill(served.agent_key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+    context.close()
+
+
 # -- accessibility -------------------------------------------------------------------------------------
 
 

@@ -30,12 +30,14 @@ def setup():
     admin, _ = keys.create("acme", admin=True)
     other_admin, _ = keys.create("globex", admin=True)
     plain, _ = keys.create("acme")  # not admin, not bound to a user
-    alice, _ = keys.create("acme", user_id="alice")
-    bob, _ = keys.create("acme", user_id="bob")
+    agent, _ = keys.create("acme", user_id="alice")  # an agent's key bound to alice: not alice's own token
+    alice, _ = keys.create_user_token("acme", "alice")
+    bob, _ = keys.create_user_token("acme", "bob")
     memory.write("acme", "alice", "fact", "city", "<script>alert('x')</script>", source="user_confirmed")
     memory.write("acme", "alice", "preference", "cuisine", "{{7*7}}", source="user_confirmed")
     memory.write("acme", "bob", "fact", "city", "Beijing", source="user_confirmed")
-    yield memory, app, {"admin": admin, "other": other_admin, "plain": plain, "alice": alice, "bob": bob}
+    yield memory, app, {"admin": admin, "other": other_admin, "plain": plain, "agent": agent, "alice": alice,
+                          "bob": bob}
     memory.close()
 
 
@@ -74,12 +76,12 @@ def test_pages_call_only_catalogue_operations():
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "op"
                     and len(node.args) >= 2):
                 name = node.args[1]
-                if isinstance(name, ast.Constant):
-                    called.add(name.value)
-                else:  # op(request, verb, ...) with verb checked against a literal tuple
-                    called.update({"confirm", "deny"})
+                branches = [name.body, name.orelse] if isinstance(name, ast.IfExp) else [name]
+                for b in branches:  # a literal name, or a choice between two literal names
+                    assert isinstance(b, ast.Constant) and isinstance(b.value, str), ast.unparse(name)
+                    called.add(b.value)
     assert called, "the views call no operation"
-    assert called - set(OPERATIONS) - {"users"} == set()
+    assert called - set(OPERATIONS) == set()
     assert {"recall_scored", "history", "revert", "disable_field", "enable_field", "set_contract",
             "contract_history", "grants", "grant", "revoke", "audit", "export", "forget_user", "write",
             "confirm", "deny", "pending_verifications", "sessions", "episodes"} <= called
@@ -101,6 +103,11 @@ def test_sign_in_needs_an_admin_key_and_a_login_csrf_token(setup):
     assert keys["admin"] not in cookie  # the key is never the cookie
     page = c.get("/console/users")
     assert page.status_code == 200 and "alice" in page.text
+    # /me opens only for a user token: not an admin key, not an agent's key bound to the user.
+    me = TestClient(app)
+    me_token = _csrf(me.get("/me").text)
+    for bad in (keys["admin"], keys["plain"], keys["agent"]):
+        assert me.post("/me/login", data={"key": bad, "csrf": me_token}).status_code == 401
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 

@@ -120,15 +120,8 @@ async def console_logout(request: Request) -> Response:
 
 async def _list_users(request: Request, tenant: str, prefix: str, after: str | None) -> tuple[list[str], str | None]:
     """One page of the tenant's users whose id starts with `prefix`, after `after`: (ids, next page's `after`)."""
-    memory = request.app.state.memory
-    if hasattr(memory, "users"):  # the `users` operation (issue 14)
-        page = await op(request, "users", tenant, prefix=prefix or None, after=after or None, limit=USERS_PAGE)
-        return list(page.users), page.next_after
-    from usermem.interfaces.api.deps import run_engine  # an engine without the operation: the store's list
-
-    every = await run_engine(request, lambda: memory.store.users(tenant, limit=100_000))
-    ids = sorted(u for u in every if u.startswith(prefix) and (after is None or u > after))
-    return ids[:USERS_PAGE], ids[USERS_PAGE - 1] if len(ids) > USERS_PAGE else None
+    page = await op(request, "users", tenant, prefix=prefix or None, after=after or None, limit=USERS_PAGE)
+    return list(page.users), page.next_after
 
 
 @router.get("/users")
@@ -165,8 +158,7 @@ async def console_user_page(request: Request, user_id: str) -> Response:
         sessions = await op(request, "sessions", tenant, user_id)
         episodes = await op(request, "episodes", tenant, user_id, limit=20)
         grants = await op(request, "grants", tenant, user_id)
-        consents = (await op(request, "consent_requests", tenant, user_id)
-                    if hasattr(request.app.state.memory, "consent_requests") else [])
+        consents = await op(request, "consent_requests", tenant, user_id)
     except UsermemError as exc:
         return error_page(request, exc, session, "/console/users")
     withheld = list(getattr(scored, "withheld", None) or [])

@@ -27,7 +27,6 @@ from usermem.interfaces.console.web import (
     is_user_token,
     language,
     login_csrf_ok,
-    memory_of,
     op,
     redirect,
     refused,
@@ -70,12 +69,10 @@ async def me_page(request: Request) -> Response:
         contracts: ContractSet = await op(request, "contracts_for", tenant)
     except UsermemError as exc:
         return error_page(request, exc, session, "/me")
-    consents: list[Any] = []
-    if hasattr(memory_of(request), "consent_requests"):  # consent requests (issue 14)
-        try:
-            consents = list(await op(request, "consent_requests", tenant, user_id))
-        except UsermemError as exc:
-            return error_page(request, exc, session, "/me")
+    try:
+        consents = await op(request, "consent_requests", tenant, user_id)
+    except UsermemError as exc:
+        return error_page(request, exc, session, "/me")
     flagged = {s.memory.key: s for s in scored if s.needs_confirmation}
     items: list[dict[str, Any]] = []
     order = {k.value: i for i, k in enumerate(Kind)}

@@ -106,11 +106,9 @@ class PageSession:
 
 
 def is_user_token(key: ApiKey) -> bool:
-    """A key the user holds themself: a user token (issue 14) — on a key ring without user tokens, a key
-    bound to one user. Never an admin key."""
-    if key.admin or key.user_id is None:
-        return False
-    return bool(getattr(key, "user_token", True))
+    """A key the user holds themself: a user token (`KeyRing.create_user_token`). An agent's key bound to
+    the user is not one, nor is an admin key."""
+    return key.user_token and key.user_id is not None and not key.admin
 
 
 def memory_of(request: Request) -> Memory:
