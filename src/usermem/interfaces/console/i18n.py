@@ -158,6 +158,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "corrected": {"en": "Corrected: your words are kept as the new value.", "zh": "已更正：您的原话作为新值保存。"},
     "consents": {"en": "Requests for your consent", "zh": "需要您同意的请求"},
     "no_consents": {"en": "No requests are waiting.", "zh": "没有待处理的请求。"},
+    "episode_label": {"en": "Conversation of {when}", "zh": "{when} 的对话"},
     "consents_waiting": {"en": "Consent requests waiting for the user", "zh": "等待用户答复的同意请求"},
     "approve": {"en": "Approve", "zh": "同意"},
     "decline": {"en": "Decline", "zh": "拒绝"},

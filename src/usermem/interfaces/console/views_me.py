@@ -55,6 +55,12 @@ async def _post(request: Request) -> tuple[PageSession, str, dict[str, str]] | R
     return session, session.key.user_id, form
 
 
+def _day(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(float(t), tz=UTC).strftime("%Y-%m-%d")
+
+
 @router.get("")
 async def me_page(request: Request) -> Response:
     session = await _session(request)
@@ -82,7 +88,10 @@ async def me_page(request: Request) -> Response:
             continue
         contract = contracts.get(key)
         s = flagged.get(key)
-        items.append({"key": key, "label": field_label(contracts, key, lang), "value": cur["value"], "id": cur["id"],
+        episode = cur["kind"] == "episode"
+        label = (i18n.text("episode_label", lang, when=_day(cur.get("event_at") or cur["created_at"])) if episode
+                 else field_label(contracts, key, lang))
+        items.append({"key": key, "label": label, "value": cur["value"], "id": cur["id"], "episode": episode,
                       "kind": cur["kind"], "source": cur["source"], "created_at": cur["created_at"],
                       "sensitive": contract is not None and contract.sensitivity.value != "L1",
                       "needs_confirmation": s is not None, "question": s.question if s is not None else None})
