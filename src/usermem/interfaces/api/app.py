@@ -93,6 +93,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
         app.include_router(area_router)
     _ops_routes(app)
     _docs_routes(app)
+    _console_routes(app)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
     _declare_security(app)
     return app
@@ -177,6 +178,13 @@ def _serialised_store(memory: Memory) -> bool:
 
 
 DOCS_ASSETS = "/docs/assets"
+
+
+def _console_routes(app: FastAPI) -> None:
+    """`/` (landing page), `/console` (operators) and `/me` (users): docs/console.md."""
+    from usermem.interfaces.console import mount_console
+
+    mount_console(app)
 
 
 def _docs_routes(app: FastAPI) -> None:
