@@ -406,7 +406,7 @@ def _build() -> dict[str, Operation]:
                                                                    "actor", "now"),
             wire={"ttl": "ttl_seconds"}),
             mcp=Mcp("request_consent", {"fields": "fields", "purpose": "purpose", "user_id": "user_id",
-                                        "ttl_seconds": "ttl"},
+                                        "ttl": "ttl"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "now": "server time", "domain": "none", "session_id": "none"},
                     guide="Ask the user to let withheld fields (recall's `withheld`, reason needs_grant) be used "

@@ -347,10 +347,10 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
                                                            description=describe("fields"))],
                         purpose: Annotated[str, Field(min_length=1, max_length=500, description=describe("purpose"))],
                         user_id: UserArg = None,
-                        ttl_seconds: Annotated[float, Field(gt=0, le=7 * 86400, description=describe("ttl"))] = 1800.0,
+                        ttl: Annotated[float, Field(gt=0, le=7 * 86400, description=describe("ttl"))] = 1800.0,
                         ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl_seconds, actor=actor))
+        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl, actor=actor))
         return req.to_dict()  # type: ignore[no-any-return]
 
     for fn in (remember, recall, assemble, forget, forget_user, confirm, history, ingest, episodes,
