@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -160,14 +161,23 @@ def _lookup(text: str, lexicon: Mapping[str, str]) -> str | None:
 def _lookup_word(text: str, lexicon: Mapping[str, str]) -> tuple[str, str] | None:
     """(the longest lexicon word as written in `text`, its canonical value); case-insensitive."""
     best: tuple[int, str, str] | None = None
+    low = text.lower()
     for word, value in lexicon.items():
-        if word.isascii():
-            m = re.search(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", text, re.IGNORECASE)
-        else:
-            m = re.search(re.escape(word), text)
+        if word.lower() not in low:  # cheap pre-check; the compiled pattern decides word boundaries
+            continue
+        m = _word_pattern(word).search(text)
         if m is not None and (best is None or len(word) > best[0]):
             best = (len(word), m.group(0), value)
     return (best[1], best[2]) if best else None
+
+
+@lru_cache(maxsize=4096)
+def _word_pattern(word: str) -> re.Pattern[str]:
+    """One lexicon word as a compiled pattern (word-bounded and case-insensitive for Latin words): compiled
+    once, not on every message (the `re` module's own cache is too small for every lexicon)."""
+    if word.isascii():
+        return re.compile(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", re.IGNORECASE)
+    return re.compile(re.escape(word))
 
 
 def _as_written(original: str, word: str) -> str:
@@ -310,6 +320,11 @@ def _email(s: str, original: str) -> list[_Hit]:
     return [_Hit("email", original[found[-1].start:found[-1].end], _CONF_EXPLICIT)]
 
 
+@lru_cache(maxsize=256)
+def _channel_pattern(word: str) -> re.Pattern[str]:
+    return re.compile(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) + r"(?![a-z])")
+
+
 def _channels(s: str) -> list[_Hit]:
     """Contact channel (positive) and contact constraints (negative), e.g. "只接受邮件，不要打电话"."""
     low = s.lower()
@@ -317,8 +332,9 @@ def _channels(s: str) -> list[_Hit]:
     negative: list[str] = []
     words: dict[str, str] = {}
     for word, channel in sorted(CHANNELS.items(), key=lambda kv: -len(kv[0])):
-        for m in re.finditer(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) +
-                             r"(?![a-z])", low):
+        if word not in low:
+            continue
+        for m in _channel_pattern(word).finditer(low):
             before = low[max(0, m.start() - 6):m.start()]
             if re.search(r"(不要|别|不用|不接|不想|不接受|don'?t|do not|never|no|not)\s*\S{0,3}$", before):
                 if channel not in negative:
