@@ -166,6 +166,8 @@ CASES: dict[str, tuple[list[str], dict[str, Any]]] = {
                               actor=A, now=NOW)),
     "rollback_procedure": (["procedures", "rollback", T, "p1", "--actor", A, *AT],
                            dict(tenant=T, procedure_id="p1", actor=A, now=NOW)),
+    "suggest_procedures": (["procedures", "suggest", T, U, *AT], dict(tenant=T, user_id=U, now=NOW)),
+    "suggest_derivation_rules": (["rules", "suggest", T, *AT], dict(tenant=T, now=NOW)),
     "audit": (["audit", T, "--user", U, "--action", "forget", "--since", "1", "--until", "2", "--limit", "7",
                "--after-seq", "5"],
               dict(tenant=T, user_id=U, action="forget", since=1.0, until=2.0, limit=7, after_seq=5)),

@@ -318,3 +318,49 @@ def test_user_model_over_http_and_client() -> None:
     assert isinstance(um, UserModel) and um.procedures[0]["id"] == p["id"]
     out = c.record_signal(None, "w1", "reply_format", "table", agree=False, now=T0 + 7)
     assert out["contradict"] == 1
+
+
+# -- LLM proposals land as proposed; a person approves ---------------------------------------------------
+
+
+def test_llm_proposes_procedures_and_rules_for_review() -> None:
+    from fake_openai import FakeOpenAI, malformed, reply_json
+    from usermem import ProviderError
+    from usermem.config import load_settings
+
+    with FakeOpenAI() as server:
+        m = Memory(settings=load_settings(env={}, llm_base_url=server.base_url, llm_model="fake", embedder="none"))
+        try:
+            sid = m.open_session("acme", "b1", now=T0)
+            m.close_session(sid, [{"role": "user", "content": "账单问题我每次都要先看发票明细，电话 13812345678"}],
+                            tenant="acme", now=T0 + 60)
+            server.script(reply_json({"procedures": [
+                {"text": "账单问题先给发票明细表", "evidence": [sid]},
+                {"text": "an unsupported idea", "evidence": ["no-such-session"]},  # cites nothing shown: dropped
+                {"text": "call 13812345678 first", "evidence": [sid]}]}))  # personal data: dropped
+            proposed = m.suggest_procedures("acme", "b1", now=T0 + 100)
+            assert [p["text"] for p in proposed] == ["账单问题先给发票明细表"]
+            assert proposed[0]["status"] == "proposed" and proposed[0]["proposed_by"] == "llm"
+            assert proposed[0]["evidence"] == [{"session": sid}]
+            sent = server.chat_requests()[-1]["messages"][1]["content"]
+            assert "13812345678" not in sent  # the sessions shown to the LLM are redacted
+            assert "<AGENT_PROCEDURES>" not in m.assemble("acme", "b1", "我的账单", now=T0 + 101).prompt
+            server.script(reply_json({"rules": [
+                {"id": "engineer.jargon", "when": {"occupation": ["工程师", "engineer"]}, "then_key": "expertise",
+                 "then_zh": "熟悉技术术语", "then_en": "comfortable with technical terms"},
+                {"id": "bad.field", "when": {"no_such_field": ["x"]}, "then_key": "x", "then_zh": "x", "then_en": ""}]}))
+            rules = m.suggest_derivation_rules("acme", now=T0 + 200)
+            assert [(r["id"], r["status"], r["proposed_by"]) for r in rules] == [("engineer.jargon", "proposed", "llm")]
+            m.write("acme", "b1", "fact", "occupation", "engineer", source="user_confirmed", now=T0 + 300)
+            assert m.refresh_derived("acme", "b1", now=T0 + 301) == []  # proposed: not used until approved
+            server.script(malformed("{"), malformed("{"))
+            with pytest.raises(ProviderError):
+                m.suggest_derivation_rules("acme", now=T0 + 400)
+        finally:
+            m.close()
+    plain = Memory(settings=load_settings(env={}, embedder="none"))
+    try:
+        with pytest.raises(ValidationError):
+            plain.suggest_procedures("acme", "b1")
+    finally:
+        plain.close()

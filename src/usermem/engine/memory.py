@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -667,10 +668,33 @@ class Memory:
         return self.understanding.modeler.review_procedure(tenant, procedure_id, decision, evaluation=evaluation,
                                                            text=text, actor=actor, now=now)
 
+    def suggest_procedures(self, tenant: str, user_id: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Ask the configured LLM to propose procedures for this user from their recent sessions (episodes,
+        redacted); each lands in the review queue as `proposed` (proposed_by "llm") with the sessions it cites."""
+        at = self._ctx.now(now)
+        eps = self.episodes(tenant, user_id, limit=20, now=at)
+        sessions = [(r.session_id or r.id, privacy_excerpt(r.value)) for r in reversed(eps)]
+        return self.understanding.proposer.procedures(tenant, user_id, sessions, at)
+
+    def suggest_derivation_rules(self, tenant: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Ask the configured LLM to propose derivation rules over the tenant's enabled L1 fields; each is stored
+        with `status: proposed` (it does nothing until a person sets it active)."""
+        fields = {c.key: c.description for c in self.contracts_for(tenant).enabled()
+                  if c.sensitivity.value == "L1" and c.storable}
+        return [r.to_dict() for r in self.understanding.proposer.rules(tenant, fields, self._ctx.now(now))]
+
     def rollback_procedure(self, tenant: str, procedure_id: str, *, actor: str | None = None,
                            now: float | None = None) -> dict[str, Any]:
         """Take an approved procedure out of use (kept with its history). Audited."""
         return self.understanding.modeler.rollback_procedure(tenant, procedure_id, actor=actor, now=now)
+
+
+def privacy_excerpt(value: Any, limit: int = 600) -> str:
+    """An episode's text for an LLM: JSON of the value, personal data redacted, at most `limit` characters."""
+    from usermem.policy.pii import redact
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return redact(text)[:limit]
 
 
 def _purpose_arg(purpose: object) -> str:

@@ -499,6 +499,10 @@ def _build() -> dict[str, Operation]:
         _op("review_procedure", "usermodel", (V, NF), Http(
             "POST", "/v1/procedures/{procedure_id}/review", body=("decision", "evaluation", "text", "actor", "now"),
             admin=True)),
+        _op("suggest_procedures", "usermodel", (V, PE), Http(
+            "POST", "/v1/users/{user_id}/procedures/suggest", body=("now",), admin=True)),
+        _op("suggest_derivation_rules", "usermodel", (V, PE), Http(
+            "POST", "/v1/derivation-rules/suggest", body=("now",), admin=True)),
         _op("rollback_procedure", "usermodel", (V, NF), Http(
             "POST", "/v1/procedures/{procedure_id}/rollback", body=("actor", "now"), admin=True)),
         # -- admin ----------------------------------------------------------------------------------------

@@ -90,6 +90,8 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     "procedures": CliCommand("procedures list"),
     "review_procedure": CliCommand("procedures review", params=AT),
     "rollback_procedure": CliCommand("procedures rollback", params=AT),
+    "suggest_procedures": CliCommand("procedures suggest", params=AT),
+    "suggest_derivation_rules": CliCommand("rules suggest", params=AT),
     # -- admin
     "audit": CliCommand("audit", params={"user_id": "user"}),
     "purge": CliCommand("purge", params=AT),

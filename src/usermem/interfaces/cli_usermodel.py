@@ -211,3 +211,23 @@ def procedures_rollback(tenant: str, procedure_id: str, actor: ActorOpt = None, 
     """
     with open_memory(store) as m:
         print(dumps(m.rollback_procedure(tenant, procedure_id, actor=actor, now=at)))
+
+
+@procedures_app.command("suggest")
+def procedures_suggest(tenant: str, user_id: str, at: AtOpt = None, store: StoreOpt = None) -> None:
+    """Ask the configured LLM to propose procedures from the user's recent sessions (all land as proposed).
+
+    Example: usermem procedures suggest acme u1
+    """
+    with open_memory(store) as m:
+        print(dumps(m.suggest_procedures(tenant, user_id, now=at)))
+
+
+@rules_app.command("suggest")
+def rules_suggest(tenant: str, at: AtOpt = None, store: StoreOpt = None) -> None:
+    """Ask the configured LLM to propose derivation rules (all land as proposed, for a person to approve).
+
+    Example: usermem rules suggest acme
+    """
+    with open_memory(store, create=True) as m:
+        print(dumps(m.suggest_derivation_rules(tenant, now=at)))

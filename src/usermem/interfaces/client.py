@@ -385,6 +385,12 @@ class Client:
                            now: float | None = None) -> dict[str, Any]:
         return self._run(C.rollback_procedure(**_args(locals())))
 
+    def suggest_procedures(self, tenant: str | None, user_id: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        return self._run(C.suggest_procedures(**_args(locals())))
+
+    def suggest_derivation_rules(self, tenant: str | None, *, now: float | None = None) -> list[dict[str, Any]]:
+        return self._run(C.suggest_derivation_rules(**_args(locals())))
+
     def audit(self, tenant: str | None, *, user_id: str | None = None, action: str | None = None,
               since: float | None = None, until: float | None = None, limit: int = 100,
               after_seq: int | None = None) -> list[AuditEvent]:
@@ -703,6 +709,12 @@ class AsyncClient:
     async def rollback_procedure(self, tenant: str | None, procedure_id: str, *, actor: str | None = None,
                                  now: float | None = None) -> dict[str, Any]:
         return await self._run(C.rollback_procedure(**_args(locals())))
+
+    async def suggest_procedures(self, tenant: str | None, user_id: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        return await self._run(C.suggest_procedures(**_args(locals())))
+
+    async def suggest_derivation_rules(self, tenant: str | None, *, now: float | None = None) -> list[dict[str, Any]]:
+        return await self._run(C.suggest_derivation_rules(**_args(locals())))
 
     async def audit(self, tenant: str | None, *, user_id: str | None = None, action: str | None = None,
                     since: float | None = None, until: float | None = None, limit: int = 100,

@@ -739,3 +739,12 @@ def rollback_procedure(tenant: str | None, procedure_id: str, *, actor: str | No
                        now: float | None = None) -> Call[dict[str, Any]]:
     return Call("POST", f"/v1/procedures/{_seg(procedure_id, 'procedure_id')}/rollback", dict, _tenant(tenant),
                 json=_q(actor=actor, now=now))
+
+
+def suggest_procedures(tenant: str | None, user_id: str, *, now: float | None = None) -> Call[list[dict[str, Any]]]:
+    return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/procedures/suggest", lambda d: list(d["items"]),
+                _tenant(tenant), json=_q(now=now))
+
+
+def suggest_derivation_rules(tenant: str | None, *, now: float | None = None) -> Call[list[dict[str, Any]]]:
+    return Call("POST", "/v1/derivation-rules/suggest", lambda d: list(d["items"]), _tenant(tenant), json=_q(now=now))

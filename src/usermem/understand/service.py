@@ -39,7 +39,7 @@ from usermem.understand.llm import LLMClient
 from usermem.understand.plan import Planner, RecallPlan
 from usermem.understand.ports import ClosedSession, MemoryHost
 from usermem.understand.text import check_text, coerce_messages
-from usermem.understand.usermodel import UserModeler
+from usermem.understand.usermodel import LLMProposer, UserModeler
 
 log = logging.getLogger("usermem.understand")
 ACTOR = "usermem.understand"
@@ -70,6 +70,7 @@ class Understanding:
         self._planners: weakref.WeakKeyDictionary[ContractSet, Planner] = weakref.WeakKeyDictionary()
         self._extractors: weakref.WeakKeyDictionary[ContractSet, Extractor] = weakref.WeakKeyDictionary()
         self.modeler = UserModeler(host)
+        self.proposer = LLMProposer(self.modeler, self.llm, self.extract_timeout)
 
     # -- plumbing ------------------------------------------------------------------------------------
 

@@ -27,7 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from usermem.errors import InvalidArgument, NotFound, ValidationError
+from pydantic import BaseModel, ConfigDict
+
+from usermem.errors import InvalidArgument, NotFound, ProviderError, ValidationError
 from usermem.model import AuditEvent, Kind, ScoredMemory, Source, WriteRequest, new_id
 from usermem.policy import usermodel as um
 from usermem.policy.guards import check_guards
@@ -35,6 +37,7 @@ from usermem.policy.pii import redact
 from usermem.policy.validate import InputProblem, check_key
 from usermem.store.base import LiveQuery
 from usermem.understand import verification as vf
+from usermem.understand.llm import LLMClient
 from usermem.understand.ports import MemoryHost
 from usermem.understand.text import check_text, detect_language
 
@@ -671,3 +674,123 @@ def erase_model(store: Any, tenant: str, user_id: str, keys: Sequence[str] | Non
         if doc.get("key") in wanted:
             removed += bool(store.delete_doc(tenant, vf.VERIFY_NS, doc_key))
     return removed
+
+
+# -- LLM proposals (a person approves them) ----------------------------------------------------------------
+
+
+class _ProcedureIdea(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    text: str
+    evidence: list[str] = []
+
+
+class _ProcedureIdeas(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    procedures: list[_ProcedureIdea]
+
+
+class _RuleIdea(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    when: dict[str, list[str]]
+    then_key: str
+    then_zh: str = ""
+    then_en: str = ""
+
+
+class _RuleIdeas(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    rules: list[_RuleIdea]
+
+
+PROCEDURE_SYSTEM = """You review how an assistant serves one user (你在审阅助手如何服务某位用户) and propose at most 3
+procedures: short standing instructions for serving THIS user better, each supported by the sessions listed.
+Return JSON only: {"procedures": [{"text": "...", "evidence": ["<session or episode id>", ...]}]}.
+Only propose what the sessions clearly support; never include personal data; return {"procedures": []} if
+nothing is clearly supported. Write each text in the language the user uses."""
+
+RULE_SYSTEM = """You propose derivation rules for a user-memory service (你为用户记忆服务提出推导规则): when a user's
+stored fields hold certain values, an attribute can reasonably be derived (e.g. occupation 儿科医生 → familiar
+with paediatric dosing). Use only the fields listed. Return JSON only:
+{"rules": [{"id": "a.b", "when": {"<field>": ["value", ...]}, "then_key": "<short key>", "then_zh": "...",
+"then_en": "..."}]}. At most 5 rules; never derive health, religion, finances or other sensitive traits."""
+
+_PROCEDURE_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["procedures"],
+    "properties": {"procedures": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["text", "evidence"],
+        "properties": {"text": {"type": "string"}, "evidence": {"type": "array", "items": {"type": "string"}}}}}}}
+_RULE_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["rules"],
+    "properties": {"rules": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False,
+        "required": ["id", "when", "then_key", "then_zh", "then_en"],
+        "properties": {"id": {"type": "string"}, "then_key": {"type": "string"}, "then_zh": {"type": "string"},
+                       "then_en": {"type": "string"},
+                       "when": {"type": "object", "additionalProperties": {"type": "array",
+                                                                          "items": {"type": "string"}}}}}}}}
+
+
+class LLMProposer:
+    """Rules and procedures proposed by an LLM land as `proposed`: nothing is used until a person approves."""
+
+    def __init__(self, modeler: UserModeler, llm: LLMClient | None, timeout: float) -> None:
+        self.modeler = modeler
+        self.llm = llm
+        self.timeout = timeout
+
+    def _require(self) -> LLMClient:
+        if self.llm is None:
+            raise ValidationError("no LLM is configured (USERMEM_LLM_BASE_URL and USERMEM_LLM_MODEL); proposals "
+                                  "can still be made through propose_procedure / set_derivation_rule", field="llm")
+        return self.llm
+
+    def procedures(self, tenant: str, user_id: str, sessions: Sequence[tuple[str, str]], at: float) -> list[dict[str, Any]]:
+        """`sessions`: (id, redacted summary) of the user's recent episodes, oldest first."""
+        llm = self._require()
+        if not sessions:
+            return []
+        listing = "\n".join(f"[{sid}] {text}" for sid, text in sessions)
+        reply = llm.structured("propose_procedures", PROCEDURE_SYSTEM, listing, _ProcedureIdeas,
+                               _PROCEDURE_SCHEMA, timeout=self.timeout)
+        if reply is None:
+            raise ProviderError("the LLM gave no usable proposal (see the server log); nothing was proposed")
+        known = {sid for sid, _ in sessions}
+        out = []
+        for idea in reply.procedures[:3]:
+            evidence = [e for e in idea.evidence if e in known][:10]
+            if not evidence:
+                continue  # unsupported by the sessions it was shown
+            try:
+                text = self.modeler._check_procedure_text(tenant, idea.text[:2000])
+            except ValidationError:
+                continue  # personal data or empty: dropped
+            out.append(self.modeler._propose_procedure(
+                tenant, text, user_id=user_id, evidence=[{"session": e} for e in evidence], proposed_by="llm",
+                at=at, dedupe=True))
+        return out
+
+    def rules(self, tenant: str, fields: Mapping[str, str], at: float) -> list[um.DeriveRule]:
+        llm = self._require()
+        listing = "\n".join(f"- {k}: {d}" for k, d in sorted(fields.items()))
+        reply = llm.structured("propose_rules", RULE_SYSTEM, listing, _RuleIdeas, _RULE_SCHEMA, timeout=self.timeout)
+        if reply is None:
+            raise ProviderError("the LLM gave no usable proposal (see the server log); nothing was proposed")
+        existing = {r.id for r in self.modeler.rules(tenant)}
+        out = []
+        for idea in reply.rules[:5]:
+            then = {k: v for k, v in (("zh", idea.then_zh), ("en", idea.then_en)) if v}
+            if idea.id in existing or not set(idea.when) <= set(fields):
+                continue  # never overwrite a rule; only fields that exist
+            try:
+                out.append(self.modeler.set_rule(tenant, {"id": idea.id, "when": idea.when, "then_key": idea.then_key,
+                                                          "then": then, "status": "proposed", "proposed_by": "llm"},
+                                                 actor="llm", now=at))
+            except ValidationError:
+                continue  # malformed or guarded: dropped
+        return out

@@ -87,3 +87,17 @@ def review_procedure(procedure_id: str, body: S.ReviewIn, p: Admin, m: Mem) -> J
            summary="Take an approved procedure out of use (admin key; audited)")
 def rollback_procedure(procedure_id: str, body: S.RollbackIn, p: Admin, m: Mem) -> JSONResponse:
     return JSONResponse(m.rollback_procedure(p.tenant, procedure_id, actor=actor_of(p, body.actor), now=body.now))
+
+
+@operation(router, "suggest_procedures", S.ProcedureListOut,
+           summary="Ask the configured LLM to propose procedures from the user's sessions (admin key; all land "
+                   "as proposed)", codes=(401, 403, 422, 429, 502, 503))
+def suggest_procedures(user_id: S.UserPath, body: S.SuggestIn, p: Admin, m: Mem) -> JSONResponse:
+    return JSONResponse({"items": m.suggest_procedures(p.tenant, user_id, now=body.now)})
+
+
+@operation(router, "suggest_derivation_rules", S.DeriveRuleListOut,
+           summary="Ask the configured LLM to propose derivation rules (admin key; all land as proposed)",
+           codes=(401, 403, 422, 429, 502, 503))
+def suggest_derivation_rules(body: S.SuggestIn, p: Admin, m: Mem) -> JSONResponse:
+    return JSONResponse({"items": m.suggest_derivation_rules(p.tenant, now=body.now)})

@@ -798,3 +798,7 @@ class ProcedureOut(BaseModel):
 
 class ProcedureListOut(BaseModel):
     items: list[ProcedureOut]
+
+
+class SuggestIn(_In):
+    now: Time | None = NOW_FIELD
