@@ -126,13 +126,6 @@ def _call(world: World, op: str, bad_param: str, bad_value: str) -> Any:
     return getattr(world.memory, op)(*args, **kwargs)
 
 
-def _audit_dump(m: Memory) -> str:
-    return json.dumps([dataclasses.asdict(e) for e in m.store.audit_log_all()]
-                      if hasattr(m.store, "audit_log_all") else
-                      [dataclasses.asdict(e) for e in m.audit("acme", limit=100_000)], ensure_ascii=False,
-                      default=str)
-
-
 def _lean() -> Memory:
     return Memory(settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
 

@@ -187,3 +187,35 @@ def test_events_flow_again_after_nats_is_killed_and_restarts_with_its_jetstream_
     finally:
         m.close()
         other.close()
+
+
+def test_forget_key_and_forget_range_leave_no_value_bytes_of_the_erased_versions(nats_server, tmp_path):
+    """Issue 17's erasure item: `forget(key)` and `forget_range` securely delete the earlier events that
+    carried the erased versions' values (matched by memory id in the stored messages), and only those."""
+    m = Memory(settings=_settings(tmp_path, nats_server.url, "a"))
+    gone_key, gone_key_v2, gone_range = "seat-gone-4e1a", "seat-gone-v2-8b3c", "late-note-6d0f"
+    kept = ("kept-early-2c7d", "kept-other-9a5e")
+    try:
+        m.write("acme", "u1", "preference", "seat", gone_key, source="user_confirmed", now=T0)
+        m.write("acme", "u1", "preference", "seat", gone_key_v2, source="user_confirmed", now=T0 + 1)
+        m.write("acme", "u1", "preference", "tone", kept[0], source="user_confirmed", now=T0 + 2)
+        m.write("acme", "u2", "preference", "seat", kept[1], source="user_confirmed", now=T0 + 3)
+        m.write("acme", "u1", "preference", "note", gone_range, source="user_confirmed", now=T0 + 100)
+        wait_for(lambda: m.events.stats()["bus"]["published"] == 5, what="five publishes")
+        for value in (gone_key, gone_key_v2, gone_range, *kept):
+            assert nats_server.files_containing(value), value
+        assert m.forget("acme", "u1", "seat", now=T0 + 200) == 2
+        assert m.forget_range("acme", "u1", since=T0 + 50, now=T0 + 201) == 1
+        wait_for(lambda: m.events.stats()["bus"]["published"] == 7, what="the two erasure events")
+        wait_for(lambda: m.events.stats()["bus"]["queued"] == 0, what="the erasures to finish")
+        for value in (gone_key, gone_key_v2, gone_range):
+            assert nats_server.files_containing(value) == [], value
+        for value in kept:  # the search works, and only the erased versions' events went
+            assert nats_server.files_containing(value), value
+        assert m.events.stats()["bus"]["erased_messages"] == 3
+        assert _stream_state("HARDEN", url=nats_server.url)[0] == 4  # two kept writes + two erasure events
+    finally:
+        m.close()
+    nats_server.stop()
+    for value in (gone_key, gone_key_v2, gone_range):
+        assert nats_server.files_containing(value) == [], value

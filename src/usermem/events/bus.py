@@ -26,17 +26,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from usermem.config import redact_url
-from usermem.events.payload import BadPayload, RemoteChange, decode
+from usermem.events.payload import BadPayload, RemoteChange, carries_any, decode
 
 log = logging.getLogger("usermem.events")
 
@@ -107,6 +108,12 @@ class EventBus:
     def purge(self, subject: str) -> bool:
         """Queue the removal of the stream's stored messages on `subject` (erasure), ahead of later publishes."""
         return self._submit("purge", subject, b"")
+
+    def erase_matching(self, subject: str, memory_ids: Iterable[str]) -> bool:
+        """Queue the secure deletion of the stored messages on `subject` whose records name any of
+        `memory_ids` (erasure of a key or a time range: the events that carried those versions' values),
+        ahead of later publishes. Other messages on the subject stay."""
+        return self._submit("erase", subject, json.dumps(sorted(set(memory_ids))).encode("utf-8"))
 
     def _submit(self, op: str, subject: str, data: bytes) -> bool:
         if self._closed:
@@ -358,8 +365,9 @@ class EventBus:
 
         return isinstance(exc, NoRespondersError | NoStreamResponseError | NotFoundError)
 
-    async def _erase(self, subject: str) -> None:
-        """Securely delete every stored message on `subject` (bytes overwritten), then purge it."""
+    async def _erase(self, subject: str, only: frozenset[str] | None = None) -> None:
+        """Securely delete every stored message on `subject` (bytes overwritten), then purge it; with
+        `only`, just the messages whose records name one of those memory ids (no purge)."""
         from nats.js.errors import NotFoundError
 
         seq = 1
@@ -368,11 +376,13 @@ class EventBus:
                 msg = await self._js.get_msg(self.stream, seq=seq, subject=subject, next=True)
             except NotFoundError:  # no more messages on the subject (or no stream: nothing stored)
                 break
-            with contextlib.suppress(NotFoundError):  # already gone (expired meanwhile)
-                await self._js.delete_msg(self.stream, msg.seq)
-                self._count("erased_messages")
+            if only is None or carries_any(msg.data or b"", only):
+                with contextlib.suppress(NotFoundError):  # already gone (expired meanwhile)
+                    await self._js.delete_msg(self.stream, msg.seq)
+                    self._count("erased_messages")
             seq = msg.seq + 1
-        await self._js.purge_stream(self.stream, subject=subject)
+        if only is None:
+            await self._js.purge_stream(self.stream, subject=subject)
 
     async def _publisher(self) -> None:
         assert self._queue is not None
@@ -405,6 +415,10 @@ class EventBus:
             try:
                 if op == "purge":
                     await self._erase(subject)
+                    self._count("purged")
+                    return
+                if op == "erase":
+                    await self._erase(subject, frozenset(json.loads(data)))
                     self._count("purged")
                     return
                 await self._js.publish(subject, data, stream=self.stream, timeout=2.0)

@@ -107,6 +107,20 @@ def to_payload(event: ChangeEvent, *, event_id: str, origin: str, contracts: Con
     }
 
 
+def carries_any(data: bytes, memory_ids: frozenset[str]) -> bool:
+    """Whether a stored message names any of `memory_ids` among its records (the versions whose values it
+    may carry). Erasure of a key or a time range deletes exactly those messages (`EventBus.erase_matching`).
+    A message that cannot be read is not matched."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    records = doc.get("records") if isinstance(doc, dict) else None
+    if not isinstance(records, list):
+        return False
+    return any(isinstance(r, dict) and r.get("id") in memory_ids for r in records)
+
+
 def encode(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 

@@ -65,6 +65,9 @@ class FederatedSync:
         prefix = self.bus.prefix
         if event.action == "forget_user":
             self.bus.purge(filter_subject(prefix, event.tenant, event.user_id))
+        elif event.action == "forget" and event.memory_ids:
+            # forget(key) / forget_range: securely delete the earlier events that carried the erased versions
+            self.bus.erase_matching(filter_subject(prefix, event.tenant, event.user_id), event.memory_ids)
         payload = to_payload(event, event_id=new_id(), origin=self.instance_id,
                              contracts=self.contracts_for(event.tenant), values=self.values)
         if self.bus.publish(subject_for(prefix, event.tenant, event.user_id, event.action), encode(payload)):

@@ -188,8 +188,25 @@ def is_forbidden_key(key: str, forbidden: Iterable[str] = DEFAULT_FORBIDDEN_KEYS
     are compared with the forbidden names; a few unmistakable fragments (password, 密码, 身份证...) match
     anywhere.
     """
+    frozen = forbidden if isinstance(forbidden, frozenset) else frozenset(forbidden)
+    if isinstance(key, str) and len(key) <= _CACHED_KEY_CHARS:
+        return _is_forbidden_cached(str(key), frozen)
+    return _is_forbidden(key, frozen)
+
+
+_CACHED_KEY_CHARS = 128
+
+
+@lru_cache(maxsize=16_384)
+def _is_forbidden_cached(key: str, forbidden: frozenset[str]) -> bool:
+    """`_is_forbidden` remembered: a pure function of the key and the forbidden set, asked at least twice
+    per write (the write pipeline, then the value guard) for the same few keys."""
+    return _is_forbidden(key, forbidden)
+
+
+def _is_forbidden(key: str, forbidden: frozenset[str]) -> bool:
     norm = normalise_key(key)
-    names = _normalised(forbidden if isinstance(forbidden, frozenset) else frozenset(forbidden))
+    names = _normalised(forbidden)
     if norm in names or any(s in norm for s in _FORBIDDEN_SUBSTRINGS):
         return True
     # The last words name what the key holds (user_id_number, client_secret, bank_card_no); earlier words

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from usermem.model import Reason
@@ -49,7 +50,7 @@ def check_guards(key: str, value: Any, contract: FieldContract | None, contracts
         return GuardVerdict(Reason.FORBIDDEN_KEY, f"key {key!r} is on the forbidden list")
     allowed = contract.allowed_pii if contract else frozenset()
     blocked = ALL_KINDS - (allowed - ALWAYS_BLOCKED)
-    if detect(key):
+    if _key_has_pii(key):
         return GuardVerdict(Reason.SENSITIVE_VALUE, "the key itself contains personal data")
     for text, under in _strings(value, contracts):
         if under == "__key__" and is_forbidden_key(text, contracts.forbidden_keys):
@@ -59,6 +60,13 @@ def check_guards(key: str, value: Any, contract: FieldContract | None, contracts
             kinds = sorted({f.kind.value for f in findings})
             return GuardVerdict(Reason.SENSITIVE_VALUE, f"value contains {', '.join(kinds)}")
     return None
+
+
+@lru_cache(maxsize=16_384)
+def _key_has_pii(key: str) -> bool:
+    """detect(key), remembered: a pure function of the key, and a tenant writes the same few keys over and
+    over (keys are at most 64 characters: the cache stays small). Values are always scanned afresh."""
+    return bool(detect(key))
 
 
 def loggable_key(key: object) -> str | None:
