@@ -350,3 +350,65 @@ def test_mcp_recall_and_request_consent() -> None:
         anyio.run(go)
     finally:
         m.close()
+
+
+# -- every backend --------------------------------------------------------------------------------------------
+
+def test_users_and_consent_on_every_backend(make_memory) -> None:  # type: ignore[no-untyped-def]
+    m = make_memory()
+    ids = ["a%b", "a_c", "ab", "abc", "b", "张三", "张四"]
+    for u in ids:
+        m.write("t", u, "fact", "city", "x", now=T0)
+    m.write("t2", "ab2", "fact", "city", "x", now=T0)
+    assert m.users("t").users == sorted(ids)  # code-point order on every backend
+    assert m.users("t", prefix="a%").users == ["a%b"] and m.users("t", prefix="a_").users == ["a_c"]
+    assert m.users("t", prefix="ab").users == ["ab", "abc"]
+    page = m.users("t", prefix="张", limit=1)
+    assert page.users == ["张三"] and m.users("t", prefix="张", after=page.next_after).users == ["张四"]
+    assert m.users("t", after="b").users == ["张三", "张四"]
+    m.write("t", "u", "fact", "allergy", "花生", source="user_confirmed", now=T0)
+    assert [w.key for w in m.recall("t", "u", now=T0 + 1).withheld] == ["allergy"]
+    req = m.request_consent("t", "u", ["allergy"], LUNCH_ZH, now=T0 + 1)
+    m.approve_consent("t", "u", req.id, now=T0 + 2)
+    got = m.recall("t", "u", now=T0 + 3)
+    assert [r.key for r in got] == ["allergy"] and got.withheld == ()
+
+
+def test_async_client_reports_withheld_and_answers_with_a_user_token(api) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    async def go() -> None:
+        def http() -> httpx.AsyncClient:
+            return httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://testserver")
+
+        async with usermem.AsyncClient("http://testserver", api.key_a, http=http()) as agent, \
+                usermem.AsyncClient("http://testserver", api.token_u1, http=http()) as user:
+            got = await agent.recall_scored("acme", "u1", now=T0 + 1, purpose="recommend lunch")
+            assert [s.memory.key for s in got] == ["city"]
+            assert got.withheld[0].question == "May I use your allergy information to recommend lunch?"
+            req = await agent.request_consent("acme", "u1", "allergy", "recommend lunch", now=T0 + 2)
+            no = await user.decline_consent("acme", "u1", req.id, now=T0 + 3)
+            assert no.status == "declined"
+            assert (await agent.recall("acme", "u1", now=T0 + 4)).withheld[0].declined
+            assert (await agent.users("acme", prefix="u", limit=1)).next_after == "u1"
+
+    anyio.run(go)
+
+
+def test_user_tokens_expire_and_consent_requests_leave_with_the_user(mem: Memory) -> None:
+    from usermem.interfaces.api.keys import KeyRing
+
+    ring = KeyRing(mem.store)
+    old, rec = ring.create_user_token("acme", "u1", ttl_seconds=60, now=T0)  # expired long ago (real clock)
+    assert rec.expires_at == T0 + 60 and ring.verify(old) is None
+    fresh, _ = ring.create_user_token("acme", "u1", ttl_seconds=3600)
+    got = ring.verify(fresh)
+    assert got is not None and (got.tenant, got.user_id, got.user_token, got.admin) == ("acme", "u1", True, False)
+    for bad in ({"user_id": "a\x00"}, {"user_id": "u1", "ttl_seconds": 0}):
+        with pytest.raises(ValidationError):
+            ring.create_user_token("acme", **bad)  # type: ignore[arg-type]
+    req = mem.request_consent("acme", "u1", ["allergy"], LUNCH_ZH, now=T0)
+    exported = str(mem.export("acme", "u1", now=T0 + 1))
+    assert req.id in exported  # the user's requests are part of their data
+    mem.forget_user("acme", "u1", now=T0 + 2)
+    assert mem.consent_requests("acme", "u1", status=None, now=T0 + 3) == []
