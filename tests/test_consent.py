@@ -393,3 +393,22 @@ def test_async_client_reports_withheld_and_answers_with_a_user_token(api) -> Non
             assert (await agent.users("acme", prefix="u", limit=1)).next_after == "u1"
 
     anyio.run(go)
+
+
+def test_user_tokens_expire_and_consent_requests_leave_with_the_user(mem: Memory) -> None:
+    from usermem.interfaces.api.keys import KeyRing
+
+    ring = KeyRing(mem.store)
+    old, rec = ring.create_user_token("acme", "u1", ttl_seconds=60, now=T0)  # expired long ago (real clock)
+    assert rec.expires_at == T0 + 60 and ring.verify(old) is None
+    fresh, _ = ring.create_user_token("acme", "u1", ttl_seconds=3600)
+    got = ring.verify(fresh)
+    assert got is not None and (got.tenant, got.user_id, got.user_token, got.admin) == ("acme", "u1", True, False)
+    for bad in ({"user_id": "a\x00"}, {"user_id": "u1", "ttl_seconds": 0}):
+        with pytest.raises(ValidationError):
+            ring.create_user_token("acme", **bad)  # type: ignore[arg-type]
+    req = mem.request_consent("acme", "u1", ["allergy"], LUNCH_ZH, now=T0)
+    exported = str(mem.export("acme", "u1", now=T0 + 1))
+    assert req.id in exported  # the user's requests are part of their data
+    mem.forget_user("acme", "u1", now=T0 + 2)
+    assert mem.consent_requests("acme", "u1", status=None, now=T0 + 3) == []

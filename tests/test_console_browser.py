@@ -270,6 +270,8 @@ def me_sign_in(page: Page, key: str) -> None:
     page.goto("/me")
     page.get_by_label("Your access token").fill(key)
     page.get_by_role("button", name="Sign in").click()
+    # The sign-in page has the same heading: wait for what only a signed-in page has.
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     expect(page.get_by_role("heading", name="My memory", level=1)).to_be_visible()
 
 
@@ -317,7 +319,7 @@ def test_a_user_token_cannot_see_or_change_another_user(browser: Browser, served
     assert csrf
     for path in (f"/me/memories/{alice_city.id}/deny", f"/me/memories/{alice_city.id}/confirm"):
         r = page.request.post(f"{served.url}{path}", form={"csrf": csrf})
-        assert r.status == 404, path  # not bob's memory: absent
+        assert r.status == 404, (path, r.text()[-800:])  # not bob's memory: absent
     assert served.memory.history("acme", "alice", "city")[-1] == alice_city
     # No URL names a user on /me: the console's user pages need an admin session, which a user token is not.
     page.goto("/console/users/alice")
@@ -341,6 +343,7 @@ def test_approve_a_consent_then_the_field_is_in_recall(browser: Browser, served:
     page.goto("/me")
     page.get_by_label("您的访问令牌").fill(served.user_keys["alice"])
     page.get_by_role("button", name="登录").click()
+    expect(page.get_by_role("button", name="退出")).to_be_visible()
     item = page.locator(f'li[data-request="{req.id}"]')
     expect(item.locator(".question")).to_have_text(req.question("zh"))
     assert "allergy" not in item.inner_text()  # the label, never the raw key

@@ -37,8 +37,8 @@ NS = "consent_requests"
 PENDING_TTL = 7 * 86_400.0  # an unanswered request is dropped after a week
 DECLINE_MEMORY = 12 * 3_600.0  # a decline outside any session is remembered this long
 MAX_FIELDS = 20
-Status = Literal["pending", "approved", "declined", "expired"]
-STATUSES: tuple[str, ...] = ("pending", "approved", "declined", "expired")
+Status = Literal["pending", "approved", "declined"]
+STATUSES: tuple[str, ...] = ("pending", "approved", "declined")  # ended requests are gone (audit keeps them)
 
 
 @dataclass(frozen=True, slots=True)

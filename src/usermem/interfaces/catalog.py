@@ -88,7 +88,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "idle_seconds": "Close the session after this much inactivity (default: the server's setting).",
     "session_id_path": "The session id.",
     "transcript": "The conversation ({role, content} messages, or text) to archive as the episode.",
-    "status": "Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all.",
+    "status": "Sessions: open or closed. Consent requests: pending (default), approved, declined or all.",
     "message": "The user's current message.",
     "messages": "OpenAI-style {role, content} messages (or plain strings as user turns).",
     "budget_tokens": "Token budget of the prompt block.",

@@ -68,7 +68,7 @@ def consents_request(
 @consents_app.command("list")
 def consents_list(
     tenant: str, user_id: str, store: StoreOpt = None,
-    status: Annotated[str, typer.Option("--status", help="pending, approved, declined, expired or all")] = "pending",
+    status: Annotated[str, typer.Option("--status", help="pending, approved, declined or all")] = "pending",
     at: AtOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """The user's consent requests (pending by default).

@@ -115,6 +115,7 @@ def serve(
     console.print(f"[bold]usermem[/bold] serving {esc(redact_url(settings.store_url))} on {base}", soft_wrap=True)
     console.print(f"  docs     {base}/docs   (OpenAPI: {base}/openapi.json)", soft_wrap=True)
     console.print(f"  health   {base}/health  ready: {base}/ready  metrics: {base}/metrics", soft_wrap=True)
+    console.print(f"  console  {base}/console  (admin key)   my memory: {base}/me  (user token)", soft_wrap=True)
     if with_mcp:
         console.print(f"  mcp      {base}/mcp  (streamable HTTP; Authorization: Bearer <key>)", soft_wrap=True)
     console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{shown}[/bold]", soft_wrap=True)

@@ -39,7 +39,9 @@ INSTRUCTIONS = (
     "Long-term memory about the user. Call `recall` at the start of a task to get what is known; call "
     "`remember` when the user states a stable fact or preference (one key per attribute, e.g. key='city'); "
     "call `confirm` when the user confirms a remembered value and `forget` when they ask you to forget it. "
-    "Never store secrets: card numbers, passwords and ID numbers are refused."
+    "Never store secrets: card numbers, passwords and ID numbers are refused. A field listed in `withheld` "
+    "exists but is not shown to you: do not assume it is unknown; ask its `question` (unless `declined`) and "
+    "record the request with `request_consent`."
 )
 
 

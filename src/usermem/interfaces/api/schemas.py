@@ -570,7 +570,7 @@ class ConsentRequestOut(BaseModel):
     fields: list[str]
     purpose: str
     ttl_seconds: float
-    status: Literal["pending", "approved", "declined", "expired"]
+    status: Literal["pending", "approved", "declined"]
     created_at: float
     expires_at: float
     questions: dict[str, str]
