@@ -55,6 +55,14 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
                                                                                   "domain": "shop"}}),
     ("POST", "/v1/users/{user_id}/consents/withdraw"): ("/v1/users/{u}/consents/withdraw",
                                                         {"json": {"fields": ["city"], "domain": "shop"}}),
+    ("GET", "/v1/users"): ("/v1/users", {}),
+    ("POST", "/v1/users/{user_id}/consent-requests"): ("/v1/users/{u}/consent-requests",
+                                                       {"json": {"fields": ["city"], "purpose": "lunch"}}),
+    ("GET", "/v1/users/{user_id}/consent-requests"): ("/v1/users/{u}/consent-requests", {"params": {"status": "all"}}),
+    ("POST", "/v1/users/{user_id}/consent-requests/{request_id}/approve"): (
+        "/v1/users/{u}/consent-requests/{rid}/approve", {"json": {}}),
+    ("POST", "/v1/users/{user_id}/consent-requests/{request_id}/decline"): (
+        "/v1/users/{u}/consent-requests/{rid}/decline", {"json": {}}),
     ("GET", "/v1/contracts/{key}/history"): ("/v1/contracts/secret_field/history", {}),
     ("DELETE", "/v1/contracts/{key}"): ("/v1/contracts/secret_field", {}),
     ("PUT", "/v1/settings/unknown-fields"): ("/v1/settings/unknown-fields", {"json": {"policy": "reject"}}),
@@ -78,7 +86,8 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
 VOLATILE = {("POST", "/v1/memories"), ("POST", "/v1/memories/batch"), ("POST", "/v1/users/{user_id}/sessions"),
             ("GET", "/v1/whoami"), ("POST", "/v1/users/{user_id}/grants"), ("PUT", "/v1/contracts/{key}"),
             ("POST", "/v1/users/{user_id}/ingest"), ("GET", "/v1/audit"), ("POST", "/v1/users/{user_id}/assemble"),
-            ("GET", "/v1/users/{user_id}/export"), ("PUT", "/v1/onboarding")}
+            ("GET", "/v1/users/{user_id}/export"), ("PUT", "/v1/onboarding"),
+            ("POST", "/v1/users/{user_id}/consent-requests")}  # a new request in B's own tenant: new id
 
 
 def _populate(api) -> dict[str, str]:
@@ -90,6 +99,8 @@ def _populate(api) -> dict[str, str]:
     api.http.post("/v1/memories", headers=h, json={"user_id": "alice", "kind": "fact", "key": "city",
                                                    "value": "Munich", "source": "system", "now": T0 + 1})
     ids["sid"] = api.http.post("/v1/users/alice/sessions", headers=h, json={}).json()["id"]
+    ids["rid"] = api.http.post("/v1/users/alice/consent-requests", headers=h,
+                               json={"fields": ["city"], "purpose": "lunch"}).json()["id"]
     ids["gid"] = api.http.post("/v1/users/alice/grants", headers=h,
                                json={"level": "L2", "purpose": "support"}).json()["id"]
     assert api.http.put("/v1/contracts/secret_field", headers=h, json={"kind": "fact"}).status_code == 200
@@ -105,6 +116,7 @@ def _snapshot(api) -> dict:
     return {"history": [r.to_dict() for r in m.history("acme", "alice", "city")],
             "sessions": [s.to_dict() for s in m.sessions("acme", "alice")],
             "grants": [g.to_dict() for g in m.grants("acme", "alice")],
+            "consents": [r.to_dict() for r in m.consent_requests("acme", "alice", status=None)],
             "contract": m.contract("acme", "secret_field").to_dict(),
             "verifications": m.pending_verifications("acme", "alice"),
             "onboarding": m.onboarding_questions("acme", "alice")}

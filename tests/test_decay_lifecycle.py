@@ -179,8 +179,13 @@ def test_generic_question_for_fields_without_a_template(mem: Memory):
     mem.write("t", "u2", "preference", "likes", "jazz", source="user_confirmed", now=T0)
     zh = mem.recall_scored("t", "u", now=T0 + 20 * DAY)[0]
     en = mem.recall_scored("t", "u2", now=T0 + 20 * DAY)[0]
-    assert zh.needs_confirmation and "爵士乐" in (zh.question or "") and "likes" in (zh.question or "")
-    assert en.needs_confirmation and "jazz" in (en.question or "")
+    # Issue 14: the field is named by its contract's label in the user's language, never by its key.
+    assert zh.needs_confirmation and zh.question == "您的喜好还是「爵士乐」吗？"
+    assert en.needs_confirmation and en.question == "Is “jazz” still right for your likes?"
+    mem.write("t", "u3", "preference", "news_push", "科技资讯", source="user_confirmed", now=T0)  # no contract
+    raw = mem.recall_scored("t", "u3", now=T0 + 20 * DAY)[0]
+    assert raw.needs_confirmation and raw.question == "您之前告诉我们「科技资讯」，现在还是这样吗？"
+    assert "news_push" not in (raw.question or "")
 
 
 def test_only_volatile_non_standing_memories_are_flagged_or_dropped(mem: Memory):

@@ -201,6 +201,7 @@ SAMPLES: dict[str, Any] = {
     "messages": [{"role": "user", "content": "I live in Oslo"}], "budget_tokens": 321, "language": "zh",
     "questions": [{"id": "q1", "key": "tone", "kind": "preference", "text": {"en": "Tone?", "zh": "语气?"}}],
     "answers": {"tone": "warm"}, "verification_id": "ef" * 16, "extract": True,
+    "request_id": "ab" * 16, "prefix": "par-", "after": "par-a",
 }
 SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}
 

@@ -4,6 +4,7 @@ The public surface is what this module exports; everything else is internal.
 """
 
 from usermem.config import Settings, load_settings
+from usermem.engine.consent import ConsentRequest
 from usermem.engine.memory import Memory
 from usermem.errors import (
     ConfigError,
@@ -28,8 +29,12 @@ from usermem.model import (
     MemoryRecord,
     Op,
     Reason,
+    Recalled,
     ScoredMemory,
     Source,
+    UserPage,
+    Withheld,
+    WithheldReason,
     WriteRequest,
     WriteResult,
 )
@@ -44,6 +49,7 @@ __all__ = [
     "Client",
     "ConfigError",
     "ConflictError",
+    "ConsentRequest",
     "IntegrityError",
     "InvalidArgument",
     "Kind",
@@ -55,13 +61,17 @@ __all__ = [
     "PermissionDenied",
     "ProviderError",
     "Reason",
+    "Recalled",
     "ScoredMemory",
     "Settings",
     "Source",
     "StoreError",
     "TierUnavailable",
+    "UserPage",
     "UsermemError",
     "ValidationError",
+    "Withheld",
+    "WithheldReason",
     "WriteRequest",
     "WriteResult",
     "load_settings",

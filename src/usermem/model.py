@@ -10,10 +10,12 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
+
+T = TypeVar("T")
 
 
 def new_id() -> str:
@@ -317,3 +319,85 @@ class ChangeEvent:
     client_id: str | None = None
     causality_id: str | None = None
     records: tuple[MemoryRecord, ...] = ()
+
+
+class WithheldReason(StrEnum):
+    """Why a field the user has a value for was left out of a recall or an assembly."""
+
+    NEEDS_GRANT = "needs_grant"  # L2/L3 (or another domain's opt-in field): the user can consent
+    DISABLED = "disabled"  # the operator disabled the field
+    PRIVATE_TO_DOMAIN = "private_to_domain"  # another domain's private field: never shared
+    INSTRUCTION_LIKE = "instruction_like"  # (assembly) the value reads as an instruction (policy/injection.py)
+
+
+class Withheld(str):
+    """A field left out of a result, and why — never its value.
+
+    It *is* its key (a `str`), so code that treated withheld entries as keys keeps working
+    (`"allergy" in result.withheld`); `.level`, `.reason`, `.question` (a consent question in the user's
+    language, None when nothing can be asked), `.declined` (the user said no in this session: do not ask
+    again) and `.request_id` (a pending consent request for it) say the rest. Immutable.
+    """
+
+    key: str
+    level: str
+    reason: WithheldReason
+    question: str | None
+    declined: bool
+    request_id: str | None
+
+    def __new__(cls, key: str, level: str = "L1", reason: str | WithheldReason = WithheldReason.NEEDS_GRANT,
+                question: str | None = None, *, declined: bool = False,
+                request_id: str | None = None) -> Withheld:
+        self = super().__new__(cls, key)
+        attrs = {"key": str(key), "level": str(level), "reason": WithheldReason(reason), "question": question,
+                 "declined": bool(declined), "request_id": request_id}
+        self.__dict__.update(attrs)
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Withheld is immutable (cannot set {name!r})")
+
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return ((self.key, self.level, self.reason.value, self.question),
+                {"declined": self.declined, "request_id": self.request_id})
+
+    def __repr__(self) -> str:
+        return (f"Withheld(key={self.key!r}, level={self.level!r}, reason={self.reason.value!r}, "
+                f"question={self.question!r}, declined={self.declined!r}, request_id={self.request_id!r})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "level": self.level, "reason": self.reason.value, "question": self.question,
+                "declined": self.declined, "request_id": self.request_id}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | str) -> Withheld:
+        if isinstance(d, str):  # an older server's assembly: keys withheld as instructions
+            return cls(d, reason=WithheldReason.INSTRUCTION_LIKE)
+        return cls(str(d["key"]), str(d.get("level") or "L1"), str(d.get("reason") or "needs_grant"),
+                   d.get("question"), declined=bool(d.get("declined", False)), request_id=d.get("request_id"))
+
+
+class Recalled(list[T]):
+    """What `recall` / `recall_scored` return: the list of memories, best first, exactly as before — plus
+    `withheld`, the fields the user has values for that this read may not see (never their values)."""
+
+    withheld: tuple[Withheld, ...]
+
+    def __init__(self, items: Iterable[T] = (), withheld: Iterable[Withheld] = ()) -> None:
+        super().__init__(items)
+        self.withheld = tuple(withheld)
+
+    def __reduce__(self) -> Any:
+        return (Recalled, (list(self), self.withheld))
+
+
+@dataclass(frozen=True, slots=True)
+class UserPage:
+    """A page of a tenant's user ids (`Memory.users`); `next_after` continues it (None: the last page)."""
+
+    users: list[str]
+    next_after: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": list(self.users), "next_after": self.next_after}

@@ -9,6 +9,8 @@ what                        wired into
 per-tenant contracts        ``EngineContext.use_contract_provider(ContractRegistry.for_tenant)``
 grants (L2/L3 access)       ``RecallPipeline(gate_for=GrantsPipeline.gate)``; ``sweep`` as a purger
 live fields                 ``RecallPipeline(live=LiveResolvers)``
+consent requests            ``RecallPipeline.use_consent(ConsentPipeline.state)``; ``on_session_closed`` as a
+                            session-close hook (a session's declines end with it)
 store tiers (Redis/session) ``ErasurePipeline(erasers=[store.capabilities.erase_tiers])``;
                             ``store.capabilities.drop_local`` to events
 session activity            ``EngineContext.subscribe(SessionManager.on_change)``
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from usermem.config import Settings
+from usermem.engine.consent import ConsentPipeline
 from usermem.engine.context import Clock, EngineContext
 from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
@@ -44,7 +47,7 @@ from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers
 from usermem.engine.sessions import SessionClosed, SessionManager
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.model import Kind, ScoredMemory, WriteRequest, WriteResult
+from usermem.model import Kind, Recalled, ScoredMemory, WriteRequest, WriteResult
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
     DEFAULT_FORBIDDEN_KEYS,
@@ -103,6 +106,7 @@ class Engine:
     contracts: ContractRegistry
     grants: GrantsPipeline
     live: LiveResolvers
+    consent: ConsentPipeline
     relevance: hybrid.HybridRelevance | None = None
     events: FederatedSync | None = None
     _understanding: Understanding | None = None
@@ -232,10 +236,10 @@ class EngineHost:
 
     def recall_scored(self, tenant: str, user_id: str, k: int, *, now: float, keys: Sequence[str] | None = None,
                       kinds: Sequence[Kind] | None = None, session_id: str | None = None,
-                      actor: str | None = None) -> list[ScoredMemory]:
+                      actor: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:
         check_ids(tenant, user_id)
         return self._engine.recall.recall(tenant, user_id, k, now=now, keys=keys, kinds=kinds, session_id=session_id,
-                                          actor=actor)
+                                          actor=actor, purpose=purpose)
 
 
 def compose(settings: Settings, *, store: Store | None = None, clock: Clock | None = None,
@@ -261,8 +265,13 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
     lifecycle = LifecyclePipeline(ctx, write, gate_for=grants.gate)  # L2/L3 results need a grant
     sessions = SessionManager(ctx, write, recall)
     ctx.subscribe(sessions.on_change)
+    # Consent for what recall withholds (engine/consent.py): requests answered by the user become grants;
+    # recall marks withheld fields declined / pending; a session's declines end with it.
+    consent = ConsentPipeline(ctx, grants)
+    recall.use_consent(consent.state)
+    sessions.add_close_hook(consent.on_session_closed)
     engine = Engine(ctx=ctx, write=write, recall=recall, erasure=erasure, lifecycle=lifecycle, sessions=sessions,
-                    contracts=registry, grants=grants, live=live)
+                    contracts=registry, grants=grants, live=live, consent=consent)
     # Background extraction at session close (seed 000): understand/service.py, built on first use.
     sessions.add_close_hook(engine.on_session_closed)
     # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).

@@ -55,7 +55,11 @@ def validate_contract(contract: FieldContract, base: ContractSet) -> FieldContra
         if not isinstance(r, str) or not (r.startswith(("http://", "https://")) or r.startswith("registered:")):
             raise ValidationError("resolver must be an http(s) URL or 'registered:<name>' (a callable registered "
                                   "with Memory.register_resolver)", field="resolver")
-    for text in (contract.description, *contract.aliases, *contract.questions.values()):
+    if not isinstance(contract.labels, Mapping) or set(contract.labels) - {"zh", "en"} or not all(
+            isinstance(v, str) and 0 < len(v.strip()) <= 64 and v.isprintable() for v in contract.labels.values()):
+        raise ValidationError("labels are {\"zh\": ..., \"en\": ...}: what people read instead of the key, "
+                              "1-64 printable characters each", field="labels")
+    for text in (contract.description, *contract.aliases, *contract.questions.values(), *contract.labels.values()):
         if detect(text):
             raise ValidationError("contract texts must not contain personal data", field="description")
     return contract

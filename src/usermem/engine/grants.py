@@ -253,6 +253,13 @@ class AccessGate:
             return True
         return any(g.covers(contract, self.reader) for g in self._load())
 
+    def why_not(self, contract: FieldContract) -> str | None:
+        """Why this read may not see the field ("private_to_domain", "needs_grant"), or None when it may."""
+        if self.domain is not None and contract.domain not in (self.domain, GENERAL_DOMAIN) \
+                and contract.sharing is Sharing.PRIVATE:
+            return "private_to_domain"
+        return None if self.allows(contract) else "needs_grant"
+
     def shares(self, contract: FieldContract) -> bool:
         """Cross-domain use (seed 004 §5): a reader that names its domain sees a field of another domain
         only if the field is shared, or explicit_opt_in and the user opted in; never if private."""

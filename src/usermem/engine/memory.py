@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from usermem.config import Settings, load_settings
 from usermem.engine.compose import compose
+from usermem.engine.consent import ConsentRequest
 from usermem.engine.context import Clock, Listener
 from usermem.engine.export import export_user
 from usermem.engine.grants import Grant
@@ -20,7 +21,9 @@ from usermem.model import (
     Candidate,
     Kind,
     MemoryRecord,
+    Recalled,
     ScoredMemory,
+    UserPage,
     WriteRequest,
     WriteResult,
     new_id,
@@ -78,6 +81,7 @@ class Memory:
         self._contracts = engine.contracts
         self._grants = engine.grants
         self._live = engine.live
+        self._consent = engine.consent
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -166,28 +170,35 @@ class Memory:
                kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
                event_until: float | None = None, actor: str | None = None,
-               domain: str | None = None) -> list[MemoryRecord]:
+               domain: str | None = None, purpose: str | None = None) -> Recalled[MemoryRecord]:
         """The user's current memories, best first: not superseded, deleted, expired or decayed away.
 
         `query` ranks by meaning and words (hybrid relevance); `event_from`/`event_until` keep memories
-        whose event time (else write time) lies in [event_from, event_until).
+        whose event time (else write time) lies in [event_from, event_until). The result is a list, with
+        `.withheld`: the fields left out and why (see recall_scored).
         """
-        return [s.memory for s in self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query,
-                                                     keys=keys, mark_used=mark_used, event_from=event_from,
-                                                     event_until=event_until, actor=actor, domain=domain)]
+        scored = self.recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys,
+                                    mark_used=mark_used, event_from=event_from, event_until=event_until,
+                                    actor=actor, domain=domain, purpose=purpose)
+        return Recalled([s.memory for s in scored], scored.withheld)
 
     def recall_scored(self, tenant: str, user_id: str, k: int = 5, *, now: float | None = None,
                       kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                       keys: Sequence[str] | None = None, mark_used: bool = False,
                       event_from: float | None = None, event_until: float | None = None,
-                      actor: str | None = None, domain: str | None = None) -> list[ScoredMemory]:
+                      actor: str | None = None, domain: str | None = None,
+                      purpose: str | None = None) -> Recalled[ScoredMemory]:
         """Like recall, with scores, weights and confirmation flags.
 
         L2/L3 fields are returned only under an active grant (see `grant`); `actor` (API key or agent
         id) is the reader the audit log names and the grantee a grant may be restricted to. `domain`
         (e.g. "logistics") names the reader's domain: fields of other domains are then returned only
         when their contract shares them, or (explicit_opt_in) after `opt_in`; private ones never.
+        What was left out is in `.withheld` (key, level, reason needs_grant / disabled / private_to_domain,
+        and a consent question in the user's language shaped by `purpose`) — never the values.
         """
+        if purpose is not None:
+            purpose = _purpose_arg(purpose)
         event_from, event_until = time_range_arg(event_from, event_until, ("event_from", "event_until"))
         check_ids(tenant, user_id, actor=actor)
         if isinstance(k, bool) or not isinstance(k, int):
@@ -196,7 +207,7 @@ class Memory:
             raise ValidationError("k must be at least 1", field="k")
         return self._recall.recall(tenant, user_id, k, now=self._ctx.now(now), kinds=_kinds(kinds), keys=keys,
                                    query=query, mark_used=mark_used, event_from=event_from,
-                                   event_until=event_until, actor=actor, domain=domain)
+                                   event_until=event_until, actor=actor, domain=domain, purpose=purpose)
 
     def get(self, tenant: str, memory_id: str, *, actor: str | None = None,
             now: float | None = None) -> MemoryRecord | None:
@@ -338,15 +349,68 @@ class Memory:
         """
         self._live.register(name, resolver)
 
-    def opt_in(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
-               actor: str | None = None, now: float | None = None) -> list[str]:
-        """The user lets `domain` use `fields` whose contract says sharing=explicit_opt_in (audited)."""
+    def opt_in(self, tenant: str, user_id: str, fields: Iterable[str] | str | None = None, domain: str | None = None,
+               *, request_id: str | None = None, actor: str | None = None, now: float | None = None) -> list[str]:
+        """The user lets `domain` use `fields` whose contract says sharing=explicit_opt_in (audited).
+
+        With `request_id` instead, the user approves that consent request (as `approve_consent`); the
+        fields it covered are returned.
+        """
+        if request_id is not None:
+            if fields is not None or domain is not None:
+                raise ValidationError("give either request_id, or fields and domain", field="request_id")
+            return list(self._consent.approve(tenant, user_id, request_id, actor=actor, now=now).fields)
+        if fields is None or domain is None:
+            raise ValidationError("opt_in needs fields and domain (or a request_id)",
+                                  field="fields" if fields is None else "domain")
         return self._grants.opt_in(tenant, user_id, fields, domain, actor=actor, now=now)
 
     def opt_out(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
                 actor: str | None = None, now: float | None = None) -> int:
         """Withdraw an opt-in; returns how many consents were removed."""
         return self._grants.opt_out(tenant, user_id, fields, domain, actor=actor, now=now)
+
+    def request_consent(self, tenant: str, user_id: str, fields: Iterable[str] | str, purpose: str,
+                        ttl: float = 30 * 60.0, *, domain: str | None = None, session_id: str | None = None,
+                        actor: str | None = None, now: float | None = None) -> ConsentRequest:
+        """Ask the user to let withheld `fields` be used for `purpose` for `ttl` seconds (audited).
+
+        Returns the pending request with its question in Chinese and English. Asking again returns the
+        same pending request, or the declined one when the user already said no in this session.
+        """
+        return self._consent.request(tenant, user_id, fields, purpose, ttl, domain=domain, session_id=session_id,
+                                     actor=actor, now=now)
+
+    def consent_requests(self, tenant: str, user_id: str, *, status: str | None = "pending",
+                         now: float | None = None) -> list[ConsentRequest]:
+        """The user's consent requests, oldest first: pending (default), approved, declined, or all (None)."""
+        return self._consent.list(tenant, user_id, status=status, now=now)
+
+    def approve_consent(self, tenant: str, user_id: str, request_id: str, *, actor: str | None = None,
+                        now: float | None = None) -> ConsentRequest:
+        """The user agrees: a grant of the requested fields, purpose and duration is made (audited); the
+        next recall includes the fields."""
+        return self._consent.approve(tenant, user_id, request_id, actor=actor, now=now)
+
+    def decline_consent(self, tenant: str, user_id: str, request_id: str, *, actor: str | None = None,
+                        now: float | None = None) -> ConsentRequest:
+        """The user says no: remembered for the asking session (recall marks the fields `declined` and asks
+        nothing); declining an approved request revokes its grant."""
+        return self._consent.decline(tenant, user_id, request_id, actor=actor, now=now)
+
+    def users(self, tenant: str, *, prefix: str | None = None, after: str | None = None,
+              limit: int = 50) -> UserPage:
+        """The tenant's users (ids with a stored memory) in code-point order: `prefix` searches, `after`
+        pages (pass the previous page's `next_after`)."""
+        check_ids(tenant, "-")
+        limit = int_arg("limit", limit, 1, 1000)
+        for name, v in (("prefix", prefix), ("after", after)):
+            if v is not None and (not isinstance(v, str) or len(v) > 256 or not v.isprintable()):
+                raise ValidationError(f"{name} must be printable text of at most 256 characters", field=name)
+        ids = self._ctx.store.users(tenant, limit + 1, prefix=prefix or None, after=after)
+        more = len(ids) > limit
+        ids = ids[:limit]
+        return UserPage(ids, ids[-1] if more and ids else None)
 
     # -- lifecycle: confirmation, denial, revert (engine/lifecycle.py) ---------------------------------
 
@@ -482,14 +546,18 @@ class Memory:
                                               change_set_id=change_set_id, actor=actor))
 
     def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
-                 now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Any:
+                 now: float | None = None, session_id: str | None = None, actor: str | None = None,
+                 purpose: str | None = None) -> Any:
         """Plan, select and render memories as <USER_FACTS>{json}</USER_FACTS> <USER_PREFERENCES>{json}</USER_PREFERENCES>.
 
         Returns an Assembly (plan, facts, preferences, context, prompt, tokens...; `.to_dict()`). Marks
-        what it injected as used.
+        what it injected as used. `.withheld` names the planned fields left out and why (as recall_scored;
+        `purpose` shapes their consent question) and values withheld as instructions.
         """
+        if purpose is not None:
+            purpose = _purpose_arg(purpose)
         return self.understanding.assemble(tenant, user_id, message, budget_tokens, now=now, session_id=session_id,
-                                           actor=actor)
+                                           actor=actor, purpose=purpose)
 
     def onboarding_questions(self, tenant: str, user_id: str, language: str | None = None, *,
                              now: float | None = None) -> list[dict[str, Any]]:
@@ -523,6 +591,12 @@ class Memory:
     def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
                             now: float | None = None) -> bool:
         return bool(self.understanding.reject_verification(tenant, user_id, verification_id, now=now))
+
+def _purpose_arg(purpose: object) -> str:
+    if not isinstance(purpose, str) or len(purpose) > 500 or not purpose.isprintable():
+        raise ValidationError("purpose must be printable text of at most 500 characters", field="purpose")
+    return purpose
+
 
 _REQUEST_FIELDS = set(WriteRequest.__dataclass_fields__)
 

@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING
 from usermem.engine.context import EngineContext
 from usermem.engine.ports import Relevance
 from usermem.engine.sessions import visible_context
-from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, ScoredMemory
-from usermem.policy.contracts import FieldContract
+from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, Recalled, ScoredMemory, Withheld
+from usermem.policy import wording
+from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.decay import weight_of
+from usermem.policy.wording import detect_language
 from usermem.store.base import LiveQuery, ScoreRow
 
 if TYPE_CHECKING:
+    from usermem.engine.consent import ConsentState
     from usermem.engine.grants import AccessGate
     from usermem.engine.resolvers import LiveResolvers
 
@@ -30,13 +33,8 @@ if TYPE_CHECKING:
 RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
 # Tiered authorization (engine/grants.py): gate_for(tenant, user_id, now, reader, domain) -> AccessGate.
 GateFor = Callable[[str, str, float, str | None, str | None], "AccessGate"]
-# Questions asked when a volatile memory's weight falls below the confirm threshold.
-_GENERIC_QUESTION = {
-    "zh": "关于「{key}」，您还是「{value}」吗？",
-    "en": "Is this still right for {key}: {value}?",
-}
-
-
+# Consent requests (engine/consent.py): consent_for(tenant, user_id, now) -> declined / pending fields.
+ConsentFor = Callable[[str, str, float], "ConsentState"]
 def _key_policy(contract: FieldContract | None, kind: Kind) -> tuple[bool, float, bool] | None:
     """(enabled, half-life, judged_by_weight) for a key, or None when the field is disabled."""
     if contract is not None and not contract.enabled:
@@ -44,11 +42,6 @@ def _key_policy(contract: FieldContract | None, kind: Kind) -> tuple[bool, float
     half_life = (contract.half_life_seconds if contract else None) or KIND_REGISTRY[kind].half_life_seconds
     judged = KIND_REGISTRY[kind].volatile and not (contract is not None and contract.standing)
     return True, half_life, judged
-
-
-def detect_language(text: str) -> str:
-    """'zh' when the text has CJK characters, else 'en'. Enough to pick a question template."""
-    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else "en"
 
 
 def language_code(value: object) -> str | None:
@@ -64,11 +57,10 @@ def language_code(value: object) -> str | None:
 
 
 def confirmation_question(record: MemoryRecord, contract: FieldContract | None, language: str | None = None) -> str:
+    """The question asked when a volatile memory fades, in `language` (else the value's script), naming the
+    field by its label (policy/wording.py)."""
     value = record.value if isinstance(record.value, str) else str(record.value)
-    lang = language or detect_language(value)
-    if contract is not None and lang in contract.questions:
-        return contract.questions[lang]
-    return _GENERIC_QUESTION.get(lang, _GENERIC_QUESTION["en"]).format(key=record.key, value=value)
+    return wording.confirmation_question(record.key, record.value, contract, language or detect_language(value))
 
 
 class RecallPipeline:
@@ -82,6 +74,12 @@ class RecallPipeline:
         self.gate_for = gate_for
         # Live fields (engine/resolvers.py): values read from the system of record at recall time.
         self.live = live
+        # Consent requests (engine/consent.py): which withheld fields the user declined or was asked about.
+        self.consent_for: ConsentFor | None = None
+
+    def use_consent(self, consent_for: ConsentFor | None) -> None:
+        """Plug in the consent-request state recall marks its withheld fields with (the composition root)."""
+        self.consent_for = consent_for
 
     def use_relevance(self, relevance: Relevance | None) -> None:
         """Plug in (or, with None, remove) query relevance; the composition root calls this."""
@@ -105,8 +103,11 @@ class RecallPipeline:
                keys: Sequence[str] | None = None, session_id: str | None = None,
                query: str | None = None, limit: int | None = None, event_from: float | None = None,
                event_until: float | None = None, actor: str | None = None,
-               domain: str | None = None) -> list[ScoredMemory]:
+               domain: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:
         """Live memories of the user, scored and flagged, best first; the best `limit` (default all).
+
+        `withheld` lists the fields among the candidates this read may not see (disabled, needing a grant,
+        private to another domain), with a consent question shaped by `purpose` — never their values.
 
         With a query and a relevance plug-in, only its candidates are loaded and the score is the
         plug-in's `combine(relevance, importance, weight)` (relevance/hybrid.py). `event_from` /
@@ -140,7 +141,7 @@ class RecallPipeline:
         else:
             rows = store.live_scores(q)
         if not rows and self.live is None:  # live fields are resolved even for a user with no stored memory
-            return []
+            return Recalled()
         asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
         settings = self.ctx.settings
         confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
@@ -152,6 +153,8 @@ class RecallPipeline:
         by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
         get_contract = contracts.get
         combine = self.relevance.combine if relevance is not None and self.relevance is not None else None
+        hidden: dict[tuple[str, str], str | None] = {}  # (kind, key) -> why it is withheld (None: not reported)
+        withheld: dict[str, str] = {}  # key -> reason, for keys with a value this read would otherwise return
         for row in rows:
             contract = get_contract(row.key)
             if contract is None:
@@ -160,12 +163,19 @@ class RecallPipeline:
                 pk = (row.kind, row.key)
                 if pk not in by_key:
                     # L2/L3 need an active grant; a live field's stored copy is never preferred to the live value.
-                    visible = not contract.live and (gate.allows(contract) if gate is not None
-                                                     else contract.sensitivity.value == "L1")
-                    by_key[pk] = _key_policy(contract, Kind(row.kind)) if visible else None
+                    why = None if contract.live else (gate.why_not(contract) if gate is not None
+                                                      else (None if contract.sensitivity.value == "L1"
+                                                            else "needs_grant"))
+                    by_key[pk] = _key_policy(contract, Kind(row.kind)) if not contract.live and why is None else None
+                    if by_key[pk] is None and not contract.live:
+                        hidden[pk] = "disabled" if not contract.enabled else why
                 pol = by_key[pk]
-            if pol is None:
-                continue  # field disabled: stops recall at once
+            if pol is None:  # field disabled or not visible to this reader: reported, never returned
+                reason = hidden.get((row.kind, row.key)) if contract is not None else None
+                if reason is not None and row.key not in withheld and contract is not None \
+                        and self._alive(row, contract, now):
+                    withheld[row.key] = reason
+                continue
             _, half_life, judged_by_weight = pol
             w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, now)
             if judged_by_weight and w < drop_at:
@@ -201,6 +211,39 @@ class RecallPipeline:
                 out = out[:limit] if limit is not None else out
         if gate is not None and out:
             gate.audit_reads([s.memory for s in out], contracts)
+        if not withheld:
+            return Recalled(out)
+        return Recalled(out, self._withheld(tenant, user_id, now, withheld, contracts, asked, purpose,
+                                            [s.memory.value for s in out]))
+
+    def _alive(self, row: ScoreRow, contract: FieldContract, now: float) -> bool:
+        """Would this row be returned if the reader could see it (not decayed away)?"""
+        kind = Kind(row.kind)
+        if not KIND_REGISTRY[kind].volatile or contract.standing:
+            return True
+        w = weight_of(row.confidence, contract.effective_half_life(), row.created_at, row.last_confirmed_at,
+                      row.last_used_at, now)
+        return w >= self.ctx.settings.drop_threshold
+
+    def _withheld(self, tenant: str, user_id: str, now: float, reasons: dict[str, str], contracts: ContractSet,
+                  asked: dict[str, str | None], purpose: str | None, values: list[object]) -> list[Withheld]:
+        """The withheld entries, with a consent question where consent can help, in the user's language: their
+        `language` memory, else the purpose's script, else the script of what they told us, else English."""
+        state = self.consent_for(tenant, user_id, now) if self.consent_for is not None and \
+            "needs_grant" in reasons.values() else None
+        texts = [v for v in values if isinstance(v, str)]
+        lang = self._user_language(tenant, user_id, now, asked) or (detect_language(purpose) if purpose else None) \
+            or ("zh" if texts and 2 * sum(detect_language(t) == "zh" for t in texts) >= len(texts) else "en")
+        out: list[Withheld] = []
+        for key in sorted(reasons):
+            contract = contracts.get(key)
+            assert contract is not None
+            reason = reasons[key]
+            declined = state is not None and key in state.declined
+            question = wording.consent_question(contract, key, lang, purpose) \
+                if reason == "needs_grant" and not declined else None
+            out.append(Withheld(key, contract.sensitivity.value, reason, question, declined=declined,
+                                request_id=state.pending.get(key) if state is not None else None))
         return out
 
     def _query_records(self, q: LiveQuery, query: str | None, event_from: float | None,
@@ -232,9 +275,10 @@ class RecallPipeline:
                keys: Sequence[str] | None = None, session_id: str | None = None, query: str | None = None,
                mark_used: bool = False, event_from: float | None = None,
                event_until: float | None = None, actor: str | None = None,
-               domain: str | None = None) -> list[ScoredMemory]:
+               domain: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:
         top = self.scored(tenant, user_id, now=now, kinds=kinds, keys=keys, session_id=session_id, query=query,
-                          limit=k, event_from=event_from, event_until=event_until, actor=actor, domain=domain)
+                          limit=k, event_from=event_from, event_until=event_until, actor=actor, domain=domain,
+                          purpose=purpose)
         if mark_used and top:
             self.ctx.store.touch(tenant, [s.memory.id for s in top if not s.memory.id.startswith("live:")],
                                  used_at=now)

@@ -69,7 +69,8 @@ PARAM_DOCS: Mapping[str, str] = {
     "after_seq": "Only audit entries after this sequence number (paging).",
     "retention_days": "Keep soft-deleted and expired rows this many days (default: the server's setting).",
     "fields_or_level": "'L2' or 'L3' (every field up to that sensitivity), a field key, or several keys.",
-    "purpose": "Why access is needed (audited).",
+    "purpose": "Why access is needed (audited; in recall/assemble it shapes the consent question of withheld "
+               "fields, e.g. '推荐午餐' / 'recommend lunch').",
     "ttl": "How long the grant lasts, in seconds.",
     "grantee": "Only this reader may use the grant (an API key id: key:<id>).",
     "tenant_or_grant_id": "The tenant (then grant_id follows) or the grant id alone.",
@@ -84,7 +85,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "idle_seconds": "Close the session after this much inactivity (default: the server's setting).",
     "session_id_path": "The session id.",
     "transcript": "The conversation ({role, content} messages, or text) to archive as the episode.",
-    "status": "open or closed.",
+    "status": "Sessions: open or closed. Consent requests: pending (default), approved, declined or all.",
     "message": "The user's current message.",
     "messages": "OpenAI-style {role, content} messages (or plain strings as user turns).",
     "budget_tokens": "Token budget of the prompt block.",
@@ -92,6 +93,9 @@ PARAM_DOCS: Mapping[str, str] = {
     "questions": "The onboarding questions: {id, field, kind, question: {zh, en}, ...}.",
     "answers": "{question id or field key: answer}.",
     "verification_id": "A pending verification id.",
+    "request_id": "A consent request id (from request_consent, consent_requests or a withheld entry).",
+    "prefix": "Only user ids starting with this text.",
+    "after": "Only user ids after this one (paging: the previous page's next_after).",
 }
 
 
@@ -236,17 +240,19 @@ def _build() -> dict[str, Operation]:
         _op("recall", "memories", (V, IA, PD), Http(
             "GET", "/v1/users/{user_id}/memories",
             query=("k", "now", "kinds", "query", "keys", "mark_used", "event_from", "event_until", "actor",
-                   "domain")),
-            client="same route as recall_scored; returns the records only. A 404 user is an empty list."),
+                   "domain", "purpose")),
+            client="same route as recall_scored; returns the records only (with `.withheld`). A 404 user is an "
+                   "empty list."),
         _op("recall_scored", "memories", (V, IA, PD), Http(
             "GET", "/v1/users/{user_id}/memories",
             query=("k", "now", "kinds", "query", "keys", "mark_used", "event_from", "event_until", "actor",
-                   "domain")),
-            mcp=Mcp("recall", {"query": "query", "k": "k", "kinds": "kinds", "user_id": "user_id"},
+                   "domain", "purpose")),
+            mcp=Mcp("recall", {"query": "query", "k": "k", "kinds": "kinds", "user_id": "user_id",
+                               "purpose": "purpose"},
                     fixed={"tenant": "the server's or the key's tenant", "mark_used": "always true (agent use)",
                            "now": "server time", "keys": "all", "event_from": "none", "event_until": "none",
                            "actor": "not needed: L2/L3 fields need a grant", "domain": "none"}),
-            client="a 404 user is an empty list, as the embedded engine answers"),
+            client="a 404 user is an empty list, as the embedded engine answers; `.withheld` from the response"),
         _op("get", "memories", (V, PD), Http("GET", "/v1/memories/{memory_id}", query=("actor", "now")),
             client="a 404 is None"),
         _op("history", "memories", (V, PD), Http(
@@ -322,10 +328,32 @@ def _build() -> dict[str, Operation]:
             client="GET /v1/users/{user_id}/grants is kept too"),
         _op("export", "privacy", (V,), Http("GET", "/v1/users/{user_id}/export", query=("now", "actor")),
             client="a 404 user is the empty export document, as the embedded engine answers"),
-        _op("opt_in", "privacy", (V,), Http(
-            "POST", "/v1/users/{user_id}/consents", body=("fields", "domain", "actor", "now"))),
+        _op("opt_in", "privacy", (V, NF, PD), Http(
+            "POST", "/v1/users/{user_id}/consents", body=("fields", "domain", "request_id", "actor", "now")),
+            client="with request_id it approves a consent request (user token or admin key), as approve_consent"),
         _op("opt_out", "privacy", (V,), Http(
             "POST", "/v1/users/{user_id}/consents/withdraw", body=("fields", "domain", "actor", "now"))),
+        # -- consent for what recall withholds (engine/consent.py) ----------------------------------------
+        _op("request_consent", "privacy", (V,), Http(
+            "POST", "/v1/users/{user_id}/consent-requests", body=("fields", "purpose", "ttl", "domain", "session_id",
+                                                                   "actor", "now"),
+            wire={"ttl": "ttl_seconds"}),
+            mcp=Mcp("request_consent", {"fields": "fields", "purpose": "purpose", "user_id": "user_id",
+                                        "ttl_seconds": "ttl"},
+                    fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
+                           "now": "server time", "domain": "none", "session_id": "none"})),
+        _op("consent_requests", "privacy", (V,), Http(
+            "GET", "/v1/users/{user_id}/consent-requests", query=("status", "now")),
+            client="status None (all) travels as status=all"),
+        _op("approve_consent", "privacy", (V, NF, PD), Http(
+            "POST", "/v1/users/{user_id}/consent-requests/{request_id}/approve", body=("actor", "now")),
+            client="needs a user token of that user (or an admin key): an agent cannot consent for the user"),
+        _op("decline_consent", "privacy", (V, NF, PD), Http(
+            "POST", "/v1/users/{user_id}/consent-requests/{request_id}/decline", body=("actor", "now")),
+            client="needs a user token of that user (or an admin key)"),
+        _op("users", "admin", (V,), Http(
+            "GET", "/v1/users", query=("prefix", "after", "limit"), user_bound_ok=False),
+            client="a key bound to one user (or a user token) is refused (403)"),
         # -- contracts ------------------------------------------------------------------------------------
         _op("contracts_list", "contracts", (V,), Http("GET", "/v1/contracts", admin=True)),
         _op("contract", "contracts", (V, NF), Http("GET", "/v1/contracts/{key}", admin=True)),
@@ -351,8 +379,9 @@ def _build() -> dict[str, Operation]:
                                                           "actor"))),
         _op("assemble", "conversation", (V, PE, PD), Http(
             "POST", "/v1/users/{user_id}/assemble", body=("message", "budget_tokens", "now", "session_id",
-                                                            "actor")),
-            mcp=Mcp("assemble", {"message": "message", "budget_tokens": "budget_tokens", "user_id": "user_id"},
+                                                            "actor", "purpose")),
+            mcp=Mcp("assemble", {"message": "message", "budget_tokens": "budget_tokens", "user_id": "user_id",
+                                 "purpose": "purpose"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "now": "server time", "session_id": "none"}),
             client="returns the engine's Assembly (selections as ScoredMemory)"),

@@ -29,6 +29,7 @@ __all__ = ["app", "console", "err_console", "eval_app", "main"]
 def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
     from usermem.interfaces import (  # noqa: F401
+        cli_consent,
         cli_conversation,
         cli_core,
         cli_evals,

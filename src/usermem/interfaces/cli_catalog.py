@@ -50,6 +50,10 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     "grants": CliCommand("grants list", params=AT),
     "export": CliCommand("export", params=AT),
     "opt_in": CliCommand("opt-in", params=AT),
+    "request_consent": CliCommand("consents request", params={**AT, "session_id": "session"}),
+    "consent_requests": CliCommand("consents list", params=AT),
+    "approve_consent": CliCommand("consents approve", params=AT),
+    "decline_consent": CliCommand("consents decline", params=AT),
     "opt_out": CliCommand("opt-out", params=AT),
     # -- contracts
     "contracts_list": CliCommand("contracts list"),
@@ -78,4 +82,5 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     # -- admin
     "audit": CliCommand("audit", params={"user_id": "user"}),
     "purge": CliCommand("purge", params=AT),
+    "users": CliCommand("users"),
 }

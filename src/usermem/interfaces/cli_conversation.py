@@ -9,7 +9,7 @@ import typer
 
 from usermem.engine.memory import Memory
 from usermem.interfaces.cli import app, console
-from usermem.interfaces.cli_core import StoreOpt, open_memory, show_results
+from usermem.interfaces.cli_core import PurposeOpt, StoreOpt, open_memory, show_results
 from usermem.interfaces.cli_output import cell, esc, localized, say, shown, table
 from usermem.interfaces.cli_params import (
     ActorOpt,
@@ -92,14 +92,15 @@ def assemble(
     tenant: str, user_id: str, message: str,
     budget_tokens: Annotated[int, typer.Option("--budget-tokens", "--budget", help="Token budget of the block")] = 800,
     session: SessionOpt = None, actor: ActorOpt = None, at: AtOpt = None, store: StoreOpt = None,
-    as_json: JsonOpt = False,
+    as_json: JsonOpt = False, purpose: PurposeOpt = None,
 ) -> None:
     """The prompt block for a message: <USER_FACTS>…</USER_FACTS> <USER_PREFERENCES>…</USER_PREFERENCES>.
 
     Example: usermem assemble acme u1 "帮我写周报" --budget-tokens 400
     """
     with open_memory(store) as m:
-        assembly = m.assemble(tenant, user_id, message, budget_tokens, now=at, session_id=session, actor=actor)
+        assembly = m.assemble(tenant, user_id, message, budget_tokens, now=at, session_id=session, actor=actor,
+                              purpose=purpose)
     if as_json:
         print(dumps(assembly))
         return
@@ -108,12 +109,16 @@ def assemble(
     if assembly.dropped:
         extra.append(say(f"dropped for the budget: {', '.join(assembly.dropped)}",
                          f"因预算省略：{'、'.join(assembly.dropped)}"))
-    if assembly.withheld:
-        extra.append(say(f"withheld (read as instructions): {', '.join(assembly.withheld)}",
-                         f"已扣留（疑似指令）：{'、'.join(assembly.withheld)}"))
+    injected = [w for w in assembly.withheld if getattr(w, "reason", "instruction_like") == "instruction_like"]
+    if injected:
+        extra.append(say(f"withheld (read as instructions): {', '.join(injected)}",
+                         f"已扣留（疑似指令）：{'、'.join(injected)}"))
     console.print(esc(say(f"{assembly.tokens}/{assembly.budget_tokens} tokens", f"{assembly.tokens}/"
                           f"{assembly.budget_tokens} 个 token") + ("; " + "; ".join(extra) if extra else "")),
                   style="dim", highlight=False)
+    from usermem.interfaces.cli_consent import print_withheld
+
+    print_withheld([w for w in assembly.withheld if w not in injected])
 
 
 @app.command()

@@ -173,6 +173,8 @@ EventFromOpt = Annotated[float | None, typer.Option("--event-from", parser=parse
 EventUntilOpt = Annotated[float | None, typer.Option("--event-until", parser=parse_time, metavar="TIME",
                                                      help="Only memories whose event time is before this")]
 DomainOpt = Annotated[str | None, typer.Option("--domain", help="The reader's domain (sharing rules apply)")]
+PurposeOpt = Annotated[str | None, typer.Option("--purpose", help="What the memories are for (推荐午餐 / recommend "
+                                                                  "lunch): shapes the withheld fields' consent question")]
 
 
 @app.command()
@@ -181,15 +183,19 @@ def inspect(
     k: KOpt = 50, kinds: KindsOpt = None, query: QueryOpt = None, keys: KeysOpt = None,
     mark_used: MarkUsedOpt = False, event_from: EventFromOpt = None, event_until: EventUntilOpt = None,
     actor: ActorOpt = None, domain: DomainOpt = None, at: AtOpt = None, as_json: JsonOpt = False,
+    purpose: PurposeOpt = None,
 ) -> None:
-    """Show a user's current memories with weights, scores, sources, expiry and confirmation flags.
+    """Show a user's current memories with weights, scores, sources, expiry and confirmation flags, and the
+    fields withheld from this reader (key, level, reason, consent question — never the value).
 
     Example: usermem inspect cloudledger C007
     """
+    from usermem.interfaces.cli_consent import print_withheld
+
     with open_memory(store) as m:
         scored = m.recall_scored(tenant, user_id, k=k, now=at, kinds=kinds, query=query, keys=keys,
                                  mark_used=mark_used, event_from=event_from, event_until=event_until,
-                                 actor=actor, domain=domain)
+                                 actor=actor, domain=domain, purpose=purpose)
     if as_json:
         print(dumps([{"memory": s.memory, "score": s.score, "weight": s.weight, "relevance": s.relevance,
                       "needs_confirmation": s.needs_confirmation, "question": s.question} for s in scored]))
@@ -202,6 +208,7 @@ def inspect(
                     f"{r.importance:.2f}", f"{s.weight:.2f}", f"{s.score:.3f}", _when(r.expires_at),
                     cell(s.question or ""))
     console.print(out)
+    print_withheld(scored.withheld)
 
 
 @app.command()
@@ -210,15 +217,19 @@ def recall(
     k: KOpt = 5, kinds: KindsOpt = None, query: QueryOpt = None, keys: KeysOpt = None,
     mark_used: MarkUsedOpt = False, event_from: EventFromOpt = None, event_until: EventUntilOpt = None,
     actor: ActorOpt = None, domain: DomainOpt = None, at: AtOpt = None, as_json: JsonOpt = False,
+    purpose: PurposeOpt = None,
 ) -> None:
-    """What an agent would be given: the user's top memories (key = value), best first.
+    """What an agent would be given: the user's top memories (key = value), best first, then the fields
+    withheld from it (never their values) with the consent question to ask.
 
     Example: usermem recall acme u1 --query "how should I reply?" -k 3
     """
+    from usermem.interfaces.cli_consent import print_withheld
+
     with open_memory(store) as m:
         records = m.recall(tenant, user_id, k=k, now=at, kinds=kinds, query=query, keys=keys,
                            mark_used=mark_used, event_from=event_from, event_until=event_until, actor=actor,
-                           domain=domain)
+                           domain=domain, purpose=purpose)
     if as_json:
         print(dumps(records))
         return
@@ -226,6 +237,7 @@ def recall(
     for r in records:
         out.add_row(cell(r.key), r.kind.value, cell(shown(r.value, 80)), r.source.value, cell(r.id))
     console.print(out)
+    print_withheld(records.withheld)
 
 
 @app.command()

@@ -276,14 +276,23 @@ def _fields(fields: str) -> list[str]:
 
 
 @app.command("opt-in")
-def opt_in(tenant: str, user_id: str, fields: FieldsArg, domain: DomainArg, store: StoreOpt = None,
-           actor: ActorOpt = None, at: AtOpt = None) -> None:
-    """Record the user's consent to share fields with another domain (opt-in sharing contracts).
+def opt_in(tenant: str, user_id: str,
+           fields: Annotated[str | None, typer.Argument(help="Comma-separated field keys")] = None,
+           domain: Annotated[str | None, typer.Option("--domain", help="The domain that may read them")] = None,
+           request_id: Annotated[str | None, typer.Option("--request", help="Approve this consent request "
+                                                                          "instead (usermem consents list)")] = None,
+           store: StoreOpt = None, actor: ActorOpt = None, at: AtOpt = None) -> None:
+    """Record the user's consent to share fields with another domain (opt-in sharing contracts), or
+    (--request) the user's approval of a consent request.
 
     Example: usermem opt-in cloudledger C007 address --domain logistics
     """
     with open_memory(store) as m:
-        granted = m.opt_in(tenant, user_id, _fields(fields), domain, actor=actor, now=at)
+        granted = m.opt_in(tenant, user_id, _fields(fields) if fields is not None else None, domain,
+                           request_id=request_id, actor=actor, now=at)
+    if request_id is not None:
+        console.print(say(f"approved: {esc(', '.join(granted))}", f"已同意：{esc('、'.join(granted))}"))
+        return
     console.print(say(f"opted in: {esc(', '.join(granted)) or '-'} for {esc(domain)}",
                       f"已同意向 {esc(domain)} 共享：{esc('、'.join(granted)) or '-'}"))
 

@@ -163,6 +163,9 @@ def keys_create(
     admin: Annotated[bool, typer.Option("--admin", help="May read the audit log and manage contracts")] = False,
     name: Annotated[str, typer.Option(help="A label to recognise the key by")] = "",
     user: Annotated[str | None, typer.Option(help="Bind the key to one user (e.g. for an MCP host)")] = None,
+    user_token: Annotated[bool, typer.Option("--user-token", help="A token for the user themself (needs --user): "
+                                                                  "their /me page and consent answers")] = False,
+    ttl: Annotated[float | None, typer.Option("--ttl", help="A user token expires after this many seconds")] = None,
 ) -> None:
     """Create an API key for a tenant. The key is printed once; only its hash is stored.
 
@@ -170,9 +173,19 @@ def keys_create(
     """
     from usermem.interfaces.api.keys import KeyRing
 
+    if user_token and (user is None or admin):
+        cli_output.fail(say("--user-token needs --user and cannot be --admin",
+                            "--user-token 需要 --user，且不能与 --admin 同用"))
+    if ttl is not None and not user_token:
+        cli_output.fail(say("--ttl applies to --user-token", "--ttl 仅用于 --user-token"))
     m = _key_store(store, create=True)
     try:
-        plain, rec = KeyRing(m).create(tenant, admin=admin, name=name, user_id=user)
+        ring = KeyRing(m)
+        if user_token:
+            assert user is not None
+            plain, rec = ring.create_user_token(tenant, user, name=name, ttl_seconds=ttl)
+        else:
+            plain, rec = ring.create(tenant, admin=admin, name=name, user_id=user)
     finally:
         m.close()
     console.print(say(f"created key [bold]{esc(rec.id)}[/bold] for tenant {esc(tenant)}{' (admin)' if admin else ''}",
@@ -198,7 +211,11 @@ def keys_list(
         m.close()
     out = table("API keys", "id", "tenant", "admin", "user", "name", "created", "state")
     for k in keys:
-        state = "active" if k.active else f"revoked {time.strftime('%Y-%m-%d %H:%M', time.gmtime(k.revoked_at or 0))}"
+        state = "active" if k.active else (
+            f"revoked {time.strftime('%Y-%m-%d %H:%M', time.gmtime(k.revoked_at))}" if k.revoked_at is not None
+            else f"expired {time.strftime('%Y-%m-%d %H:%M', time.gmtime(k.expires_at or 0))}")
+        if k.user_token:
+            state += " (user token)"
         out.add_row(cell(k.id), cell(k.tenant), "yes" if k.admin else "", cell(k.user_id or ""), cell(k.name),
                     time.strftime("%Y-%m-%d %H:%M", time.gmtime(k.created_at)), state)
     console.print(out)

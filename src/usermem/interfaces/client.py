@@ -29,12 +29,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 
 from usermem import errors as E
+from usermem.engine.consent import ConsentRequest
 from usermem.engine.grants import Grant
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.sessions import Session, SessionClosed, Transcript
 from usermem.interfaces import client_calls as C
 from usermem.interfaces.client_calls import Call, RateLimited, RemoteError, RetryPolicy
-from usermem.model import AuditEvent, Candidate, Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+from usermem.model import (
+    AuditEvent,
+    Candidate,
+    Kind,
+    MemoryRecord,
+    Recalled,
+    ScoredMemory,
+    UserPage,
+    Withheld,
+    WriteRequest,
+    WriteResult,
+)
 from usermem.policy.contracts import FieldContract, Sensitivity
 
 if TYPE_CHECKING:
@@ -137,14 +149,15 @@ class Client:
                kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
                event_until: float | None = None, actor: str | None = None,
-               domain: str | None = None) -> list[MemoryRecord]:
+               domain: str | None = None, purpose: str | None = None) -> Recalled[MemoryRecord]:
         return self._run(C.recall(**_args(locals())))
 
     def recall_scored(self, tenant: str | None, user_id: str, k: int = 5, *, now: float | None = None,
                       kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                       keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
                       event_until: float | None = None, actor: str | None = None,
-                      domain: str | None = None) -> list[ScoredMemory]:
+                      domain: str | None = None,
+                      purpose: str | None = None) -> Recalled[ScoredMemory]:
         return self._run(C.recall_scored(**_args(locals())))
 
     def get(self, tenant: str | None, memory_id: str, *, actor: str | None = None,
@@ -230,9 +243,31 @@ class Client:
                actor: str | None = None) -> dict[str, Any]:
         return self._run(C.export(**_args(locals())))
 
-    def opt_in(self, tenant: str | None, user_id: str, fields: Iterable[str] | str, domain: str, *,
-               actor: str | None = None, now: float | None = None) -> list[str]:
+    def opt_in(self, tenant: str | None, user_id: str, fields: Iterable[str] | str | None = None,
+               domain: str | None = None, *, request_id: str | None = None, actor: str | None = None,
+               now: float | None = None) -> list[str]:
         return self._run(C.opt_in(**_args(locals())))
+
+    def request_consent(self, tenant: str | None, user_id: str, fields: Iterable[str] | str, purpose: str,
+                        ttl: float = 30 * 60.0, *, domain: str | None = None, session_id: str | None = None,
+                        actor: str | None = None, now: float | None = None) -> ConsentRequest:
+        return self._run(C.request_consent(**_args(locals())))
+
+    def consent_requests(self, tenant: str | None, user_id: str, *, status: str | None = "pending",
+                         now: float | None = None) -> list[ConsentRequest]:
+        return self._run(C.consent_requests(**_args(locals())))
+
+    def approve_consent(self, tenant: str | None, user_id: str, request_id: str, *, actor: str | None = None,
+                        now: float | None = None) -> ConsentRequest:
+        return self._run(C.approve_consent(**_args(locals())))
+
+    def decline_consent(self, tenant: str | None, user_id: str, request_id: str, *, actor: str | None = None,
+                        now: float | None = None) -> ConsentRequest:
+        return self._run(C.decline_consent(**_args(locals())))
+
+    def users(self, tenant: str | None, *, prefix: str | None = None, after: str | None = None,
+              limit: int = 50) -> UserPage:
+        return self._run(C.users(**_args(locals())))
 
     def opt_out(self, tenant: str | None, user_id: str, fields: Iterable[str] | str, domain: str, *,
                 actor: str | None = None, now: float | None = None) -> int:
@@ -279,7 +314,8 @@ class Client:
         return self._run(C.ingest(**_args(locals())))
 
     def assemble(self, tenant: str | None, user_id: str, message: str, budget_tokens: int = 800, *,
-                 now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Assembly:
+                 now: float | None = None, session_id: str | None = None, actor: str | None = None,
+                 purpose: str | None = None) -> Assembly:
         return self._run(C.assemble(**_args(locals())))
 
     def onboarding_questions(self, tenant: str | None, user_id: str, language: str | None = None, *,
@@ -389,14 +425,15 @@ class AsyncClient:
                      kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                      keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
                      event_until: float | None = None, actor: str | None = None,
-                     domain: str | None = None) -> list[MemoryRecord]:
+                     domain: str | None = None, purpose: str | None = None) -> Recalled[MemoryRecord]:
         return await self._run(C.recall(**_args(locals())))
 
     async def recall_scored(self, tenant: str | None, user_id: str, k: int = 5, *, now: float | None = None,
                             kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                             keys: Sequence[str] | None = None, mark_used: bool = False,
                             event_from: float | None = None, event_until: float | None = None,
-                            actor: str | None = None, domain: str | None = None) -> list[ScoredMemory]:
+                            actor: str | None = None, domain: str | None = None,
+                      purpose: str | None = None) -> Recalled[ScoredMemory]:
         return await self._run(C.recall_scored(**_args(locals())))
 
     async def get(self, tenant: str | None, memory_id: str, *, actor: str | None = None,
@@ -485,9 +522,31 @@ class AsyncClient:
                      actor: str | None = None) -> dict[str, Any]:
         return await self._run(C.export(**_args(locals())))
 
-    async def opt_in(self, tenant: str | None, user_id: str, fields: Iterable[str] | str, domain: str, *,
-                     actor: str | None = None, now: float | None = None) -> list[str]:
+    async def opt_in(self, tenant: str | None, user_id: str, fields: Iterable[str] | str | None = None,
+                     domain: str | None = None, *, request_id: str | None = None, actor: str | None = None,
+                     now: float | None = None) -> list[str]:
         return await self._run(C.opt_in(**_args(locals())))
+
+    async def request_consent(self, tenant: str | None, user_id: str, fields: Iterable[str] | str, purpose: str,
+                        ttl: float = 30 * 60.0, *, domain: str | None = None, session_id: str | None = None,
+                        actor: str | None = None, now: float | None = None) -> ConsentRequest:
+        return await self._run(C.request_consent(**_args(locals())))
+
+    async def consent_requests(self, tenant: str | None, user_id: str, *, status: str | None = "pending",
+                         now: float | None = None) -> list[ConsentRequest]:
+        return await self._run(C.consent_requests(**_args(locals())))
+
+    async def approve_consent(self, tenant: str | None, user_id: str, request_id: str, *, actor: str | None = None,
+                        now: float | None = None) -> ConsentRequest:
+        return await self._run(C.approve_consent(**_args(locals())))
+
+    async def decline_consent(self, tenant: str | None, user_id: str, request_id: str, *, actor: str | None = None,
+                        now: float | None = None) -> ConsentRequest:
+        return await self._run(C.decline_consent(**_args(locals())))
+
+    async def users(self, tenant: str | None, *, prefix: str | None = None, after: str | None = None,
+              limit: int = 50) -> UserPage:
+        return await self._run(C.users(**_args(locals())))
 
     async def opt_out(self, tenant: str | None, user_id: str, fields: Iterable[str] | str, domain: str, *,
                       actor: str | None = None, now: float | None = None) -> int:
@@ -534,7 +593,8 @@ class AsyncClient:
         return await self._run(C.ingest(**_args(locals())))
 
     async def assemble(self, tenant: str | None, user_id: str, message: str, budget_tokens: int = 800, *,
-                       now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Assembly:
+                       now: float | None = None, session_id: str | None = None, actor: str | None = None,
+                 purpose: str | None = None) -> Assembly:
         return await self._run(C.assemble(**_args(locals())))
 
     async def onboarding_questions(self, tenant: str | None, user_id: str, language: str | None = None, *,
@@ -599,7 +659,7 @@ class RemoteAssembly:
         self.tokens: int = int(data.get("tokens", 0))
         self.budget_tokens: int = int(data.get("budget_tokens", 0))
         self.dropped: tuple[str, ...] = tuple(data.get("dropped", ()))
-        self.withheld: tuple[str, ...] = tuple(data.get("withheld", ()))
+        self.withheld: tuple[Withheld, ...] = tuple(Withheld.from_dict(w) for w in data.get("withheld", ()))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._data)

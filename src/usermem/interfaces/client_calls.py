@@ -16,12 +16,24 @@ from urllib.parse import quote
 import httpx
 
 from usermem import errors as E
+from usermem.engine.consent import ConsentRequest
 from usermem.engine.grants import Grant
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.sessions import Session, SessionClosed, Transcript
 from usermem.engine.write import check_ids
 from usermem.interfaces.wire import audit_from_json, record_from_json, result_from_json, scored_from_json
-from usermem.model import AuditEvent, Candidate, Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+from usermem.model import (
+    AuditEvent,
+    Candidate,
+    Kind,
+    MemoryRecord,
+    Recalled,
+    ScoredMemory,
+    UserPage,
+    Withheld,
+    WriteRequest,
+    WriteResult,
+)
 from usermem.policy.contracts import FieldContract, Sensitivity
 
 if TYPE_CHECKING:
@@ -206,8 +218,9 @@ def _records(d: Any) -> list[MemoryRecord]:
     return [record_from_json(r) for r in d["items"]]
 
 
-def _scored(d: Any) -> list[ScoredMemory]:
-    return [scored_from_json(s) for s in d["items"]]
+def _scored(d: Any) -> Recalled[ScoredMemory]:
+    return Recalled([scored_from_json(s) for s in d["items"]],
+                    [Withheld.from_dict(w) for w in d.get("withheld") or ()])
 
 
 def _closed(d: Mapping[str, Any], transcript: Transcript | None = None) -> SessionClosed:
@@ -234,7 +247,7 @@ def _assembly(d: Mapping[str, Any]) -> Assembly:
         preferences=tuple(scored_from_json(s) for s in sel["preferences"]),
         context=tuple(scored_from_json(s) for s in sel["context"]),
         prompt=str(d["prompt"]), tokens=int(d["tokens"]), budget_tokens=int(d["budget_tokens"]),
-        dropped=tuple(d.get("dropped", ())), withheld=tuple(d.get("withheld", ())),
+        dropped=tuple(d.get("dropped", ())), withheld=tuple(Withheld.from_dict(w) for w in d.get("withheld", ())),
         used_ids=tuple(sel.get("used_ids", ())))
 
 
@@ -275,26 +288,32 @@ def recall_scored(tenant: str | None, user_id: str, k: int = 5, *, now: float | 
                   kinds: Iterable[str | Kind] | None = None, query: str | None = None,
                   keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
                   event_until: float | None = None, actor: str | None = None,
-                  domain: str | None = None) -> Call[list[ScoredMemory]]:
+                  domain: str | None = None, purpose: str | None = None) -> Call[Recalled[ScoredMemory]]:
     if isinstance(k, bool) or not isinstance(k, int):
         raise E.InvalidArgument(f"k must be an int, got {type(k).__name__}")
     if k < 1:
         raise E.ValidationError("k must be at least 1", field="k")
     params = _q(k=k, now=now, kinds=_kinds(kinds), query=query, keys=list(keys) if keys is not None else None,
-                mark_used=mark_used, event_from=event_from, event_until=event_until, actor=actor, domain=domain)
+                mark_used=mark_used, event_from=event_from, event_until=event_until, actor=actor, domain=domain,
+                purpose=purpose)
     return Call("GET", f"/v1/users/{_seg(user_id, 'user_id')}/memories", _scored, _tenant(tenant), params=params,
-                absent=list)
+                absent=Recalled)
 
 
 def recall(tenant: str | None, user_id: str, k: int = 5, *, now: float | None = None,
            kinds: Iterable[str | Kind] | None = None, query: str | None = None,
            keys: Sequence[str] | None = None, mark_used: bool = False, event_from: float | None = None,
            event_until: float | None = None, actor: str | None = None,
-           domain: str | None = None) -> Call[list[MemoryRecord]]:
+           domain: str | None = None, purpose: str | None = None) -> Call[Recalled[MemoryRecord]]:
     scored = recall_scored(tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
-                           event_from=event_from, event_until=event_until, actor=actor, domain=domain)
-    return Call(scored.method, scored.path, lambda d: [s.memory for s in _scored(d)], scored.tenant,
-                params=scored.params, absent=list)
+                           event_from=event_from, event_until=event_until, actor=actor, domain=domain,
+                           purpose=purpose)
+
+    def records(d: Any) -> Recalled[MemoryRecord]:
+        found = _scored(d)
+        return Recalled([s.memory for s in found], found.withheld)
+
+    return Call(scored.method, scored.path, records, scored.tenant, params=scored.params, absent=Recalled)
 
 
 def get(tenant: str | None, memory_id: str, *, actor: str | None = None,
@@ -476,10 +495,49 @@ def export(tenant: str | None, user_id: str, *, now: float | None = None,
                 params=_q(now=now, actor=actor), absent=empty)
 
 
-def opt_in(tenant: str | None, user_id: str, fields: Iterable[str] | str, domain: str, *,
-           actor: str | None = None, now: float | None = None) -> Call[list[str]]:
+def opt_in(tenant: str | None, user_id: str, fields: Iterable[str] | str | None = None, domain: str | None = None,
+           *, request_id: str | None = None, actor: str | None = None,
+           now: float | None = None) -> Call[list[str]]:
     return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/consents", lambda d: list(d["fields"]),
-                _tenant(tenant), json=_q(fields=_fields(fields), domain=domain, actor=actor, now=now))
+                _tenant(tenant), json=_q(fields=_fields(fields) if fields is not None else None, domain=domain,
+                                         request_id=request_id, actor=actor, now=now))
+
+
+def _consent_request(d: Any) -> ConsentRequest:
+    return ConsentRequest.from_dict(d)
+
+
+def request_consent(tenant: str | None, user_id: str, fields: Iterable[str] | str, purpose: str,
+                    ttl: float = 30 * 60.0, *, domain: str | None = None, session_id: str | None = None,
+                    actor: str | None = None, now: float | None = None) -> Call[ConsentRequest]:
+    return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/consent-requests", _consent_request,
+                _tenant(tenant), json=_q(fields=_fields(fields), purpose=purpose, ttl_seconds=ttl, domain=domain,
+                                         session_id=session_id, actor=actor, now=now))
+
+
+def consent_requests(tenant: str | None, user_id: str, *, status: str | None = "pending",
+                     now: float | None = None) -> Call[list[ConsentRequest]]:
+    return Call("GET", f"/v1/users/{_seg(user_id, 'user_id')}/consent-requests",
+                lambda d: [_consent_request(r) for r in d["items"]], _tenant(tenant),
+                params=_q(status=status or "all", now=now), absent=list)
+
+
+def approve_consent(tenant: str | None, user_id: str, request_id: str, *, actor: str | None = None,
+                    now: float | None = None) -> Call[ConsentRequest]:
+    return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/consent-requests/{_seg(request_id, 'request_id')}"
+                "/approve", _consent_request, _tenant(tenant), json=_q(actor=actor, now=now))
+
+
+def decline_consent(tenant: str | None, user_id: str, request_id: str, *, actor: str | None = None,
+                    now: float | None = None) -> Call[ConsentRequest]:
+    return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/consent-requests/{_seg(request_id, 'request_id')}"
+                "/decline", _consent_request, _tenant(tenant), json=_q(actor=actor, now=now))
+
+
+def users(tenant: str | None, *, prefix: str | None = None, after: str | None = None,
+          limit: int = 50) -> Call[UserPage]:
+    return Call("GET", "/v1/users", lambda d: UserPage(list(d["items"]), d.get("next_after")), _tenant(tenant),
+                params=_q(prefix=prefix, after=after, limit=limit))
 
 
 def opt_out(tenant: str | None, user_id: str, fields: Iterable[str] | str, domain: str, *,
@@ -565,9 +623,11 @@ def ingest(tenant: str | None, user_id: str, messages: Any, *, now: float | None
 
 
 def assemble(tenant: str | None, user_id: str, message: str, budget_tokens: int = 800, *,
-             now: float | None = None, session_id: str | None = None, actor: str | None = None) -> Call[Assembly]:
+             now: float | None = None, session_id: str | None = None, actor: str | None = None,
+             purpose: str | None = None) -> Call[Assembly]:
     return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/assemble", _assembly, _tenant(tenant),
-                json=_q(message=message, budget_tokens=budget_tokens, now=now, session_id=session_id, actor=actor))
+                json=_q(message=message, budget_tokens=budget_tokens, now=now, session_id=session_id, actor=actor,
+                        purpose=purpose))
 
 
 def onboarding_questions(tenant: str | None, user_id: str, language: str | None = None, *,

@@ -36,7 +36,9 @@ INSTRUCTIONS = (
     "Long-term memory about the user. Call `recall` at the start of a task to get what is known; call "
     "`remember` when the user states a stable fact or preference (one key per attribute, e.g. key='city'); "
     "call `confirm` when the user confirms a remembered value and `forget` when they ask you to forget it. "
-    "Never store secrets: card numbers, passwords and ID numbers are refused."
+    "Never store secrets: card numbers, passwords and ID numbers are refused. A field listed in `withheld` "
+    "exists but is not shown to you: do not assume it is unknown; ask its `question` (unless `declined`) and "
+    "record the request with `request_consent`."
 )
 
 
@@ -177,26 +179,55 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
 
     @server.tool(description=_tool_doc("recall_scored", "Recall what is known about the user, best first, with "
                                                         "weights; entries with needs_confirmation should be "
-                                                        "confirmed with the user before relying on them."))
+                                                        "confirmed with the user before relying on them. "
+                                                        "`withheld` lists fields that exist but were not shown "
+                                                        "(never their values): ask the `question` of a "
+                                                        "needs_grant entry (unless `declined`), then call "
+                                                        "request_consent; never treat a withheld field as "
+                                                        "unknown."))
     def recall(query: Annotated[str | None, _arg("query")] = None,
                k: Annotated[int, Field(ge=1, le=1000, description=describe("k"))] = 10,
                kinds: Annotated[list[Kind] | None, _arg("kinds")] = None,
-               user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
+               user_id: UserArg = None,
+               purpose: Annotated[str | None, Field(None, max_length=500, description=describe("purpose"))] = None,
+               ctx: Context | None = None) -> dict[str, Any]:
         t, u, _ = bind.resolve(ctx, user_id)
         wanted = [Kind(x).value for x in kinds] if kinds is not None else None
-        items = _call(lambda: memory.recall_scored(t, u, k, kinds=wanted, query=query, mark_used=True))
-        return {"user_id": u, "memories": [_scored(s) for s in items]}
+        items = _call(lambda: memory.recall_scored(t, u, k, kinds=wanted, query=query, mark_used=True,
+                                                   purpose=purpose))
+        return {"user_id": u, "memories": [_scored(s) for s in items],
+                "withheld": [w.to_dict() for w in items.withheld]}
 
     @server.tool(description=_tool_doc("assemble", "A ready-to-insert prompt block (<USER_FACTS>, "
                                                    "<USER_PREFERENCES>) with what the current message needs, "
-                                                   "within a token budget."))
+                                                   "within a token budget; `withheld` as in recall."))
     def assemble(message: Annotated[str, _arg("message")] = "",
                  budget_tokens: Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS, description=describe("budget_tokens"))]
                  = 800,
-                 user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
+                 user_id: UserArg = None,
+                 purpose: Annotated[str | None, Field(None, max_length=500, description=describe("purpose"))] = None,
+                 ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        out = _call(lambda: memory.assemble(t, u, message, budget_tokens, actor=actor))
-        return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped)}
+        out = _call(lambda: memory.assemble(t, u, message, budget_tokens, actor=actor, purpose=purpose))
+        return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped),
+                "withheld": [w.to_dict() for w in out.withheld]}
+
+    @server.tool(description=_tool_doc("request_consent", "Ask the user to let withheld fields (recall's "
+                                                          "`withheld`, reason needs_grant) be used for a purpose. "
+                                                          "Returns the request with its question; the user "
+                                                          "approves or declines it themself (their /me page or "
+                                                          "their token), never the agent. A declined field is "
+                                                          "returned declined: do not ask again this session."))
+    def request_consent(fields: Annotated[list[str], Field(min_length=1, max_length=20,
+                                                           description=describe("fields"))],
+                        purpose: Annotated[str, Field(min_length=1, max_length=500, description=describe("purpose"))],
+                        user_id: UserArg = None,
+                        ttl_seconds: Annotated[float, Field(gt=0, le=7 * 86400,
+                                                            description=describe("ttl"))] = 1800.0,
+                        ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl_seconds, actor=actor))
+        return req.to_dict()  # type: ignore[no-any-return]
 
     @server.tool(description=_tool_doc("forget", "Forget one key about the user (every version). Returns how "
                                                  "many rows were deleted."))

@@ -59,7 +59,18 @@ class FieldContract:
     standing: bool = False  # never dropped or flagged by decay (allergies, language, contact channel)
     allowed_pii: frozenset[PIIKind] = frozenset()
     questions: Mapping[str, str] = field(default_factory=dict)  # confirmation question per language
+    # What people read instead of the key, per language ({"zh": "过敏信息", "en": "allergy information"}): a noun
+    # phrase that fits "您的{label}…" and "your {label}…" (policy/wording.py builds the questions from it).
+    labels: Mapping[str, str] = field(default_factory=dict)
     version: int = 1
+
+    def label(self, language: str) -> str:
+        """The field's name for people in `language` ("zh"/"en"): the contract's label, else the other
+        language's, else the description (or key) made readable. Never empty."""
+        text = self.labels.get(language) or self.labels.get("en" if language == "zh" else "zh")
+        if text:
+            return text
+        return readable_key(self.description.split(":")[0].split(" / ")[0].strip() or self.key)
 
     def effective_ttl(self) -> float | None:
         if self.ttl_override or self.ttl_seconds is not None:
@@ -95,6 +106,7 @@ class FieldContract:
             "standing": self.standing,
             "allowed_pii": sorted(p.value for p in self.allowed_pii),
             "questions": dict(self.questions),
+            "labels": dict(self.labels),
             "version": self.version,
         }
 
@@ -121,11 +133,17 @@ class FieldContract:
             standing=bool(data.get("standing", False)),
             allowed_pii=frozenset(PIIKind(p) for p in data.get("allowed_pii", ())),
             questions=dict(data.get("questions", {})),
+            labels=dict(data.get("labels") or {}),
             version=int(data.get("version", 1)),
         )
 
     def evolve(self, **changes: Any) -> FieldContract:
         return replace(self, **changes)
+
+
+def readable_key(key: str) -> str:
+    """`news_push` → `news push`: a key shown to people when no label exists."""
+    return re.sub(r"[_.\-]+", " ", key).strip() or key
 
 
 def _opt_float(v: Any) -> float | None:
@@ -189,8 +207,58 @@ _USER_FIRST = (Source.USER_CONFIRMED, Source.AGENT_CONFIRMED, Source.SYSTEM, Sou
                Source.INFERRED)
 
 
+# The built-in fields' labels (zh, en): noun phrases read in "您的{label}还是…吗？" / "Is your {label} still…?"
+# and "可以使用您的{label}来…吗？" / "May I use your {label} to…?".
+DEFAULT_LABELS: Mapping[str, tuple[str, str]] = {
+    "name": ("姓名", "name"),
+    "plan": ("订阅套餐", "subscription plan"),
+    "occupation": ("职业", "occupation"),
+    "city": ("居住城市", "city"),
+    "email": ("邮箱地址", "e-mail address"),
+    "phone": ("手机号码", "phone number"),
+    "address": ("住址", "address"),
+    "allergy": ("过敏信息", "allergy information"),
+    "medical_history": ("病史", "medical history"),
+    "contact": ("联系方式", "contact preference"),
+    "contact_channel": ("联系渠道", "preferred contact channel"),
+    "language": ("回复语言", "reply language"),
+    "report_format": ("报告格式", "report format"),
+    "reply_length": ("回复长度", "reply length"),
+    "reply_format": ("回复格式", "reply format"),
+    "task_types": ("常用任务类型", "usual tasks"),
+    "likes": ("喜好", "likes"),
+    "dislikes": ("不喜欢的东西", "dislikes"),
+    "news_topics": ("新闻推送偏好", "news preferences"),
+    "open_issue": ("待处理的问题", "open issue"),
+    "current_task": ("当前任务", "current task"),
+    "preferred_name": ("称呼", "preferred form of address"),
+    "work_city": ("工作城市", "work city"),
+    "hometown": ("老家", "hometown"),
+    "timezone": ("时区", "time zone"),
+    "employer": ("工作单位", "employer"),
+    "spouse": ("配偶信息", "spouse or partner"),
+    "children": ("子女信息", "children"),
+    "pets": ("宠物", "pets"),
+    "diet": ("饮食习惯", "diet"),
+    "accessibility": ("无障碍需求", "accessibility needs"),
+    "languages_spoken": ("会说的语言", "languages spoken"),
+    "reply_tone": ("回复语气", "reply tone"),
+    "contact_hours": ("联系时间", "contact hours"),
+    "birthday": ("生日", "birthday"),
+    "budget": ("预算", "budget"),
+    "usual_order": ("常点的东西", "usual order"),
+    "brands": ("常用品牌", "preferred brands"),
+    "hobbies": ("爱好", "hobbies"),
+    "schedule": ("日程习惯", "schedule"),
+    "travel_preferences": ("出行偏好", "travel preferences"),
+    "education": ("教育背景", "education"),
+}
+
+
 def _c(key: str, kind: Kind, description: str, aliases: Iterable[str], **kw: Any) -> FieldContract:
-    return FieldContract(key=key, kind=kind, description=description, aliases=tuple(aliases), **kw)
+    zh, en = DEFAULT_LABELS[key]
+    return FieldContract(key=key, kind=kind, description=description, aliases=tuple(aliases),
+                         labels={"zh": zh, "en": en}, **kw)
 
 
 DEFAULT_CONTRACTS: tuple[FieldContract, ...] = (

@@ -211,7 +211,10 @@ class Store(Protocol):
     def delete_user_docs(self, tenant: str, user_id: str) -> int:
         """Delete every document of a user in every namespace (erasure)."""
 
-    def users(self, tenant: str, limit: int = 1000) -> list[str]: ...
+    def users(self, tenant: str, limit: int = 1000, *, prefix: str | None = None,
+              after: str | None = None) -> list[str]:
+        """User ids with a stored memory, in code-point order: those after `after` (paging), starting with
+        `prefix` (search)."""
 
     def count(self, tenant: str | None = None) -> int:
         """Rows stored (all versions, deleted included); for operators and benchmarks."""
@@ -250,3 +253,8 @@ def open_store(url: str | None, **options: object) -> Store:
 def chunked(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def prefix_bounds(prefix: str) -> tuple[str, str]:
+    """[low, high) of the ids starting with `prefix`, in code-point order (the users() prefix search)."""
+    return prefix, prefix + "\U0010ffff"

@@ -45,7 +45,7 @@ from usermem.model import AuditEvent, MemoryRecord
 from usermem.store import migrations
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
-from usermem.store.sql import POSTGRES
+from usermem.store.sql import POSTGRES, users_query
 
 _Q = POSTGRES.stmt  # every fixed statement, built once (store/sql.py)
 _GET_MANY = POSTGRES.get_many()
@@ -541,9 +541,11 @@ class PostgresStore:
 
     # -- misc ------------------------------------------------------------------------------------------
 
-    def users(self, tenant: str, limit: int = 1000) -> list[str]:
+    def users(self, tenant: str, limit: int = 1000, *, prefix: str | None = None,
+              after: str | None = None) -> list[str]:
+        name, args = users_query(tenant, limit, prefix, after)
         with self._conn("users", tenant) as c:
-            rows = c.execute(_Q["users"], (tenant, limit)).fetchall()
+            rows = c.execute(_Q[name], args).fetchall()
         return [r[0] for r in rows]
 
     def count(self, tenant: str | None = None) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery
+from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, prefix_bounds
 from usermem.store.rows import COLUMNS
 
 # A current version: neither replaced by a newer one nor deleted (expiry is judged against `now`).
@@ -77,6 +77,13 @@ class SqlDialect:
             "delete_user_docs": f"DELETE FROM documents WHERE tenant={p} AND user_id={p}",
             "users": f"SELECT DISTINCT user_id{self.byte_order} FROM memories WHERE tenant={p}"
                      f" AND deleted_at IS NULL ORDER BY 1 LIMIT {p}",
+            # A page of user ids after a cursor, optionally starting with a prefix (a code-point range).
+            "users_after": f"SELECT DISTINCT user_id{self.byte_order} FROM memories WHERE tenant={p}"
+                           f" AND deleted_at IS NULL AND user_id{self.byte_order} > {p} ORDER BY 1 LIMIT {p}",
+            "users_prefix": f"SELECT DISTINCT user_id{self.byte_order} FROM memories WHERE tenant={p}"
+                            f" AND deleted_at IS NULL AND user_id{self.byte_order} > {p}"
+                            f" AND user_id{self.byte_order} >= {p} AND user_id{self.byte_order} < {p}"
+                            f" ORDER BY 1 LIMIT {p}",
             "count": "SELECT count(*) FROM memories",
             "count_tenant": f"SELECT count(*) FROM memories WHERE tenant={p}",
             "schema_version": "SELECT max(version) FROM schema_migrations",
@@ -203,3 +210,13 @@ SQLITE = SqlDialect("sqlite", "?", list_param=False, not_retracted="retracted=0"
                     value_columns=("value",))
 POSTGRES = SqlDialect("postgres", "%s", list_param=True, not_retracted="NOT retracted", byte_order=' COLLATE "C"',
                       value_columns=("value", "value_raw"), detail_cast="::jsonb", returning=True)
+
+
+def users_query(tenant: str, limit: int, prefix: str | None, after: str | None) -> tuple[str, tuple[Any, ...]]:
+    """(statement name, arguments) of a users() page: all, after a cursor, or with a prefix."""
+    if not prefix and after is None:
+        return "users", (tenant, limit)
+    if not prefix:
+        return "users_after", (tenant, after, limit)
+    low, high = prefix_bounds(prefix)
+    return "users_prefix", (tenant, after or "", low, high, limit)

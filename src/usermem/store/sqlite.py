@@ -21,7 +21,7 @@ from usermem.model import AuditEvent, MemoryRecord
 from usermem.store import migrations
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, chunked
 from usermem.store.rows import audit_from_row, audit_params, record_from_row, row_from_record
-from usermem.store.sql import SQLITE
+from usermem.store.sql import SQLITE, users_query
 
 _Q = SQLITE.stmt  # every fixed statement, built once (store/sql.py)
 _INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
@@ -290,9 +290,11 @@ class SQLiteStore:
         with self._lock:
             return int(self._conn.execute(_Q["delete_user_docs"], (tenant, user_id)).rowcount)
 
-    def users(self, tenant: str, limit: int = 1000) -> list[str]:
+    def users(self, tenant: str, limit: int = 1000, *, prefix: str | None = None,
+              after: str | None = None) -> list[str]:
+        name, args = users_query(tenant, limit, prefix, after)
         with self._lock:
-            rows = self._conn.execute(_Q["users"], (tenant, limit)).fetchall()
+            rows = self._conn.execute(_Q[name], args).fetchall()
         return [r[0] for r in rows]
 
     def count(self, tenant: str | None = None) -> int:

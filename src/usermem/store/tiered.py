@@ -521,8 +521,9 @@ class TieredStore:
     def delete_user_docs(self, tenant: str, user_id: str) -> int:
         return self.record.delete_user_docs(tenant, user_id)
 
-    def users(self, tenant: str, limit: int = 1000) -> list[str]:
-        return self.record.users(tenant, limit)
+    def users(self, tenant: str, limit: int = 1000, *, prefix: str | None = None,
+              after: str | None = None) -> list[str]:
+        return self.record.users(tenant, limit, prefix=prefix, after=after)
 
     def count(self, tenant: str | None = None) -> int:
         return self.record.count(tenant)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from usermem.model import Kind, ScoredMemory, Source
+from usermem.model import Kind, ScoredMemory, Source, Withheld, WithheldReason
 from usermem.policy.injection import quote_if_instruction
 from usermem.understand.plan import RecallPlan
 from usermem.understand.text import estimate_tokens
@@ -48,7 +48,10 @@ class Assembly:
     tokens: int
     budget_tokens: int
     dropped: tuple[str, ...] = ()  # keys left out because the budget was spent
-    withheld: tuple[str, ...] = ()  # keys left out because their value reads as an instruction
+    # Fields left out, each a `Withheld` (a str: the key, with level, reason and question): values that read
+    # as an instruction (reason instruction_like) and fields this reader may not see (needs_grant, disabled,
+    # private_to_domain). Plain keys from `assemble()` alone; `Understanding.assemble` adds the reasons.
+    withheld: tuple[str, ...] = ()
     used_ids: tuple[str, ...] = field(default=())
     quoted: tuple[str, ...] = ()  # keys rendered as a quoted user statement (policy/injection.py), flagged
 
@@ -61,7 +64,9 @@ class Assembly:
         return {"plan": self.plan.to_dict(), "plan_mode": self.plan.mode, "facts": items(self.facts),
                 "preferences": items(self.preferences), "context": items(self.context), "prompt": self.prompt,
                 "tokens": self.tokens, "budget_tokens": self.budget_tokens, "dropped": list(self.dropped),
-                "withheld": list(self.withheld), "quoted": list(self.quoted)}
+                "withheld": [w.to_dict() if isinstance(w, Withheld)
+                             else Withheld(w, reason=WithheldReason.INSTRUCTION_LIKE).to_dict()
+                             for w in self.withheld], "quoted": list(self.quoted)}
 
 
 def _block(tag: str, entries: dict[str, Any]) -> str:

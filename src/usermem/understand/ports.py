@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from usermem.config import Settings
-from usermem.model import Kind, MemoryRecord, ScoredMemory, WriteRequest, WriteResult
+from usermem.model import Kind, MemoryRecord, Recalled, ScoredMemory, WriteRequest, WriteResult
 from usermem.policy.contracts import ContractSet
 from usermem.store.base import Store
 
@@ -51,8 +51,9 @@ class MemoryHost(Protocol):
 
     def recall_scored(self, tenant: str, user_id: str, k: int, *, now: float, keys: Sequence[str] | None = None,
                       kinds: Sequence[Kind] | None = None, session_id: str | None = None,
-                      actor: str | None = None) -> list[ScoredMemory]:
-        """The recall pipeline (grants, contracts and session scoping apply); marks nothing as used."""
+                      actor: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:
+        """The recall pipeline (grants, contracts and session scoping apply); marks nothing as used.
+        `.withheld` names the fields left out (with a consent question shaped by `purpose`)."""
         ...
 
 

@@ -14,7 +14,17 @@ from dataclasses import replace
 from typing import Any
 
 from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
-from usermem.model import AuditEvent, Candidate, Kind, ScoredMemory, WriteRequest, WriteResult, new_id
+from usermem.model import (
+    AuditEvent,
+    Candidate,
+    Kind,
+    ScoredMemory,
+    Withheld,
+    WithheldReason,
+    WriteRequest,
+    WriteResult,
+    new_id,
+)
 from usermem.policy.contracts import ContractSet
 from usermem.policy.guards import check_guards
 from usermem.policy.injection import instruction_like
@@ -140,7 +150,7 @@ class Understanding:
 
     def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
                  now: float | None = None, session_id: str | None = None, actor: str | None = None,
-                 use_llm: bool = True, mark_used: bool = True) -> Assembly:
+                 use_llm: bool = True, mark_used: bool = True, purpose: str | None = None) -> Assembly:
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
             raise InvalidArgument(f"budget_tokens must be an int, got {type(budget_tokens).__name__}")
         if not 1 <= budget_tokens <= MAX_BUDGET_TOKENS:
@@ -149,9 +159,11 @@ class Understanding:
         plan = self.plan(tenant, user_id, message, use_llm=use_llm)
         keys = list(plan.fact_recall) + list(plan.preference_recall)
         scored: list[ScoredMemory] = []
+        held: tuple[Withheld, ...] = ()
         if keys:
-            scored = self.host.recall_scored(tenant, user_id, max(1, len(keys) * 4), now=at, keys=keys,
-                                             actor=actor)
+            found = self.host.recall_scored(tenant, user_id, max(1, len(keys) * 4), now=at, keys=keys,
+                                            actor=actor, purpose=purpose)
+            scored, held = list(found), found.withheld
         context: list[ScoredMemory] = []
         if plan.context_recall and session_id is not None:
             # Session context is visible only while its session is open; the recall pipeline decides.
@@ -159,6 +171,14 @@ class Understanding:
                                                           session_id=session_id)
                        if s.memory.session_id == session_id]
         result = assemble(plan, scored, budget_tokens, context)
+        if result.withheld or held:
+            # Instruction-like values (assemble) carry their field's level; fields this reader may not see
+            # (recall) come with their reason and consent question.
+            contracts = self.contracts(tenant)
+            levels = {w: (c.sensitivity.value if (c := contracts.get(w)) is not None else "L1")
+                      for w in result.withheld}
+            result = replace(result, withheld=tuple(
+                Withheld(w, levels[w], WithheldReason.INSTRUCTION_LIKE) for w in result.withheld) + held)
         if mark_used and result.used_ids:
             self.host.store.touch(tenant, list(result.used_ids), used_at=at)
         return result
@@ -270,7 +290,7 @@ class Understanding:
         vid = new_id()
         doc = {"id": vid, "user_id": user_id, "key": key, "kind": kind, "value": value, "source": "inferred",
                "confidence": vf.confidence_for(count), "evidence_count": count, "status": "pending",
-               "question": vf.questions(key, value), "created_at": at}
+               "question": vf.questions(key, value, contract), "created_at": at}
         self.host.store.put_doc(tenant, vf.VERIFY_NS, vid, doc, now=at, user_id=user_id)
         self._audit(tenant, user_id, key, "create", at, {"verification_id": vid, "confidence": doc["confidence"]})
         return doc

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from usermem.model import DAY
+from usermem.policy.contracts import FieldContract
+from usermem.policy.wording import verification_questions
 
 PUSHBACK_NS = "pushback"
 VERIFY_NS = "verifications"
@@ -58,13 +60,9 @@ def confidence_for(count: int) -> float:
     return round(min(0.9, 0.5 + 0.04 * count), 2)
 
 
-def questions(key: str, value: Any) -> dict[str, str]:
-    shown = value if isinstance(value, str) else ("" if value is None else str(value))
-    if value is None:
-        return {"zh": f"根据您最近的反馈，我推测「{key}」目前的设定不适合您，需要调整吗？",
-                "en": f"From your recent feedback, the current {key} setting does not seem to suit you. Adjust it?"}
-    return {"zh": f"根据您最近的反馈，系统推测您更适应「{key}」为「{shown}」，是否准确？",
-            "en": f"From your recent feedback, I think you prefer {key} = {shown}. Is that right?"}
+def questions(key: str, value: Any, contract: FieldContract | None = None) -> dict[str, str]:
+    """The verification question in Chinese and English, naming the field by its contract's label."""
+    return verification_questions(key, value, contract)
 
 
 def pushback_doc_key(user_id: str, key: str) -> str:

@@ -89,3 +89,13 @@ def bound_user(p: ApiKey, user_id: str) -> str:
 
 def actor_of(p: ApiKey, actor: str | None) -> str:
     return f"key:{p.id}" + (f":{actor}" if actor else "")
+
+
+def answering_user(p: ApiKey, user_id: str) -> str:
+    """Consent is the user's to give: a user token of that user, or an admin key (an operator acting on the
+    user's instruction). An agent's key — even one bound to the user — is refused (403)."""
+    user_id = bound_user(p, user_id)
+    if not (p.admin or (p.user_token and p.user_id == user_id)):
+        raise ApiProblem(403, "user_token_required", "consent is answered by the user: use a user token of this "
+                         "user (usermem keys create TENANT --user ID --user-token) or an admin key")
+    return user_id

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from usermem.errors import NotFound, ValidationError
-from usermem.policy.validate import is_reserved_tenant
+from usermem.policy.validate import InputProblem, check_identifier, is_reserved_tenant
 from usermem.store.base import Store
 
 SYSTEM_TENANT = "_system"
@@ -37,14 +37,26 @@ class ApiKey:
     created_at: float
     revoked_at: float | None = None
     user_id: str | None = None  # bind the key to one user (MCP hosts, single-user agents)
+    # A user token: held by the user themself (the /me page, consent answers), always bound to that user and
+    # never admin. An agent's user-bound key is not one: it cannot answer consent requests for the user.
+    user_token: bool = False
+    expires_at: float | None = None  # a user token may expire
 
     @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and (self.expires_at is None or time.time() < self.expires_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "tenant": self.tenant, "admin": self.admin, "name": self.name,
-                "created_at": self.created_at, "revoked_at": self.revoked_at, "user_id": self.user_id}
+                "created_at": self.created_at, "revoked_at": self.revoked_at, "user_id": self.user_id,
+                "user_token": self.user_token, "expires_at": self.expires_at}
+
+
+def check_user_id(user_id: object) -> None:
+    try:
+        check_identifier("user_id", user_id)
+    except (TypeError, InputProblem) as exc:
+        raise ValidationError(str(exc), field="user_id") from None
 
 
 def _hash(secret: str) -> str:
@@ -53,7 +65,9 @@ def _hash(secret: str) -> str:
 
 def _from_doc(key_id: str, d: dict[str, Any]) -> ApiKey:
     return ApiKey(id=key_id, tenant=d["tenant"], admin=bool(d.get("admin")), name=d.get("name", ""),
-                  created_at=float(d["created_at"]), revoked_at=d.get("revoked_at"), user_id=d.get("user_id"))
+                  created_at=float(d["created_at"]), revoked_at=d.get("revoked_at"), user_id=d.get("user_id"),
+                  user_token=bool(d.get("user_token", False)),
+                  expires_at=None if d.get("expires_at") is None else float(d["expires_at"]))
 
 
 class KeyRing:
@@ -66,9 +80,27 @@ class KeyRing:
         self._cache: dict[str, tuple[float, ApiKey | None]] = {}
         self._lock = threading.Lock()
 
+    def create_user_token(self, tenant: str, user_id: str, *, name: str = "", ttl_seconds: float | None = None,
+                          now: float | None = None) -> tuple[str, ApiKey]:
+        """A token for the user themself: bound to `user_id`, never admin, optionally expiring. It reads and
+        corrects only that user's memory and answers their consent requests. Returns (plaintext, record)."""
+        check_user_id(user_id)
+        if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float)
+                                        or not 0 < ttl_seconds <= 366 * 86_400):
+            raise ValidationError("ttl_seconds must be in (0, 366 days]", field="ttl_seconds")
+        at = time.time() if now is None else now
+        return self._create(tenant, admin=False, name=name, user_id=user_id, now=at, user_token=True,
+                            expires_at=None if ttl_seconds is None else at + float(ttl_seconds))
+
     def create(self, tenant: str, *, admin: bool = False, name: str = "", user_id: str | None = None,
                now: float | None = None) -> tuple[str, ApiKey]:
         """Returns (plaintext key, record). The plaintext is shown once and never stored."""
+        if user_id is not None:
+            check_user_id(user_id)
+        return self._create(tenant, admin=admin, name=name, user_id=user_id, now=now)
+
+    def _create(self, tenant: str, *, admin: bool, name: str, user_id: str | None, now: float | None,
+                user_token: bool = False, expires_at: float | None = None) -> tuple[str, ApiKey]:
         if tenant == SYSTEM_TENANT or (isinstance(tenant, str) and is_reserved_tenant(tenant)):
             raise ValidationError(f"tenant {tenant!r} is reserved (`*` and names starting with `_`)", field="tenant")
         if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
@@ -77,7 +109,7 @@ class KeyRing:
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
         doc = {"tenant": tenant, "admin": admin, "name": name, "created_at": at, "revoked_at": None,
-               "hash": _hash(secret), "user_id": user_id}
+               "hash": _hash(secret), "user_id": user_id, "user_token": user_token, "expires_at": expires_at}
         self.store.put_doc(SYSTEM_TENANT, NAMESPACE, key_id, doc, now=at)
         return f"{PREFIX}{key_id}_{secret}", _from_doc(key_id, doc)
 

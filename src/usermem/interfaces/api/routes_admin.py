@@ -56,3 +56,13 @@ def purge(body: S.PurgeIn, p: Admin, m: Mem) -> S.PurgeOut:
             summary="The tenant and rights of the calling key")
 def whoami(p: Principal) -> S.WhoAmI:
     return S.WhoAmI(tenant=p.tenant, key_id=p.id, admin=p.admin, user_id=p.user_id)
+
+
+@operation(router, "users", S.UsersOut, codes=(401, 403, 422, 429, 503),
+           summary="The tenant's users, paged, with prefix search (not for user-bound keys or user tokens)")
+def users(p: Principal, m: Mem,
+          prefix: Annotated[str | None, Query(max_length=256, description=describe("prefix"))] = None,
+          after: Annotated[str | None, Query(max_length=256, description=describe("after"))] = None,
+          limit: Annotated[int, Query(ge=1, le=1000, description=describe("limit"))] = 50) -> JSONResponse:
+    not_user_bound(p, "list the tenant's users")
+    return JSONResponse(m.users(p.tenant, prefix=prefix, after=after, limit=limit).to_dict())

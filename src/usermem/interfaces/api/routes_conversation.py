@@ -39,7 +39,7 @@ def extract(body: S.ExtractIn, p: Principal, m: Mem) -> JSONResponse:
 def assemble(user_id: S.UserPath, body: S.AssembleIn, p: Principal, m: Mem) -> JSONResponse:
     user_id = bound_user(p, user_id)
     out = m.assemble(p.tenant, user_id, body.message, body.budget_tokens, now=body.now,
-                     session_id=body.session_id, actor=actor_of(p, body.actor))
+                     session_id=body.session_id, actor=actor_of(p, body.actor), purpose=body.purpose)
     selected = {"facts": [scored_to_json(s) for s in out.facts],
                 "preferences": [scored_to_json(s) for s in out.preferences],
                 "context": [scored_to_json(s) for s in out.context], "used_ids": list(out.used_ids)}

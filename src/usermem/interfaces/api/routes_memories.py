@@ -77,15 +77,17 @@ async def recall(
     event_until: Annotated[float | None, Query(description=describe("event_until"))] = None,
     domain: Annotated[str | None, Query(max_length=128, description=describe("domain"))] = None,
     actor: ActorQ = None,
+    purpose: Annotated[str | None, Query(max_length=500, description=describe("purpose"))] = None,
 ) -> JSONResponse:
     user_id = bound_user(p, user_id)
     m = request.app.state.memory
     items = await run_engine(request, lambda: m.recall_scored(
         p.tenant, user_id, k, now=now, kinds=kinds, query=query, keys=keys, mark_used=mark_used,
-        event_from=event_from, event_until=event_until, actor=actor_of(p, actor), domain=domain))
-    if not items and not await run_engine(request, lambda: user_exists(m, p.tenant, user_id)):
+        event_from=event_from, event_until=event_until, actor=actor_of(p, actor), domain=domain, purpose=purpose))
+    if not items and not items.withheld and not await run_engine(request, lambda: user_exists(m, p.tenant, user_id)):
         raise ApiProblem(404, "user_not_found", "no such user")
-    return JSONResponse({"user_id": user_id, "items": [scored_to_json(s) for s in items]})
+    return JSONResponse({"user_id": user_id, "items": [scored_to_json(s) for s in items],
+                         "withheld": [w.to_dict() for w in items.withheld]})
 
 
 @operation(router, "history", S.HistoryOut, summary="Every version of a key, oldest first")

@@ -7,8 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
+from usermem.engine.memory import Memory
+from usermem.errors import NotFound
 from usermem.interfaces.api import schemas as S
-from usermem.interfaces.api.deps import Admin, Mem, Principal, actor_of, bound_user
+from usermem.interfaces.api.deps import Admin, Mem, Principal, actor_of, answering_user, bound_user
+from usermem.interfaces.api.keys import ApiKey
 from usermem.interfaces.api.problems import ApiProblem, responses
 from usermem.interfaces.api.routing import COMMON, operation
 from usermem.interfaces.catalog import describe
@@ -59,11 +62,61 @@ def revoke_grant(grant_id: str, p: Admin, m: Mem, actor: ActorQ = None, now: Now
 
 
 @operation(router, "opt_in", S.ConsentOut,
-           summary="The user lets a domain use fields whose sharing is explicit opt-in")
-def opt_in(user_id: S.UserPath, body: S.ConsentIn, p: Principal, m: Mem) -> JSONResponse:
-    user_id = bound_user(p, user_id)
-    out = m.opt_in(p.tenant, user_id, body.fields, body.domain, actor=actor_of(p, body.actor), now=body.now)
+           summary="The user consents: approve a consent request ({request_id}, user token) or let a domain use "
+                   "explicit-opt-in fields ({fields, domain})")
+def opt_in(user_id: S.UserPath, body: S.OptInIn, p: Principal, m: Mem) -> JSONResponse:
+    user_id = answering_user(p, user_id) if body.request_id is not None else bound_user(p, user_id)
+    try:
+        out = m.opt_in(p.tenant, user_id, body.fields, body.domain, request_id=body.request_id,
+                       actor=actor_of(p, body.actor), now=body.now)
+    except NotFound:
+        raise ApiProblem(404, "consent_request_not_found", "no such consent request for this user") from None
     return JSONResponse({"fields": list(out)})
+
+
+# -- consent requests (engine/consent.py) ------------------------------------------------------------------
+
+@operation(router, "request_consent", S.ConsentRequestOut,
+           summary="Ask the user to let withheld fields be used for a purpose (pending until they answer)")
+def request_consent(user_id: S.UserPath, body: S.ConsentRequestIn, p: Principal, m: Mem) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    req = m.request_consent(p.tenant, user_id, body.fields, body.purpose, body.ttl_seconds, domain=body.domain,
+                            session_id=body.session_id, actor=actor_of(p, body.actor), now=body.now)
+    return JSONResponse(req.to_dict())
+
+
+@operation(router, "consent_requests", S.ConsentRequestListOut,
+           summary="A user's consent requests: pending (default), approved, declined or all")
+def consent_requests(user_id: S.UserPath, p: Principal, m: Mem,
+                     status: Annotated[str, Query(max_length=16, description=describe("status"))] = "pending",
+                     now: NowQ = None) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    items = m.consent_requests(p.tenant, user_id, status=None if status == "all" else status, now=now)
+    return JSONResponse({"items": [r.to_dict() for r in items]})
+
+
+def _answer(m: Memory, p: ApiKey, user_id: str, request_id: str, body: S.ConsentAnswerIn, approve: bool) -> JSONResponse:
+    user_id = answering_user(p, user_id)
+    answer = m.approve_consent if approve else m.decline_consent
+    try:
+        req = answer(p.tenant, user_id, request_id, actor=actor_of(p, body.actor), now=body.now)
+    except NotFound:
+        raise ApiProblem(404, "consent_request_not_found", "no such consent request for this user") from None
+    return JSONResponse(req.to_dict())
+
+
+@operation(router, "approve_consent", S.ConsentRequestOut,
+           summary="The user approves a consent request: a grant of its fields, purpose and duration (audited)")
+def approve_consent(user_id: S.UserPath, request_id: str, body: S.ConsentAnswerIn, p: Principal,
+                    m: Mem) -> JSONResponse:
+    return _answer(m, p, user_id, request_id, body, True)
+
+
+@operation(router, "decline_consent", S.ConsentRequestOut,
+           summary="The user declines a consent request (remembered for the session; an approval is revoked)")
+def decline_consent(user_id: S.UserPath, request_id: str, body: S.ConsentAnswerIn, p: Principal,
+                    m: Mem) -> JSONResponse:
+    return _answer(m, p, user_id, request_id, body, False)
 
 
 @operation(router, "opt_out", S.WithdrawnOut, summary="Withdraw an opt-in")

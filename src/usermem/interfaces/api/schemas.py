@@ -126,9 +126,22 @@ class ScoredOut(BaseModel):
     question: str | None = None
 
 
+class WithheldOut(BaseModel):
+    """A field left out of the result, and why — never its value."""
+
+    key: str
+    level: Literal["L1", "L2", "L3"]
+    reason: Literal["needs_grant", "disabled", "private_to_domain", "instruction_like"]
+    question: str | None = Field(None, description="A consent question in the user's language (needs_grant, "
+                                                   "not declined); ask it, then request_consent")
+    declined: bool = Field(False, description="The user declined in this session: do not ask again")
+    request_id: str | None = Field(None, description="A pending consent request covering the field")
+
+
 class RecallOut(BaseModel):
     user_id: str
     items: list[ScoredOut]
+    withheld: list[WithheldOut] = Field(default_factory=list)
 
 
 class HistoryOut(BaseModel):
@@ -313,6 +326,8 @@ class AssembleIn(_In):
     session_id: str | None = Field(None, max_length=256)
     now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
+    purpose: str | None = Field(None, max_length=500, description="What the memories are for ('推荐午餐'): shapes "
+                                                                  "the consent question of withheld fields")
 
 
 class AssemblyItemOut(BaseModel):
@@ -344,7 +359,7 @@ class AssemblyOut(BaseModel):
     tokens: int
     budget_tokens: int
     dropped: list[str]
-    withheld: list[str]
+    withheld: list[WithheldOut]
     selected: AssemblySelectedOut
 
 
@@ -515,8 +530,61 @@ class ConsentIn(_In):
     actor: str | None = ACTOR_FIELD
 
 
+class OptInIn(_In):
+    fields: list[str] | None = Field(None, min_length=1, max_length=200)
+    domain: str | None = Field(None, max_length=128)
+    request_id: str | None = Field(None, max_length=128, description="Approve this consent request instead "
+                                                                      "(a user token of the user, or an admin key)")
+    now: Time | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
 class ConsentOut(BaseModel):
     fields: list[str]
+
+
+class ConsentRequestIn(_In):
+    fields: list[str] = Field(min_length=1, max_length=20, description="The withheld field keys to ask for")
+    purpose: str = Field(min_length=1, max_length=500, description="What they are for, shown to the user")
+    ttl_seconds: float = Field(1800.0, strict=True, allow_inf_nan=False, gt=0, le=7 * 86400,
+                               description="How long the grant lasts once approved")
+    domain: str | None = Field(None, max_length=64, description="The reader's domain (opt-in fields)")
+    session_id: str | None = Field(None, max_length=256, description="The asking session (a decline lasts for it)")
+    now: Time | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class ConsentAnswerIn(_In):
+    now: Time | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
+class ConsentRequestOut(BaseModel):
+    id: str
+    tenant: str
+    user_id: str
+    fields: list[str]
+    purpose: str
+    ttl_seconds: float
+    status: Literal["pending", "approved", "declined"]
+    created_at: float
+    expires_at: float
+    questions: dict[str, str]
+    domain: str | None = None
+    session_id: str | None = None
+    requested_by: str | None = None
+    decided_at: float | None = None
+    decided_by: str | None = None
+    grant_id: str | None = None
+
+
+class ConsentRequestListOut(BaseModel):
+    items: list[ConsentRequestOut]
+
+
+class UsersOut(BaseModel):
+    items: list[str]
+    next_after: str | None = None
 
 
 class WithdrawnOut(BaseModel):
@@ -580,6 +648,8 @@ class ContractOut(BaseModel):
     standing: bool = False
     allowed_pii: list[str] = Field(default_factory=list)
     questions: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, description="What people read instead of the key: "
+                                                                     "{zh, en}")
     version: int | None = None
 
 
