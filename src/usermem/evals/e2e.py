@@ -381,7 +381,7 @@ class Usermem:
             request = getattr(m, "request_consent", None)  # the consent flow (issue 14), when merged
             if request is not None and "fields" in d:
                 req = request(TENANT, USER, list(_strs(d["fields"])), purpose, ttl, actor=AGENT, now=now)
-                approved = m.approve_consent(TENANT, USER, req.id, actor=USER, now=now)  # type: ignore[attr-defined]
+                approved = m.approve_consent(TENANT, USER, req.id, actor=USER, now=now)
                 if approved.grant_id:
                     self._grants.append(str(approved.grant_id))
             else:  # today's grants API
