@@ -181,12 +181,14 @@ def _md(s: str) -> str:
 # ----------------------------------------------------------------------------------------- README table
 
 def readme_table(summary: Mapping[str, Any]) -> str:
-    """The README's summary: the test split (or the only split) of each evaluation, one line each."""
+    """The README's summary: the test split of each evaluation (its dev split only when it has no other), one
+    line per metric."""
     lines = ["| evaluation | headline (split) | value |", "|---|---|---|"]
     seen: set[tuple[str, str]] = set()
+    held_out = {r["evaluation"] for r in summary["rows"] if not r["split"].startswith("dev")}
     for r in summary["rows"]:
         split = r["split"]
-        if split.startswith("dev"):
+        if split.startswith("dev") and r["evaluation"] in held_out:
             continue
         key = (r["evaluation"], r["metric"])
         if key in seen:

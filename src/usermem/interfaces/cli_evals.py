@@ -120,12 +120,12 @@ def eval_all(
     memorybank = memorybank or DATASETS["memorybank"].default
     statuses: list[rep.Status] = []
 
-    def step(name: str, fn: Any, **kw: Any) -> None:
+    def step(name: str, fn: Any, note: str = "", **kw: Any) -> None:
         target = cli_output.writable_dir(details / name)
         console.rule(esc(name))
         try:
             fn(out=target, **kw)
-            statuses.append(rep.Status(name, "ran", f"eval/{name}/"))
+            statuses.append(rep.Status(name, "ran", f"eval/{name}/{note}"))
         except typer.Exit as exc:
             code = exc.exit_code
             statuses.append(rep.Status(name, "target missed" if code == 1 else "failed",
@@ -136,7 +136,8 @@ def eval_all(
     step("extraction", cli_understand.eval_extraction, bank=None)
     step("plan", cli_understand.eval_plan, data=None, mode="deterministic", bank=None)
     if locomo.exists():
-        step("locomo", cli_relevance.eval_locomo, data=locomo, cache=out / "cache",
+        step("locomo", cli_relevance.eval_locomo, " (--quick: first conversation only)" if quick else "",
+             data=locomo, cache=out / "cache",
              conversations=1 if quick else None, questions=None, sweep=False)
     else:
         statuses.append(rep.Status("locomo", "missing data", missing_data("locomo", locomo)))
@@ -146,10 +147,12 @@ def eval_all(
     else:
         statuses.append(rep.Status("memorybank", "missing data",
                                    missing_data("memorybank", memorybank / "memory_bank_cn.json")))
-    step("pii", cli_privacy.eval_pii, seed=20261130, pii=200 if quick else 2000, benign=300 if quick else 3000)
+    step("pii", cli_privacy.eval_pii, " (--quick: 200 PII / 300 benign sentences)" if quick else "",
+         seed=20261130, pii=200 if quick else 2000, benign=300 if quick else 3000)
     step("e2e", eval_e2e, data=None, split="both", agent="both", systems="none,kv,transcript,usermem")
     summary = rep.collect(details, statuses)
     summary["run"] = run
+    summary["quick"] = quick
     (out / "eval.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
     (out / "eval.md").write_text(rep.render(summary, run), encoding="utf-8")
     png = rep.plot(summary, out / "eval.png")
