@@ -234,3 +234,24 @@ def test_decay_chart_is_the_engines_weight_with_events_and_thresholds():
     assert svg.count('class="event confirmed"') == 1 and svg.count('class="event used"') == 1
     assert "W &lt;b&gt;" in svg and "<b>" not in svg
     assert "nan" not in svg.lower()
+
+
+def test_procedure_review_queue_page(setup):
+    """Issue 18's review queue in the console: approval needs a passed evaluation; rollback; escaped text."""
+    memory, app, keys = setup
+    p = memory.propose_procedure("acme", "<b>先给发票表</b>", user_id="alice", evidence=["session s1"])
+    c, csrf = signed_in(app, keys["admin"])
+    page = c.get("/console/procedures", params={"user_id": "alice"})
+    assert page.status_code == 200 and "&lt;b&gt;先给发票表&lt;/b&gt;" in page.text and "<b>先给" not in page.text
+    url = f"/console/procedures/{p['id']}/approve"
+    assert c.post(url, data={"evaluation": "e2e-dev", "passed": "yes"}, follow_redirects=False).status_code == 403
+    r = c.post(url, data={"csrf": csrf, "evaluation": "e2e-dev"}, follow_redirects=False)  # not passed
+    assert r.status_code in (400, 422) and memory.procedures("acme", user_id="alice")[0]["status"] == "proposed"
+    r = c.post(url, data={"csrf": csrf, "evaluation": "e2e-dev", "result": "40/40", "passed": "yes"},
+               follow_redirects=False)
+    assert r.status_code == 303
+    assert memory.procedures("acme", user_id="alice", status="approved")[0]["evaluation"]["name"] == "e2e-dev"
+    r = c.post(f"/console/procedures/{p['id']}/rollback", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and memory.procedures("acme", user_id="alice")[0]["status"] == "rolled_back"
+    other, _ = signed_in(app, keys["other"])
+    assert "先给发票表" not in other.get("/console/procedures", params={"user_id": "alice", "status": "rolled_back"}).text

@@ -476,3 +476,49 @@ async def console_audit_page(request: Request, user_id: str = "", action: str = 
     next_params = {**filters, "after_seq": str(entries[-1].seq)} if more and entries else None
     return render(request, "audit.html", session=session, entries=entries, filters=filters,
                   next_params=next_params)
+
+
+# -- procedures: the review queue (issue 18, docs/usermodel.md) ----------------------------------------------
+
+PROCEDURE_STATES = ("proposed", "approved", "rejected", "rolled_back")
+
+
+@router.get("/procedures")
+async def console_procedures(request: Request, status: str = "proposed", user_id: str = "") -> Response:
+    session = await _session(request)
+    if session is None:
+        return redirect("/console")
+    status = status if status in PROCEDURE_STATES else "proposed"
+    try:
+        items = await op(request, "procedures", session.tenant, user_id=user_id.strip() or None, status=status)
+    except UsermemError as exc:
+        return error_page(request, exc, session, "/console/procedures")
+    return render(request, "procedures.html", session=session, items=items, wanted=status, user_id=user_id,
+                  states=PROCEDURE_STATES)
+
+
+@router.post("/procedures/{procedure_id}/{verb}")
+async def console_procedure_review(request: Request, procedure_id: str, verb: str) -> Response:
+    checked = await _post(request)
+    if isinstance(checked, Response):
+        return checked
+    session, form = checked
+    back = "/console/procedures"
+    try:
+        if verb == "approve":
+            evaluation = {"name": form.get("evaluation", "").strip(), "passed": form.get("passed") == "yes",
+                          "result": form.get("result", "").strip()}
+            await op(request, "review_procedure", session.tenant, procedure_id, "approve", evaluation=evaluation,
+                     actor=session.actor)
+        elif verb == "reject":
+            await op(request, "review_procedure", session.tenant, procedure_id, "reject", actor=session.actor)
+        elif verb == "edit":
+            await op(request, "review_procedure", session.tenant, procedure_id, "edit", text=form.get("text", ""),
+                     actor=session.actor)
+        elif verb == "rollback":
+            await op(request, "rollback_procedure", session.tenant, procedure_id, actor=session.actor)
+        else:
+            raise ValidationError(f"unknown action {verb!r}", field="verb")
+    except UsermemError as exc:
+        return error_page(request, exc, session, back)
+    return redirect(back, done=verb)
