@@ -81,13 +81,29 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
     ("GET", "/v1/grants"): ("/v1/grants", {"params": {"user_id": "{u}"}}),
     ("POST", "/v1/extract"): ("/v1/extract", {"json": {"messages": ["I live in Nowhere"]}}),
     ("POST", "/v1/purge"): ("/v1/purge", {"json": {"now": T0 + 10**8}}),
+    # the user model (issue 18)
+    ("GET", "/v1/users/{user_id}/model"): ("/v1/users/{u}/model", {"params": {"now": T0 + 5}}),
+    ("POST", "/v1/users/{user_id}/signals"): ("/v1/users/{u}/signals", {"json": {"key": "reply_length",
+                                                                                "value": "简洁", "now": T0}}),
+    ("GET", "/v1/settings/inference"): ("/v1/settings/inference", {}),
+    ("PUT", "/v1/settings/inference"): ("/v1/settings/inference", {"json": {"mode": "active"}}),
+    ("GET", "/v1/derivation-rules"): ("/v1/derivation-rules", {}),
+    ("PUT", "/v1/derivation-rules/{rule_id}"): ("/v1/derivation-rules/r.x", {"json": {
+        "when": {"occupation": ["x"]}, "then_key": "expertise", "then": {"en": "y"}}}),
+    ("POST", "/v1/derivation-rules/suggest"): ("/v1/derivation-rules/suggest", {"json": {}}),
+    ("POST", "/v1/procedures"): ("/v1/procedures", {"json": {"text": "invoice first", "user_id": "{u}"}}),
+    ("GET", "/v1/procedures"): ("/v1/procedures", {"params": {"user_id": "{u}"}}),
+    ("POST", "/v1/procedures/{procedure_id}/review"): ("/v1/procedures/{pid}/review", {"json": {"decision": "reject"}}),
+    ("POST", "/v1/procedures/{procedure_id}/rollback"): ("/v1/procedures/{pid}/rollback", {"json": {}}),
+    ("POST", "/v1/users/{user_id}/procedures/suggest"): ("/v1/users/{u}/procedures/suggest", {"json": {}}),
 }
 # Responses that legitimately carry fresh ids or times: compare status and tenant only.
 VOLATILE = {("POST", "/v1/memories"), ("POST", "/v1/memories/batch"), ("POST", "/v1/users/{user_id}/sessions"),
             ("GET", "/v1/whoami"), ("POST", "/v1/users/{user_id}/grants"), ("PUT", "/v1/contracts/{key}"),
             ("POST", "/v1/users/{user_id}/ingest"), ("GET", "/v1/audit"), ("POST", "/v1/users/{user_id}/assemble"),
             ("GET", "/v1/users/{user_id}/export"), ("PUT", "/v1/onboarding"),
-            ("POST", "/v1/users/{user_id}/consent-requests")}  # a new request in B's own tenant: new id
+            ("POST", "/v1/users/{user_id}/consent-requests"),  # a new request in B's own tenant: new id
+            ("POST", "/v1/procedures")}
 
 
 def _populate(api) -> dict[str, str]:
@@ -103,6 +119,8 @@ def _populate(api) -> dict[str, str]:
                                json={"fields": ["city"], "purpose": "lunch"}).json()["id"]
     ids["gid"] = api.http.post("/v1/users/alice/grants", headers=h,
                                json={"level": "L2", "purpose": "support"}).json()["id"]
+    ids["pid"] = api.http.post("/v1/procedures", headers=h, json={"text": "invoice first", "user_id": "alice"}
+                               ).json()["id"]
     assert api.http.put("/v1/contracts/secret_field", headers=h, json={"kind": "fact"}).status_code == 200
     for i in range(3):
         out = api.http.post("/v1/users/alice/pushback", headers=h, json={
@@ -119,7 +137,9 @@ def _snapshot(api) -> dict:
             "consents": [r.to_dict() for r in m.consent_requests("acme", "alice", status=None)],
             "contract": m.contract("acme", "secret_field").to_dict(),
             "verifications": m.pending_verifications("acme", "alice"),
-            "onboarding": m.onboarding_questions("acme", "alice")}
+            "onboarding": m.onboarding_questions("acme", "alice"),
+            "procedures": m.procedures("acme", user_id="alice"), "rules": m.derivation_rules("acme"),
+            "inference": m.inference_policy("acme")}
 
 
 @pytest.fixture
