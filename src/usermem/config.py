@@ -64,7 +64,7 @@ class Settings:
     # hybrid recall (docs/relevance.md): fused relevance = weighted sum of per-query min-max normalised
     # cosine and BM25 (or reciprocal-rank fusion); the query score mixes it with importance x weight.
     # Defaults chosen from the LoCoMo (English) and MemoryBank (Chinese) sweeps in docs/relevance.md.
-    hybrid_fusion: str = "learned"  # learned | adaptive | minmax | rrf (relevance/fusion.py, docs/relevance.md)
+    hybrid_fusion: str = "adaptive"  # adaptive | learned | minmax | rrf (relevance/fusion.py, docs/relevance.md)
     hybrid_dense_weight: float = 1.0
     hybrid_lexical_weight: float = 1.0
     hybrid_lexical_weight_zh: float = 0.5
