@@ -222,3 +222,71 @@ def test_time_expressions_become_windows(query, start, end):
 @pytest.mark.parametrize("query", ["May I ask about my job?", "我的工作是什么", "what's my name", ""])
 def test_no_time_expression_no_window(query):
     assert parse_window(query, NOW) is None
+
+
+# -- learned linear fusion (weights fitted on the dev splits, usermem/data/fusion_model.json) -----------------
+
+from usermem.evals.fusion_fit import Group, fit  # noqa: E402
+from usermem.relevance.fusion import (  # noqa: E402
+    FEATURES,
+    LinearFusionModel,
+    default_fusion_model,
+    fusion_features,
+    learned_fuse,
+    load_fusion_model,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_signal, st.booleans())
+def test_learned_fusion_is_in_unit_range_order_free_and_monotone(pairs, zh):
+    model = default_fusion_model()
+    d = [a for a, _ in pairs]
+    lex = [b for _, b in pairs]
+    out = learned_fuse(d, lex, None, model, zh)
+    assert all(0.0 <= x <= 1.0 for x in out)
+    assert max(out) == pytest.approx(1.0) or max(out) == 0.0
+    assert learned_fuse(d[::-1], lex[::-1], None, model, zh)[::-1] == pytest.approx(out)
+    for i in range(len(pairs)):
+        for j in range(len(pairs)):
+            if d[i] >= d[j] and lex[i] >= lex[j]:
+                assert out[i] >= out[j] - 1e-9
+
+
+def test_learned_fusion_model_is_validated_and_the_field_bonus_applies():
+    model = default_fusion_model()
+    assert len(model.weights) == len(FEATURES) and all(w >= 0 for w in model.weights)
+    assert "dev" in model.about.lower() or "DEV" in model.about
+    with pytest.raises(ValueError):
+        LinearFusionModel((1.0,) * (len(FEATURES) - 1))
+    with pytest.raises(ValueError):
+        LinearFusionModel((-1.0,) + (0.0,) * (len(FEATURES) - 1))
+    with pytest.raises(ValueError):
+        load_fusion_model('{"features": ["z_dense"], "weights": [1.0]}')
+    d, lex = [0.80, 0.78, 0.79], [0.0, 0.0, 0.0]
+    assert max(range(3), key=lambda i: learned_fuse(d, lex, [False, False, False], model, False)[i]) == 0
+    plain = learned_fuse(d, lex, [False, False, False], model, False)
+    bonus = learned_fuse(d, lex, [False, False, True], model, False)
+    assert bonus[2] > plain[2]
+    strong = LinearFusionModel(model.weights, field_weight=1.0)
+    assert max(range(3), key=lambda i: learned_fuse(d, lex, [False, False, True], strong, False)[i]) == 2
+    assert learned_fuse([None, None, None], [0.0, 3.2, 0.0], None, model, False) == [0.0, 1.0, 0.0]
+
+
+def test_fusion_fit_learns_which_signal_carries_the_answers():
+    """Synthetic questions where only the lexical signal finds the answer: the fit weights lexical features
+    above dense ones (and never negative)."""
+    rng = np.random.default_rng(7)
+    groups = []
+    for _ in range(60):
+        n = 30
+        d = rng.normal(0.8, 0.03, n)
+        lex = np.abs(rng.normal(1.0, 0.5, n))
+        ans = int(rng.integers(n))
+        lex[ans] += 4.0
+        y = np.zeros(n)
+        y[ans] = 1.0
+        groups.append(Group(fusion_features(list(d), list(lex), False), y))
+    w = dict(zip(FEATURES, fit(groups, steps=400), strict=True))
+    assert min(w.values()) >= 0
+    assert w["z_lexical"] + w["rr_lexical"] > w["z_dense"] + w["rr_dense"]

