@@ -6,6 +6,7 @@ USERMEM_REQUIRE_BACKENDS=1 (`make test` installs it from Debian: scripts/ensure_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,8 +29,9 @@ def _which_node() -> str | None:
 def _node() -> str:
     node = _which_node()
     if node is None:  # as tests/backends.py does for the servers: try Debian's package once
-        subprocess.run(["bash", str(ROOT / "scripts" / "ensure_node.sh")], capture_output=True, timeout=600,
-                       check=False)
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["bash", str(ROOT / "scripts" / "ensure_node.sh")], capture_output=True, timeout=600,
+                           check=False)
         node = _which_node()
     if node is None:
         unavailable("node is not installed (make test installs Debian's nodejs: scripts/ensure_node.sh)")
@@ -67,6 +69,35 @@ def test_one_method_per_catalogue_operation_with_an_http_route() -> None:
     assert {k: tuple(v[:3]) for k, v in table.items()} == expected
     assert {v[3] for v in table.values()} == {"function"}
     assert "contractsFor" not in table  # no HTTP route, so no client method (as in the Python client)
+
+
+def test_absent_answers_follow_the_python_client() -> None:
+    """The generator's 404 → "empty" table covers exactly the operations where the Python client maps a 404 to an
+    empty answer (client_calls' `absent`), except `export` (documented: NotFound in TypeScript)."""
+    import importlib.util
+    import inspect
+
+    from usermem.interfaces import client_calls as C
+    from usermem.interfaces.catalog import OPERATIONS
+
+    spec = importlib.util.spec_from_file_location("gen_ts_client", ROOT / "scripts" / "gen_ts_client.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    dummy: dict[str, object] = {"contract": {"key": "k"}, "rule": {"id": "k"}, "answers": {}, "writes": [],
+                                "questions": [], "messages": []}
+    python_absent = set()
+    for op in OPERATIONS.values():
+        if op.http is None:
+            continue
+        fn = getattr(C, op.name)
+        kw = {n: (None if n == "tenant" else dummy.get(n, "x")) for n, p in inspect.signature(fn).parameters.items()
+              if p.default is inspect.Parameter.empty}
+        if op.name == "forget_range":
+            kw["since"] = 1.0
+        if fn(**kw).absent is not C._NO_DEFAULT:
+            python_absent.add(op.name)
+    assert set(gen.ABSENT) == python_absent - {"export"}
 
 
 def test_node_test_runner_against_a_live_server(tmp_path: Path) -> None:
