@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DATA    := data
 
-.PHONY: run test bench lint demo services browser clean-venv typecheck
+.PHONY: run test bench lint demo services browser node clean-venv typecheck
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
@@ -31,7 +31,11 @@ services:
 browser:
 	@bash scripts/ensure_browser.sh
 
-test: $(STAMP) services browser
+# Debian's nodejs (>= 18) for the TypeScript client's tests (node --test; installed when absent).
+node:
+	@bash scripts/ensure_node.sh
+
+test: $(STAMP) services browser node
 	@bash scripts/run_tests.sh
 
 bench: $(STAMP) services
