@@ -41,3 +41,13 @@ lint: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# mem0 OSS vs usermem on one workload and one local embedder (never in CI). mem0ai goes into its own venv,
+# created here; the report lands in reports/bench-peers.{json,md,png} (docs/evaluation.md).
+PEERS := .venv-peers
+MEM0  ?= mem0ai==2.2.1
+.PHONY: bench-peers
+bench-peers: $(STAMP)
+	@test -x $(PEERS)/bin/python || $(PY) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q '$(MEM0)'
+	MEM0_TELEMETRY=False $(BIN)/python scripts/bench_peers.py --peers-python $(PEERS)/bin/python --out reports

@@ -68,7 +68,7 @@ class Server:
                "--store", f"sqlite:///{db}", "--port", str(self.port), "--log-level", "warning", *extra]
         full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # generous: a loaded 2-core CI machine starts slowly
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.proc.stderr.read() if self.proc.stderr else ''}")

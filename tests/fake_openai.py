@@ -27,6 +27,14 @@ class Reply:
     content: str | None = None
     delay: float = 0.0
     body: dict[str, Any] | None = None  # raw body (for HTTP errors)
+    tool_calls: list[dict[str, Any]] | None = None  # the assistant asks for these function calls
+
+
+def call_tools(*calls: tuple[str, dict[str, Any]]) -> Reply:
+    """A reply in which the model calls functions: `call_tools(("recall", {"query": "tea"}))`."""
+    return Reply(tool_calls=[{"id": f"call_{i}", "type": "function",
+                              "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+                             for i, (name, args) in enumerate(calls)])
 
 
 def reply_json(data: Any) -> Reply:
@@ -75,11 +83,14 @@ class FakeOpenAI:
                 if reply.status != 200:
                     self._send(reply.status, reply.body or {"error": {"message": "error"}})
                     return
+                message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+                if reply.tool_calls:
+                    message["tool_calls"] = reply.tool_calls
                 self._send(200, {
                     "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "fake"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.content}}],
+                    "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                                 "message": message}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                 })
 

@@ -93,7 +93,12 @@ def test_set_contract_versions_and_overrides(mem):
 def test_invalid_contracts_are_rejected_and_nothing_is_stored(mem, bad):
     with pytest.raises(ValidationError):
         mem.set_contract("acme", bad)
-    assert mem.contract_history("acme", bad.get("key", "x") if isinstance(bad.get("key"), str) else "x") == []
+    key = bad.get("key", "x")
+    if key == "Bad Key":  # not a key at all: refused as an argument too (issue 12 item 5)
+        with pytest.raises(ValidationError):
+            mem.contract_history("acme", key)
+        return
+    assert mem.contract_history("acme", key) == []
 
 
 def test_allowed_pii_decides_email_storage(mem):

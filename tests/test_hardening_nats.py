@@ -151,3 +151,39 @@ def test_a_read_after_erasure_leaves_no_redis_key_naming_the_user(tmp_path):
         m.close()
         client.close()
         backends.tiered_cleanup(tmp_path)
+
+
+def test_events_flow_again_after_nats_is_killed_and_restarts_with_its_jetstream_state(nats_server, tmp_path):
+    """The other half of the fault pair: kill -9 of the server mid-traffic, restart on the same store
+    directory (the stream and its messages survive). The write made while it was down is published on
+    reconnect, nothing is duplicated, the other instance's consumer resumes after what it saw."""
+    import os
+    import signal
+
+    m = Memory(settings=_settings(tmp_path, nats_server.url, "a"))
+    other = Memory(settings=_settings(tmp_path, nats_server.url, "b"))
+    inbox = Inbox()
+    other.on_remote_change(inbox)
+    try:
+        m.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed", now=T0)
+        wait_for(lambda: inbox.where(action="write"), what="the first event at the other instance")
+        assert nats_server.proc is not None
+        os.kill(nats_server.proc.pid, signal.SIGKILL)
+        nats_server.proc.wait(10)
+        nats_server.proc = None
+        wait_for(lambda: not m.events.stats()["bus"]["connected"], what="the disconnect")
+        r = m.write("acme", "u1", "preference", "reply_length", "detailed", source="user_confirmed", now=T0 + 1)
+        assert r.memory is not None  # the write commits while NATS is away; its event waits in the queue
+        nats_server.start()  # same store dir: the JetStream state is back
+        wait_for(lambda: m.events.stats()["bus"]["published"] == 2, timeout=30, what="the publish after restart")
+        got = wait_for(lambda: [c for c in inbox.where(action="write") if c.values.get("reply_length") == "detailed"],
+                       timeout=30, what="the event after the restart at the other instance")
+        assert len(got) == 1 and got[0].user_id == "u1"
+        assert [c.values.get("reply_length") for c in inbox.where(action="write")] == ["concise", "detailed"]
+        assert _stream_state("HARDEN", url=nats_server.url)[0] == 2  # the stream kept the first message
+        m.forget_user("acme", "u1", now=T0 + 2)
+        wait_for(lambda: inbox.where(action="forget_user"), timeout=30, what="the erasure broadcast")
+        assert m.events.stats()["bus"]["failed"] == 0
+    finally:
+        m.close()
+        other.close()

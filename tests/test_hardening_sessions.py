@@ -157,3 +157,50 @@ def test_http_messages_route_redacts_and_answers_409_413():
         assert r.status_code == 409 and r.json()["code"] == "session_closed"
     finally:
         api.memory.close()
+
+
+# --- a transcript passed straight to close_session goes through the same guard ----------------------------------
+
+@pytest.mark.parametrize("transcript", [PII_MESSAGES, "\n".join(m["content"] for m in PII_MESSAGES)],
+                         ids=["messages", "text"])
+def test_close_session_transcript_is_redacted(lean_mem: Memory, transcript):
+    m = lean_mem
+    sid = m.open_session(T, U, "web", now=T0)
+    got = []
+    m.on_session_closed(got.append)
+    closed = m.close_session(sid, transcript, tenant=T, now=T0 + 2)
+    assert leaked(json.dumps(closed.transcript, ensure_ascii=False)) == []
+    assert len(got) == 1 and leaked(json.dumps(got[0].transcript, ensure_ascii=False)) == []
+    assert "[已脱敏]" in json.dumps(got[0].transcript, ensure_ascii=False)
+    assert "订单 42" in json.dumps(got[0].transcript, ensure_ascii=False)  # benign text is kept as said
+    assert closed.session.messages == (3 if isinstance(transcript, list) else 1)
+    entry = [e for e in m.audit(T, user_id=U) if e.action == "session_close"][-1]
+    assert entry.detail["transcript_redacted"] == (2 if isinstance(transcript, list) else 1)
+    assert leaked(raw(m, T, U)) == []
+    assert leaked(json.dumps([repr(e) for e in m.audit(T, limit=1000)], ensure_ascii=False)) == []
+
+
+@pytest.mark.parametrize("bad", [[{"role": "user"}], [{"content": "\ud800"}], "x\udfff", 42,
+                                 [{"role": "user", "content": "x" * 20_001}]])
+def test_close_session_refuses_a_bad_transcript_and_stays_open(lean_mem: Memory, bad):
+    m = lean_mem
+    sid = m.open_session(T, U, now=T0)
+    with pytest.raises((ValidationError, TypeError)):
+        m.close_session(sid, bad, tenant=T, now=T0 + 1)
+    assert m.get_session(sid, tenant=T).status == "open"
+
+
+def test_http_close_with_a_transcript_redacts_it_before_the_hooks():
+    api = make_api()
+    try:
+        got = []
+        api.memory.on_session_closed(got.append)
+        h = api.h(api.key_a)
+        sid = api.http.post("/v1/users/u1/sessions", json={"client_id": "web"}, headers=h).json()["id"]
+        r = api.http.post(f"/v1/sessions/{sid}/close", json={"transcript": PII_MESSAGES}, headers=h)
+        assert r.status_code == 200, r.text
+        assert leaked(r.text) == []
+        assert len(got) == 1 and leaked(json.dumps(got[0].transcript, ensure_ascii=False)) == []
+        assert r.json()["session"]["messages"] == 3
+    finally:
+        api.memory.close()

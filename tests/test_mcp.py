@@ -20,7 +20,8 @@ from usermem import Memory
 from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.mcp import build_server
 
-TOOLS = {"remember", "recall", "assemble", "forget", "confirm", "history"}
+TOOLS = {"remember", "recall", "assemble", "forget", "confirm", "history", "ingest", "episodes", "forget_user",
+         "withdraw_consent"}
 
 
 def run(coro_fn):
@@ -134,7 +135,7 @@ def http_server(tmp_path):
          "--port", str(port), "--store", f"sqlite:///{db}"],
         env={**os.environ, "USERMEM_EMBEDDER": "none"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a loaded 2-core machine can take 20 s+ to start it
     while time.monotonic() < deadline:
         try:
             httpx.get(url, timeout=0.5)

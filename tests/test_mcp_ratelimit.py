@@ -67,8 +67,8 @@ def test_mcp_tool_calls_and_rest_share_one_bucket_per_key():
                 assert not r.is_error, r.content
 
         anyio.run(go)
-        limited = str(outcome["limited"])  # the SDK prefixes "Error executing tool recall: "
-        assert "rate_limited: rate limit of 3 requests/minute exceeded; retry after 20 s" in limited
+        limited = str(outcome["limited"])
+        assert limited.startswith("rate_limited (429): rate limit of 3 requests/minute exceeded; retry after 20 s")
         assert outcome["values"] == ["Paris"]
         # MCP took the last token: REST with the same key is refused until the bucket refills.
         r = httpx.get(base + "/v1/whoami", headers=auth)

@@ -190,6 +190,7 @@ SAMPLES: dict[str, Any] = {
     "tenant": "acme", "user_id": "par-u", "kind": "preference", "key": "tone", "value": {"v": [1, "二"]},
     "source": "agent_confirmed", "importance": 0.25, "confidence": 0.75, "now": T0 + 7, "session_id": "par-s",
     "client_id": "par-c", "event_at": T0 - 3, "ttl_seconds": 123.0, "change_set_id": "par-cs", "actor": "bob",
+    "canonical": {"c": ["short", "短"]},
     "writes": [{"kind": "fact", "key": "city", "value": "Oslo", "source": "system"}], "k": 7,
     "kinds": ["fact", "preference"], "query": "where", "keys": ["city", "tone"], "event_from": T0 - 100,
     "event_until": T0 + 100, "domain": "shop", "memory_id": "ab" * 16, "action": "write", "since": T0 - 50,
@@ -201,6 +202,10 @@ SAMPLES: dict[str, Any] = {
     "messages": [{"role": "user", "content": "I live in Oslo"}], "budget_tokens": 321, "language": "zh",
     "questions": [{"id": "q1", "key": "tone", "kind": "preference", "text": {"en": "Tone?", "zh": "语气?"}}],
     "answers": {"tone": "warm"}, "verification_id": "ef" * 16, "extract": True,
+    "agree": False, "mode": "active", "threshold": 4, "suppress_days": 7.5,
+    "rule": {"id": "par-r", "then_key": "expertise", "when": {"occupation": ["x"]}}, "text": "invoice first",
+    "evidence": ["e1"], "proposed_by": "rules", "procedure_id": "ab" * 16, "decision": "edit",
+    "evaluation": {"name": "e2e", "passed": True},
     "request_id": "ab" * 16, "prefix": "par-", "after": "par-a",
 }
 SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}

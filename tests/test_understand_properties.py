@@ -105,3 +105,54 @@ def test_values_are_the_users_words(utterance: str) -> None:
     for c in EXTRACTOR.extract([utterance], use_llm=False):
         for v in c.value if isinstance(c.value, list) else [c.value]:
             assert normalise(str(v)) in normalise(utterance), (utterance, c)
+
+
+# --- the same property over the bank: every single-clause positive of the train split that yields a candidate
+# yields none once asked, supposed, reported as someone else's or quoted -----------------------------------
+
+def _bank_sources() -> list[tuple[str, str]]:
+    from usermem.understand import bank
+
+    inner = re.compile(r"[.!?。！？;；\n]|[,，、—–:：]|[\"“”]")
+    out = []
+    for it in bank.load_items():
+        if it.split != "train" or it.negative is not None or len(it.turns) != 1:
+            continue
+        s = it.turns[0][1].strip().rstrip(".!。！")
+        if not inner.search(s) and EXTRACTOR.extract([s], use_llm=False):
+            out.append((it.lang, s))
+    return out
+
+
+def _she(s: str) -> str:
+    for pat, rep in ((r"\bI'm\b", "she's"), (r"\bI've\b", "she's"), (r"\bI'd\b", "she'd"), (r"\bI'll\b", "she'll"),
+                     (r"\bI am\b", "she is"), (r"\bI\b", "she"), (r"\bmy\b", "her"), (r"\bMy\b", "Her"), (r"\bme\b", "her"),
+                     (r"\bmine\b", "hers")):
+        s = re.sub(pat, rep, s)
+    return s
+
+
+def _low(s: str) -> str:
+    return s[0].lower() + s[1:]
+
+
+BANK_SOURCES = _bank_sources()
+BANK_ZH_FORMS = [lambda s: f"如果{s}，会怎么样？", lambda s: f"假如{s}的话，你会怎么安排？", lambda s: f"你觉得{s}吗？",
+                 lambda s: f"要是{s}就好了", lambda s: "我朋友说" + s.replace("我", "她"),
+                 lambda s: "我同事说" + s.replace("我", "他"), lambda s: f"“{s}”——这是小说主角的台词"]
+BANK_EN_FORMS = [lambda s: f"If {_low(s)}, what would change?", lambda s: f"What if {_low(s)}?",
+                 lambda s: f"Do you think {_low(s)}?", lambda s: "My friend told me " + _she(s),
+                 lambda s: f'Translate this line from the novel: "{s}"', lambda s: f"Suppose {_low(s)} — what then?"]
+
+
+def test_the_bank_gives_enough_sources() -> None:
+    assert len(BANK_SOURCES) >= 60 and {lang for lang, _ in BANK_SOURCES} == {"zh", "en"}
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.sampled_from(BANK_SOURCES), st.integers(min_value=0, max_value=6))
+def test_rewritten_bank_positive_yields_nothing(source: tuple[str, str], which: int) -> None:
+    lang, utterance = source
+    forms = BANK_ZH_FORMS if lang == "zh" else BANK_EN_FORMS
+    rewritten = forms[which % len(forms)](utterance)
+    assert EXTRACTOR.extract([rewritten], use_llm=False) == [], rewritten

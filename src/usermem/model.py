@@ -165,6 +165,9 @@ class MemoryRecord:
     actor: str | None = None
     # A retraction is a version recording that the user denied the previous value.
     retracted: bool = False
+    # A normalised form of `value` beside it (reply_length "简洁" -> "short", a city's English name); the
+    # user's words stay in `value`. None when the writer gave none.
+    canonical: JSONValue = None
 
     @property
     def memory_class(self) -> MemoryClass:
@@ -228,6 +231,7 @@ class WriteRequest:
     client_id: str | None = None
     event_at: float | None = None
     ttl_seconds: float | None = None
+    canonical: JSONValue = None  # a normalised form beside `value`, never instead of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +255,7 @@ class Candidate:
 
     def to_request(self, source: str = "extracted", session_id: str | None = None) -> WriteRequest:
         return WriteRequest(kind=self.kind.value, key=self.key, value=self.value, source=source,
-                            confidence=self.confidence, session_id=session_id)
+                            confidence=self.confidence, session_id=session_id, canonical=self.canonical)
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "kind": self.kind.value, "value": self.value, "confidence": self.confidence,

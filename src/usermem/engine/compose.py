@@ -15,6 +15,7 @@ store tiers (Redis/session) ``ErasurePipeline(erasers=[store.capabilities.erase_
                             ``store.capabilities.drop_local`` to events
 session activity            ``EngineContext.subscribe(SessionManager.on_change)``
 understanding (extraction)  ``SessionManager.add_close_hook`` -> ``Understanding.on_session_closed``
+user model (derived attrs)  ``EngineContext.subscribe(DerivedRefresher)``; ``erase_user_model`` as an eraser
                             (built on first use over an `EngineHost`: understand/ports.MemoryHost)
 relevance (hybrid)          ``Engine.use_relevance``: ``RecallPipeline.use_relevance``, the indexer as a
                             change listener, the vector index as eraser and purger
@@ -46,6 +47,7 @@ from usermem.engine.ports import RelevancePlugin
 from usermem.engine.recall import RecallPipeline
 from usermem.engine.resolvers import LiveResolvers
 from usermem.engine.sessions import SessionClosed, SessionManager
+from usermem.engine.usermodel import DerivedRefresher
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.model import Kind, Recalled, ScoredMemory, WriteRequest, WriteResult
 from usermem.policy.contracts import (
@@ -109,8 +111,10 @@ class Engine:
     consent: ConsentPipeline
     relevance: hybrid.HybridRelevance | None = None
     events: FederatedSync | None = None
+    derived: DerivedRefresher | None = None
     _understanding: Understanding | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _input_keys: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     # -- relevance ---------------------------------------------------------------------------------------
 
@@ -181,16 +185,44 @@ class Engine:
         """The session-close hook: background extraction over the transcript (understanding)."""
         self.understanding().on_session_closed(closed)
 
+    # -- the user model (understand/usermodel.py): derived attributes follow their inputs ----------------
+
+    def refresh_derived(self, tenant: str, user_id: str) -> None:
+        self.understanding().modeler.refresh_derived(tenant, user_id)
+
+    def derived_input_keys(self, tenant: str) -> frozenset[str]:
+        """The fields the tenant's active rules read (cached for 30 s; `forget_rules_cache` after a change)."""
+        now = time.monotonic()
+        hit = self._input_keys.get(tenant)
+        if hit is not None and now - hit[0] < 30.0:
+            return hit[1]
+        keys = self.understanding().modeler.input_keys(tenant)
+        self._input_keys[tenant] = (now, keys)
+        return keys
+
+    def forget_rules_cache(self, tenant: str) -> None:
+        self._input_keys.pop(tenant, None)
+
+    def erase_user_model(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> None:
+        """Eraser: signals, inferences and derived attributes about the forgotten fields go with them."""
+        from usermem.understand.usermodel import erase_model  # only when something is forgotten
+
+        erase_model(self.ctx.store, tenant, user_id, keys)
+
     # -- lifetime ----------------------------------------------------------------------------------------
 
     def flush(self, timeout: float = 60.0) -> None:
         if self.relevance is not None and self.relevance.indexer is not None:
             self.relevance.indexer.flush(timeout)
+        if self.derived is not None:
+            self.derived.flush(timeout)
 
     def close(self) -> None:
         if self.events is not None:
             self.events.close()
         self.live.close()
+        if self.derived is not None:
+            self.derived.close()
         if self.relevance is not None and self.relevance.indexer is not None:
             self.relevance.indexer.close()
         self.ctx.store.close()
@@ -228,6 +260,10 @@ class EngineHost:
     def write(self, tenant: str, user_id: str, request: WriteRequest, *, now: float | None = None,
               actor: str | None = None) -> WriteResult:
         return self._engine.write.write(tenant, user_id, request, now=now, actor=actor)
+
+    def deny(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
+             actor: str | None = None) -> object:
+        return self._engine.lifecycle.deny(tenant, user_id, memory_id, now=now, actor=actor)
 
     def write_many(self, tenant: str, user_id: str, requests: Sequence[WriteRequest], *, now: float | None = None,
                    change_set_id: str | None = None, actor: str | None = None) -> list[WriteResult]:
@@ -274,6 +310,11 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
                     contracts=registry, grants=grants, live=live, consent=consent)
     # Background extraction at session close (seed 000): understand/service.py, built on first use.
     sessions.add_close_hook(engine.on_session_closed)
+    # The user model (issue 18): derived attributes recomputed off the request path after changes; what it
+    # holds about forgotten fields is erased with them.
+    engine.derived = DerivedRefresher(engine.refresh_derived, engine.derived_input_keys)
+    ctx.subscribe(engine.derived)
+    erasure.add_eraser(engine.erase_user_model)
     # Hybrid relevance for recall(query=...): vectors on write, BM25, fusion (relevance/hybrid.py).
     if settings.embedder != "none" or settings.hybrid_lexical_weight > 0:
         engine.use_relevance("hybrid")

@@ -93,13 +93,15 @@ def new_version(head: MemoryRecord | None, *, tenant: str, user_id: str, key: st
                 template: MemoryRecord, value: Any, source: Source, confidence: float,
                 expires_at: float | None, change_set_id: str | None, actor: str | None, retracted: bool = False,
                 last_confirmed_at: float | None = None, last_used_at: float | None = None) -> MemoryRecord:
-    """A version that will supersede `head`; kind, importance, session and event time come from `template`."""
+    """A version that will supersede `head`; kind, importance, session and event time come from `template`,
+    and its canonical form too while the value is the template's (a new value drops it: it would not match)."""
     return MemoryRecord(
         id=new_id(), tenant=tenant, user_id=user_id, kind=template.kind, key=key, value=value, source=source,
         confidence=confidence, importance=template.importance, created_at=at, expires_at=expires_at,
         last_used_at=last_used_at, last_confirmed_at=last_confirmed_at,
         prev_version_id=head.id if head else None, session_id=template.session_id, client_id=template.client_id,
-        event_at=template.event_at, change_set_id=change_set_id, actor=actor, retracted=retracted)
+        event_at=template.event_at, change_set_id=change_set_id, actor=actor, retracted=retracted,
+        canonical=template.canonical if value == template.value else None)
 
 
 def link(tx: WriteTx, head: MemoryRecord | None, record: MemoryRecord, at: float) -> None:
@@ -372,7 +374,8 @@ class LifecyclePipeline:
                 result = WriteResult(Op.UPDATE, memory=tomb, detail="retracted", existing_id=head.id)
         else:
             request = WriteRequest(kind=target.kind.value, key=key, value=target.value, source=source.value,
-                                   importance=target.importance, event_at=target.event_at)
+                                   importance=target.importance, event_at=target.event_at,
+                                   canonical=target.canonical)
             prepared = self._prepare(tenant, request)  # validation, guards, contract: same rules as a write
             if isinstance(prepared, WriteResult):
                 result = WriteResult(prepared.op, prepared.reason, detail=prepared.detail,

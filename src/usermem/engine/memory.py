@@ -11,6 +11,7 @@ from usermem.engine.consent import ConsentRequest
 from usermem.engine.context import Clock, Listener
 from usermem.engine.export import export_user
 from usermem.engine.grants import Grant
+from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
 from usermem.engine.sessions import CloseHook, MessagesAdded, Session, SessionClosed, Transcript, episodes
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from usermem.relevance.embed import Embedder
     from usermem.relevance.hybrid import HybridRelevance
     from usermem.understand.service import Understanding
+    from usermem.understand.usermodel import UserModel
 
 
 def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
@@ -52,6 +54,7 @@ def _kinds(kinds: Iterable[str | Kind] | None) -> list[Kind] | None:
         raise ValidationError(str(exc), field="kinds") from None
 
 
+@guard_parameters  # identifier parameters refuse personal data, by name, on every method (engine/guard.py)
 class Memory:
     """Long-term user memory.
 
@@ -149,11 +152,13 @@ class Memory:
               importance: float | None = None, confidence: float | None = None, now: float | None = None,
               session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
               ttl_seconds: float | None = None, change_set_id: str | None = None,
-              actor: str | None = None) -> WriteResult:
-        """Write one memory. Returns ADD / UPDATE / NOOP / REJECT with a reason; never half-writes."""
+              actor: str | None = None, canonical: Any = None) -> WriteResult:
+        """Write one memory. Returns ADD / UPDATE / NOOP / REJECT with a reason; never half-writes.
+
+        `canonical` is an optional normalised form kept beside `value` (the user's words), never instead of it."""
         request = WriteRequest(kind=kind, key=key, value=value, source=source, importance=importance,
                                confidence=confidence, session_id=session_id, client_id=client_id, event_at=event_at,
-                               ttl_seconds=ttl_seconds)
+                               ttl_seconds=ttl_seconds, canonical=canonical)
         return self._write.write(tenant, user_id, request, now=now, change_set_id=change_set_id, actor=actor)
 
     def write_many(self, tenant: str, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,
@@ -591,6 +596,82 @@ class Memory:
     def reject_verification(self, tenant: str, user_id: str, verification_id: str, *,
                             now: float | None = None) -> bool:
         return bool(self.understanding.reject_verification(tenant, user_id, verification_id, now=now))
+
+    # -- the user model (understand/usermodel.py, docs/usermodel.md) ----------------------------------
+
+    def model(self, tenant: str, user_id: str, *, now: float | None = None, actor: str | None = None) -> UserModel:
+        """The user model: facts, weighted preferences, context, inferred preferences and derived attributes
+        with their evidence, approved procedures, and the open confirmation questions.
+
+        Inferred and derived items are marked as such and never mixed with what the user stated; derived
+        attributes whose inputs need a grant the reader lacks are listed in `withheld`, never shown."""
+        return self.understanding.modeler.model(tenant, user_id, now=now, actor=actor)
+
+    def record_signal(self, tenant: str, user_id: str, key: str, value: Any, *, agree: bool = True,
+                      message: str = "", now: float | None = None) -> dict[str, Any]:
+        """Count one signal that the user prefers `key` = `value` (`agree=False`: one against it), e.g. the
+        user chose the same option again. Past the tenant's threshold an inference is proposed (confirm
+        mode: a pending verification with a question; active mode: also an `inferred` memory at low weight)."""
+        return self.understanding.modeler.record_signal(tenant, user_id, key, value, agree=agree, message=message,
+                                                        now=now)
+
+    def inference_policy(self, tenant: str) -> dict[str, Any]:
+        """How the tenant turns signals into inferences: {mode: confirm|active, threshold, suppress_days}."""
+        return self.understanding.modeler.inference_policy(tenant).to_dict()
+
+    def set_inference_policy(self, tenant: str, *, mode: str | None = None, threshold: int | None = None,
+                             suppress_days: float | None = None, actor: str | None = None,
+                             now: float | None = None) -> dict[str, Any]:
+        """Change how the tenant turns signals into inferences (only what is given changes; audited)."""
+        changes = {k: v for k, v in (("mode", mode), ("threshold", threshold), ("suppress_days", suppress_days))
+                   if v is not None}
+        modeler = self.understanding.modeler
+        merged = {**modeler.inference_policy(tenant).to_dict(), **changes}
+        return modeler.set_inference_policy(tenant, merged, actor=actor, now=now).to_dict()
+
+    def derivation_rules(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's derivation rules (shipped defaults overridden by the tenant's versions)."""
+        return [r.to_dict() for r in self.understanding.modeler.rules(tenant)]
+
+    def set_derivation_rule(self, tenant: str, rule: dict[str, Any], *, actor: str | None = None,
+                            now: float | None = None) -> dict[str, Any]:
+        """Create or change a derivation rule {id, when: {field: [values]}, then_key, then: {zh, en}, status}.
+
+        Each change is a new version (audited, kept in its history); `status: proposed` waits for a person
+        to set it `active`; `disabled` turns it off. Users' derived attributes follow in the background."""
+        stored = self.understanding.modeler.set_rule(tenant, rule, actor=actor, now=now)
+        self._engine.forget_rules_cache(tenant)
+        return stored.to_dict()
+
+    def refresh_derived(self, tenant: str, user_id: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Recompute a user's derived attributes now (the background worker does this after changes)."""
+        return [a.to_dict() for a in self.understanding.modeler.refresh_derived(tenant, user_id, now=now)]
+
+    def propose_procedure(self, tenant: str, text: str, *, user_id: str | None = None,
+                          evidence: Sequence[str] = (), proposed_by: str = "api",
+                          now: float | None = None) -> dict[str, Any]:
+        """Put a candidate procedure (how to serve this user, or every user without `user_id`) in the review
+        queue with its evidence. Nothing is injected until a reviewer approves it."""
+        return self.understanding.modeler.propose_procedure(tenant, text, user_id=user_id, evidence=evidence,
+                                                            proposed_by=proposed_by, now=now)
+
+    def procedures(self, tenant: str, *, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        """Procedures of the tenant (or of one user), optionally by status: proposed|approved|rejected|rolled_back."""
+        return self.understanding.modeler.procedures(tenant, user_id=user_id, status=status)
+
+    def review_procedure(self, tenant: str, procedure_id: str, decision: str, *,
+                         evaluation: dict[str, Any] | None = None, text: str | None = None,
+                         actor: str | None = None, now: float | None = None) -> dict[str, Any]:
+        """Review a proposed procedure: approve (needs `evaluation` {name, passed: true, result}), edit (new
+        `text`, stays proposed) or reject. Audited."""
+        return self.understanding.modeler.review_procedure(tenant, procedure_id, decision, evaluation=evaluation,
+                                                           text=text, actor=actor, now=now)
+
+    def rollback_procedure(self, tenant: str, procedure_id: str, *, actor: str | None = None,
+                           now: float | None = None) -> dict[str, Any]:
+        """Take an approved procedure out of use (kept with its history). Audited."""
+        return self.understanding.modeler.rollback_procedure(tenant, procedure_id, actor=actor, now=now)
+
 
 def _purpose_arg(purpose: object) -> str:
     if not isinstance(purpose, str) or len(purpose) > 500 or not purpose.isprintable():

@@ -20,11 +20,12 @@ from usermem.engine.sessions import visible_context
 from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, Recalled, ScoredMemory, Withheld
 from usermem.policy import wording
 from usermem.policy.contracts import ContractSet, FieldContract
-from usermem.policy.decay import weight_of
+from usermem.policy.decay import rank_bound, rank_time, time_constant, weight_of
 from usermem.policy.wording import detect_language
-from usermem.store.base import LiveQuery, ScoreRow
+from usermem.store.base import LiveQuery, RankedReader, ScoreRow
 
 if TYPE_CHECKING:
+    from usermem.config import Settings
     from usermem.engine.consent import ConsentState
     from usermem.engine.grants import AccessGate
     from usermem.engine.resolvers import LiveResolvers
@@ -35,6 +36,8 @@ RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
 GateFor = Callable[[str, str, float, str | None, str | None], "AccessGate"]
 # Consent requests (engine/consent.py): consent_for(tenant, user_id, now) -> declined / pending fields.
 ConsentFor = Callable[[str, str, float], "ConsentState"]
+
+
 def _key_policy(contract: FieldContract | None, kind: Kind) -> tuple[bool, float, bool] | None:
     """(enabled, half-life, judged_by_weight) for a key, or None when the field is disabled."""
     if contract is not None and not contract.enabled:
@@ -63,10 +66,113 @@ def confirmation_question(record: MemoryRecord, contract: FieldContract | None, 
     return wording.confirmation_question(record.key, record.value, contract, language or detect_language(value))
 
 
+# (score, weight, flagged for confirmation, row): one admitted candidate.
+Ranked = tuple[float, float, bool, ScoreRow]
+
+
+class _Judge:
+    """The one place where a row is admitted to recall and scored: its field enabled, L2/L3 only with an
+    active grant (`gate`; without one, L1 only), a live field's stored copy never, volatile rows dropped
+    below the drop threshold and flagged below the confirm threshold. Both read paths (full scan and
+    rank index) admit rows only through this."""
+
+    def __init__(self, contracts: ContractSet, gate: AccessGate | None, settings: Settings,
+                 now: float, relevance: dict[str, float] | None = None,
+                 combine: Callable[[float, float, float], float] | None = None) -> None:
+        self.contracts = contracts
+        self.gate = gate
+        self.now = now
+        self.confirm_at, self.drop_at = settings.confirm_threshold, settings.drop_threshold
+        self.relevance = relevance
+        self.combine = combine
+        # Per-key policy: unknown keys depend only on their kind.
+        self.by_kind = {k.value: _key_policy(None, k) for k in Kind}
+        self.by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
+        # key -> why it is withheld, for keys with a value this read would otherwise return (never the value)
+        self.withheld: dict[str, str] = {}
+
+    def why_hidden(self, contract: FieldContract) -> str | None:
+        """Why a reader may not see a field it has a value for (None: it may, or it is a live field)."""
+        if contract.live:
+            return None
+        if not contract.enabled:
+            return "disabled"
+        if self.gate is not None:
+            return self.gate.why_not(contract)
+        return None if contract.sensitivity.value == "L1" else "needs_grant"
+
+    def _withhold(self, row: ScoreRow, contract: FieldContract) -> None:
+        if row.key in self.withheld:
+            return
+        reason = self.why_hidden(contract)
+        if reason is None:
+            return
+        # only what this read would return if the reader could see it (not decayed away)
+        if KIND_REGISTRY[Kind(row.kind)].volatile and not contract.standing:
+            w = weight_of(row.confidence, contract.effective_half_life(), row.created_at, row.last_confirmed_at,
+                          row.last_used_at, self.now)
+            if w < self.drop_at:
+                return
+        self.withheld[row.key] = reason
+
+    def visible(self, contract: FieldContract) -> bool:
+        """L2/L3 need an active grant (and a field private to another domain is never shared); a live field's
+        stored copy is never preferred to the live value."""
+        return not contract.live and contract.enabled and self.why_hidden(contract) is None
+
+    def __call__(self, row: ScoreRow) -> Ranked | None:
+        contract = self.contracts.get(row.key)
+        if contract is None:
+            pol = self.by_kind[row.kind]
+        else:
+            pk = (row.kind, row.key)
+            if pk not in self.by_key:
+                self.by_key[pk] = _key_policy(contract, Kind(row.kind)) if self.visible(contract) else None
+            pol = self.by_key[pk]
+        if pol is None:  # field disabled (stops recall at once) or not visible to this reader: reported
+            if contract is not None:
+                self._withhold(row, contract)
+            return None
+        _, half_life, judged_by_weight = pol
+        w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, self.now)
+        if judged_by_weight and w < self.drop_at:
+            return None
+        rel = self.relevance[row.id] if self.relevance is not None else 1.0
+        score = self.combine(rel, row.importance, w) if self.combine is not None else row.importance * w * rel
+        return score, w, judged_by_weight and w < self.confirm_at, row
+
+    def all(self, rows: Sequence[ScoreRow]) -> list[Ranked]:
+        out = []
+        for row in rows:
+            t = self(row)
+            if t is not None:
+                out.append(t)
+        return out
+
+
+class _Cursor:
+    """One kind's position in the rank index: rows read (best first), their rank_time, what to read next."""
+
+    __slots__ = ("buf", "done", "keys", "kind", "offset", "pos", "size", "tau")
+
+    def __init__(self, kind: Kind, size: int) -> None:
+        self.kind = kind
+        self.tau = time_constant(KIND_REGISTRY[kind].half_life_seconds)
+        self.size = size
+        self.offset = 0
+        self.done = False
+        self.buf: list[ScoreRow] = []
+        self.keys: list[float] = []
+        self.pos = 0
+
+
 class RecallPipeline:
     def __init__(self, ctx: EngineContext, *, gate_for: GateFor | None = None, live: LiveResolvers | None = None,
                  relevance: Relevance | None = None) -> None:
         self.ctx = ctx
+        # Read top-k candidates from the store's rank index when it has one (StoreCapabilities.ranked);
+        # False: score every live row (the reference the index path is tested against).
+        self.use_index = True
         # Query relevance (engine/ports.Relevance, e.g. relevance/hybrid.py); None: no query ranking.
         self.relevance = relevance
         # Tiered authorization (engine/grants.py). Without it, recall fails closed: L2/L3 fields are never
@@ -84,6 +190,88 @@ class RecallPipeline:
     def use_relevance(self, relevance: Relevance | None) -> None:
         """Plug in (or, with None, remove) query relevance; the composition root calls this."""
         self.relevance = relevance
+
+    def _scoped(self, q: LiveQuery, ranked: list[Ranked], full: dict[str, MemoryRecord] | None) -> list[Ranked]:
+        """`ranked` without the context rows whose session is not open (after the weight cut: only context
+        still alive is looked up)."""
+        if any(t[3].kind == "context" for t in ranked):
+            keep = self._scope_context(q.tenant, q.user_id, [t[3] for t in ranked], full, q.now, q.session_id)
+            ranked = [t for t in ranked if t[3].kind != "context" or t[3].id in keep]
+        return ranked
+
+    def _top_from_index(self, q: LiveQuery, limit: int, judge: _Judge) -> list[Ranked]:
+        """The candidates of the best `limit` rows, read from the store's rank index (issue 19): the same
+        rows, scores and flags the full scan would rank first, after reading about `limit` rows per kind.
+
+        Each kind's rows come in descending policy.decay.rank_time, whose rank_bound is an upper bound of
+        every later row's score; reading stops once `limit` rows are admitted and the best bound of every
+        kind's next row lies below the `limit`-th best score (a tie still reads on: ties break on recency
+        then id). Keys whose contract sets its own half-life are ranked in the index by their kind's
+        half-life, so they are read directly (a contract's few keys) and skipped in the index.
+        """
+        reader = self.ctx.store.capabilities.ranked
+        assert reader is not None
+        if limit <= 0:
+            return []
+        kinds = list(q.kinds) if q.kinds is not None else list(Kind)
+        own_half_life = sorted(c.key for c in judge.contracts if c.half_life_seconds)
+        admitted: list[Ranked] = []
+        best: list[float] = []  # min-heap of the best `limit` scores: best[0] is the limit-th
+
+        def admit(row: ScoreRow) -> None:
+            t = judge(row)
+            if t is not None:
+                admitted.append(t)
+                heapq.heappush(best, t[0])
+                if len(best) > limit:
+                    heapq.heappop(best)
+
+        if own_half_life:
+            for t in self._scoped(q, judge.all(self.ctx.store.live_scores(replace(q, keys=own_half_life))), None):
+                admitted.append(t)
+                heapq.heappush(best, t[0])
+                if len(best) > limit:
+                    heapq.heappop(best)
+        skip = set(own_half_life)
+        first = limit + 4
+        cursors = {k: _Cursor(k, first) for k in kinds}
+        self._fill(q, reader, list(cursors.values()), skip)
+        while True:
+            top: _Cursor | None = None
+            bound = -1.0
+            for c in cursors.values():
+                if c.pos >= len(c.buf) and not c.done:
+                    self._fill(q, reader, [c], skip)
+                if c.pos < len(c.buf):
+                    b = rank_bound(c.keys[c.pos], c.tau, q.now)
+                    if b > bound:
+                        top, bound = c, b
+            if top is None:
+                break
+            if len(best) >= limit and bound * (1.0 + 1e-7) < best[0]:
+                break  # no unread row can reach the limit-th score
+            admit(top.buf[top.pos])
+            top.pos += 1
+        return admitted
+
+    def _fill(self, q: LiveQuery, reader: RankedReader, cursors: list[_Cursor], skip: set[str]) -> None:
+        """Read the next batch of each cursor (one statement), visible rows only, best rank_time first."""
+        rows = reader(q, [(c.kind, c.size, c.offset) for c in cursors])
+        by_kind: dict[str, list[ScoreRow]] = {c.kind.value: [] for c in cursors}
+        for row in rows:
+            by_kind[row.kind].append(row)
+        for c in cursors:
+            got = by_kind[c.kind.value]
+            c.done = len(got) < c.size
+            c.offset += len(got)
+            c.size *= 2
+            got = [r for r in got if r.key not in skip]
+            if c.kind is Kind.CONTEXT and got:
+                keep = self._scope_context(q.tenant, q.user_id, got, None, q.now, q.session_id)
+                got = [r for r in got if r.id in keep]
+            keyed = sorted(((rank_time(r.confidence, r.importance, c.tau, r.created_at, r.last_confirmed_at,
+                                       r.last_used_at), r) for r in got), key=lambda kr: -kr[0])
+            c.buf, c.keys, c.pos = [r for _, r in keyed], [k for k, _ in keyed], 0
 
     def _scope_context(self, tenant: str, user_id: str, rows: list[ScoreRow], full: dict[str, MemoryRecord] | None,
                        now: float, session_id: str | None) -> set[str]:
@@ -119,6 +307,8 @@ class RecallPipeline:
         """
         q = LiveQuery(tenant, user_id, now, kinds=kinds, keys=keys, session_id=session_id)
         store = self.ctx.store
+        contracts = self.ctx.contracts_for(tenant)
+        gate = self.gate_for(tenant, user_id, now, actor, domain) if self.gate_for is not None else None
         full: dict[str, MemoryRecord] | None = None
         relevance: dict[str, float] | None = None
         timed = event_from is not None or event_until is not None
@@ -138,54 +328,23 @@ class RecallPipeline:
                              r.last_confirmed_at) for r in records]
             if query and self.relevance is not None:
                 relevance = dict(zip(full, self.relevance(query, records), strict=True))
+            judge = _Judge(contracts, gate, self.ctx.settings, now, relevance,
+                           self.relevance.combine if relevance is not None and self.relevance is not None else None)
+            ranked = self._scoped(q, judge.all(rows), full)
+        elif limit is not None and q.keys is None and self.use_index and store.capabilities.ranked is not None:
+            judge = _Judge(contracts, gate, self.ctx.settings, now)
+            ranked = self._top_from_index(q, limit, judge)
+            # The index read stops after about `limit` rows: the fields this reader may not see are looked up
+            # by key (a contract's few keys), so what is withheld is reported whatever its rank.
+            hidden = sorted(c.key for c in contracts if judge.why_hidden(c) is not None)
+            if hidden:
+                judge.all(store.live_scores(replace(q, keys=hidden)))
         else:
-            rows = store.live_scores(q)
-        if not rows and self.live is None:  # live fields are resolved even for a user with no stored memory
-            return Recalled()
+            judge = _Judge(contracts, gate, self.ctx.settings, now)
+            ranked = self._scoped(q, judge.all(store.live_scores(q)), None)
+        if not ranked and self.live is None and not judge.withheld:
+            return Recalled()  # live fields are resolved even for a user with no stored memory
         asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
-        settings = self.ctx.settings
-        confirm_at, drop_at = settings.confirm_threshold, settings.drop_threshold
-        contracts = self.ctx.contracts_for(tenant)
-        gate = self.gate_for(tenant, user_id, now, actor, domain) if self.gate_for is not None else None
-        # (score, weight, flagged, row). Per-key policy: unknown keys depend only on their kind.
-        ranked: list[tuple[float, float, bool, ScoreRow]] = []
-        by_kind = {k.value: _key_policy(None, k) for k in Kind}
-        by_key: dict[tuple[str, str], tuple[bool, float, bool] | None] = {}
-        get_contract = contracts.get
-        combine = self.relevance.combine if relevance is not None and self.relevance is not None else None
-        hidden: dict[tuple[str, str], str | None] = {}  # (kind, key) -> why it is withheld (None: not reported)
-        withheld: dict[str, str] = {}  # key -> reason, for keys with a value this read would otherwise return
-        for row in rows:
-            contract = get_contract(row.key)
-            if contract is None:
-                pol = by_kind[row.kind]
-            else:
-                pk = (row.kind, row.key)
-                if pk not in by_key:
-                    # L2/L3 need an active grant; a live field's stored copy is never preferred to the live value.
-                    why = None if contract.live else (gate.why_not(contract) if gate is not None
-                                                      else (None if contract.sensitivity.value == "L1"
-                                                            else "needs_grant"))
-                    by_key[pk] = _key_policy(contract, Kind(row.kind)) if not contract.live and why is None else None
-                    if by_key[pk] is None and not contract.live:
-                        hidden[pk] = "disabled" if not contract.enabled else why
-                pol = by_key[pk]
-            if pol is None:  # field disabled or not visible to this reader: reported, never returned
-                reason = hidden.get((row.kind, row.key)) if contract is not None else None
-                if reason is not None and row.key not in withheld and contract is not None \
-                        and self._alive(row, contract, now):
-                    withheld[row.key] = reason
-                continue
-            _, half_life, judged_by_weight = pol
-            w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, now)
-            if judged_by_weight and w < drop_at:
-                continue
-            rel = relevance[row.id] if relevance is not None else 1.0
-            score = combine(rel, row.importance, w) if combine is not None else row.importance * w * rel
-            ranked.append((score, w, judged_by_weight and w < confirm_at, row))
-        if any(t[3].kind == "context" for t in ranked):  # after the weight cut: only context still alive
-            keep = self._scope_context(tenant, user_id, [t[3] for t in ranked], full, now, session_id)
-            ranked = [t for t in ranked if t[3].kind != "context" or t[3].id in keep]
         # Ties break on recency then id, so the order is deterministic for equal scores.
         order = lambda t: (-t[0], -t[3].created_at, t[3].id)  # noqa: E731
         if limit is not None and limit < len(ranked):
@@ -211,19 +370,10 @@ class RecallPipeline:
                 out = out[:limit] if limit is not None else out
         if gate is not None and out:
             gate.audit_reads([s.memory for s in out], contracts)
-        if not withheld:
+        if not judge.withheld:
             return Recalled(out)
-        return Recalled(out, self._withheld(tenant, user_id, now, withheld, contracts, asked, purpose,
+        return Recalled(out, self._withheld(tenant, user_id, now, judge.withheld, contracts, asked, purpose,
                                             [s.memory.value for s in out]))
-
-    def _alive(self, row: ScoreRow, contract: FieldContract, now: float) -> bool:
-        """Would this row be returned if the reader could see it (not decayed away)?"""
-        kind = Kind(row.kind)
-        if not KIND_REGISTRY[kind].volatile or contract.standing:
-            return True
-        w = weight_of(row.confidence, contract.effective_half_life(), row.created_at, row.last_confirmed_at,
-                      row.last_used_at, now)
-        return w >= self.ctx.settings.drop_threshold
 
     def _withheld(self, tenant: str, user_id: str, now: float, reasons: dict[str, str], contracts: ContractSet,
                   asked: dict[str, str | None], purpose: str | None, values: list[object]) -> list[Withheld]:

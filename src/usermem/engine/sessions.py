@@ -189,32 +189,33 @@ def _hold(tx: WriteTx, s: Session) -> None:
     tx.head(episode_key(s.id))
 
 
-def redact_messages(messages: Any, max_messages: int, max_chars: int) -> tuple[list[Message], int]:
+def redact_messages(messages: Any, max_messages: int, max_chars: int,
+                    field: str = "messages") -> tuple[list[Message], int]:
     """Validated messages with PII redacted by the policy's redactor (the one the output filter uses), and
     how many of them had something redacted. Raises InvalidArgument/ValidationError on anything else."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise InvalidArgument("messages must be a list of {'role', 'content'} mappings")
+        raise InvalidArgument(f"{field} must be a list of {{'role', 'content'}} mappings")
     if not messages:
-        raise ValidationError("messages must not be empty", field="messages")
+        raise ValidationError("messages must not be empty", field=field)
     if len(messages) > max_messages:
-        raise ValidationError(f"{len(messages)} messages exceed the limit of {max_messages}", field="messages")
+        raise ValidationError(f"{len(messages)} messages exceed the limit of {max_messages}", field=field)
     out: list[Message] = []
     redacted = 0
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
-            raise ValidationError(f"message {i} must be a mapping with a 'content' string", field="messages")
+            raise ValidationError(f"message {i} must be a mapping with a 'content' string", field=field)
         role = m.get("role", "user")
         if not isinstance(role, str) or not 1 <= len(role) <= MAX_ROLE_CHARS:
             raise ValidationError(f"message {i}: role must be a string of 1 to {MAX_ROLE_CHARS} characters",
-                                  field="messages")
+                                  field=field)
         content = m["content"]
         if len(content) > max_chars:
-            raise ValidationError(f"message {i} is longer than {max_chars} characters", field="messages")
+            raise ValidationError(f"message {i} is longer than {max_chars} characters", field=field)
         try:
-            check_text("messages", role)
-            check_text("messages", content)
+            check_text(field, role)
+            check_text(field, content)
         except InputProblem as exc:
-            raise ValidationError(f"message {i}: {exc}", field="messages") from None
+            raise ValidationError(f"message {i}: {exc}", field=field) from None
         clean = pii.redact(content)
         clean_role = pii.redact(role)
         redacted += clean != content or clean_role != role
@@ -260,27 +261,28 @@ def visible_context(store: Store, tenant: str, user_id: str, records: Sequence[M
     return out
 
 
-def _check_transcript(transcript: Any, max_messages: int, max_chars: int) -> int:
-    """Number of messages; raises ValidationError/InvalidArgument for anything else."""
+def clean_transcript(transcript: Any, max_messages: int,
+                     max_chars: int) -> tuple[Transcript | None, int, int]:
+    """A transcript passed to close_session through the guards `add_messages` applies: validated, lone
+    surrogates refused, PII redacted by the policy's redactor. Returns (the redacted transcript, how many
+    messages it has, how many had something redacted); raises ValidationError/InvalidArgument."""
     if transcript is None:
-        return 0
+        return None, 0, 0
     if isinstance(transcript, str):
         if len(transcript) > max_messages * max_chars:
             raise ValidationError(f"transcript longer than {max_messages * max_chars} characters", field="transcript")
-        return 1 if transcript.strip() else 0
-    if not isinstance(transcript, Sequence):
+        try:
+            check_text("transcript", transcript)
+        except InputProblem as exc:
+            raise ValidationError(str(exc), field="transcript") from None
+        clean = pii.redact(transcript)
+        return clean, (1 if transcript.strip() else 0), int(clean != transcript)
+    if isinstance(transcript, bytes) or not isinstance(transcript, Sequence):
         raise InvalidArgument("transcript must be a str or a list of {'role', 'content'} messages")
-    if len(transcript) > max_messages:
-        raise ValidationError(f"transcript has {len(transcript)} messages; the limit is {max_messages}",
-                              field="transcript")
-    for i, m in enumerate(transcript):
-        if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
-            raise ValidationError(f"transcript message {i} must be a mapping with a 'content' string",
-                                  field="transcript")
-        if len(m["content"]) > max_chars:
-            raise ValidationError(f"transcript message {i} is longer than {max_chars} characters",
-                                  field="transcript")
-    return len(transcript)
+    if not transcript:
+        return [], 0, 0
+    messages, redacted = redact_messages(transcript, max_messages, max_chars, field="transcript")
+    return [m.to_dict() for m in messages], len(messages), redacted
 
 
 def key_points(context: Sequence[MemoryRecord], budget_bytes: int) -> list[str]:
@@ -470,7 +472,10 @@ class SessionManager:
         """
         at = self.ctx.now(now)
         limits = self.ctx.limits
-        messages = _check_transcript(transcript, limits.max_messages, limits.max_message_chars)
+        # A transcript passed here goes through the guards add_messages applies (PII redacted before the
+        # close hooks — background extraction included — see it); nothing of it is stored but its count.
+        transcript, messages, redacted = clean_transcript(transcript, limits.max_messages,
+                                                          limits.max_message_chars)
         # One closer at a time in this process (an API thread and the idle sweeper may race);
         # the hooks run outside the lock.
         with self._closing:
@@ -488,7 +493,7 @@ class SessionManager:
             context = self.ctx.store.live(LiveQuery(s.tenant, s.user_id, at, kinds=[Kind.CONTEXT], session_id=s.id))
             cs = new_id()
             episode, episode_error = self._archive(s, context, messages, ended, reason, at, cs)
-            tombstones = self._retract_context(s, context, at, cs, actor, reason, episode)
+            tombstones = self._retract_context(s, context, at, cs, actor, reason, episode, redacted)
             s = self._save(Session.from_dict({**s.to_dict(), "status": "closed", "closed_at": at,
                                               "close_reason": reason, "episode_id": episode.id if episode else None,
                                               "episode_error": episode_error, "messages": messages}), at)
@@ -527,7 +532,7 @@ class SessionManager:
         return result.memory, None
 
     def _retract_context(self, s: Session, context: Sequence[MemoryRecord], at: float, cs: str, actor: str | None,
-                         reason: str, episode: MemoryRecord | None) -> list[MemoryRecord]:
+                         reason: str, episode: MemoryRecord | None, redacted: int = 0) -> list[MemoryRecord]:
         tombstones: list[MemoryRecord] = []
         with self.ctx.store.transaction(s.tenant, s.user_id) as tx:
             for r in context:
@@ -540,7 +545,8 @@ class SessionManager:
             tx.audit(AuditEvent(tenant=s.tenant, at=at, action="session_close", user_id=s.user_id,
                                 actor=actor or ACTOR, memory_id=episode.id if episode else None,
                                 detail={"session_id": s.id, "reason": reason, "context": len(context),
-                                        "retracted": len(tombstones), "change_set_id": cs}))
+                                        "retracted": len(tombstones), "change_set_id": cs,
+                                        **({"transcript_redacted": redacted} if redacted else {})}))
         return tombstones
 
     # -- idle expiry -----------------------------------------------------------------------------------

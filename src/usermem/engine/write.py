@@ -35,6 +35,7 @@ from usermem.policy.validate import (
     check_optional_identifiers,
     check_ttl,
     check_unit,
+    check_value,
     check_write,
     optional_time,
     shown,
@@ -121,6 +122,8 @@ class WritePipeline:
             confidence = check_unit("confidence", req.confidence)
             optional_time("event_at", req.event_at)  # finite and in range (policy/validate.py)
             check_ttl("ttl_seconds", req.ttl_seconds)
+            if req.canonical is not None:  # the same JSON, size and number rules as the value
+                check_value(req.canonical, self.ctx.limits)
             for name in ("session_id", "client_id"):
                 if getattr(req, name) is not None:
                     check_identifier(name, getattr(req, name))
@@ -137,9 +140,12 @@ class WritePipeline:
             return WriteResult(Op.REJECT, Reason.LIVE_FIELD,
                                detail=f"field {req.key!r} is read live from its system of record, never stored")
         verdict = check_guards(req.key, req.value, contract, contracts)
+        if verdict is None and req.canonical is not None:  # the canonical form is held too: same guards
+            verdict = check_guards(req.key, req.canonical, contract, contracts)
         if verdict is not None:
             return WriteResult(Op.REJECT, verdict.reason, detail=verdict.detail)
-        injection = instruction_like(req.value)
+        injection = instruction_like(req.value) or (instruction_like(req.canonical) if req.canonical is not None
+                                                    else None)
         if injection is not None:  # memory poisoning: a value must never read as a prompt instruction
             return WriteResult(Op.REJECT, Reason.INSTRUCTION_LIKE, detail=f"value reads as an instruction ({injection})")
         if checked.kind is Kind.CONTEXT and req.session_id is None:
@@ -183,7 +189,7 @@ class WritePipeline:
             importance=p.importance if p.importance is not None else p.contract.effective_importance(),
             created_at=at, expires_at=at + ttl if ttl else None,
             prev_version_id=head.id if head else None, session_id=req.session_id, client_id=req.client_id,
-            event_at=req.event_at, change_set_id=change_set_id, actor=actor,
+            event_at=req.event_at, change_set_id=change_set_id, actor=actor, canonical=req.canonical,
         )
         _link_and_insert(tx, head, record, at)
         return WriteResult(decision.op, None, memory=record, detail=decision.detail,

@@ -14,9 +14,48 @@ missing one raises :class:`MissingExtra`, which the CLI prints as one ``error:``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from usermem.errors import ConfigError
 
-__all__ = ["EVAL_EXTRA_HINT", "MissingExtra", "machine", "require", "run_info"]
+RUNS_DIR = Path("runs")  # fresh output folders of `usermem eval …` (git-ignored); reports/ only when asked
+
+
+@dataclass(frozen=True, slots=True)
+class DataSet:
+    """A public data set an evaluation reads but usermem does not ship (licence or size)."""
+
+    name: str
+    default: Path  # inside the project (git-ignored data/), never outside it
+    files: str  # what must be there
+    origin: str
+    licence: str
+
+    def where(self) -> str:
+        return (f"{self.name}: {self.files} from {self.origin} ({self.licence}); put it under {self.default} "
+                f"or pass its path")
+
+
+DATASETS: dict[str, DataSet] = {
+    "locomo": DataSet("LoCoMo", Path("data/locomo/locomo10.json"), "data/locomo10.json",
+                      "https://github.com/snap-research/LoCoMo", "CC BY-NC 4.0, non-commercial evaluation only"),
+    "memorybank": DataSet("MemoryBank", Path("data/memorybank"), "memory_bank_cn.json (in eval_data/)",
+                          "https://github.com/zhongwanjun/MemoryBank-SiliconFriend", "MIT"),
+}
+
+
+def missing_data(key: str, path: Path) -> str:
+    """One line: the data set is missing at `path`, and where to get it."""
+    return f"{path} does not exist — {DATASETS[key].where()}"
+
+
+def fresh_out(name: str) -> Path:
+    """A new output folder for one run (runs/<name>-<run id>/): never over the committed reports/."""
+    return RUNS_DIR / f"{name}-{run_info()['id']}"
+
+__all__ = ["DATASETS", "EVAL_EXTRA_HINT", "DataSet", "MissingExtra", "fresh_out", "machine", "missing_data",
+           "require", "run_info"]
 
 EVAL_EXTRA_HINT = "pip install 'usermem[eval]'"
 

@@ -27,9 +27,11 @@ from functools import cache
 from typing import Any, Literal
 
 from usermem.model import Kind, Source
+from usermem.policy.validate import ID_PATTERN, KEY_PATTERN, MAX_TTL_SECONDS
 
-Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "admin"]
-AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "admin")
+Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel", "admin"]
+AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel",
+                           "admin")
 HttpMethod = Literal["GET", "POST", "PUT", "DELETE"]
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
@@ -38,7 +40,7 @@ SOURCES: tuple[str, ...] = tuple(s.value for s in Source)
 # One description per parameter name, used by the HTTP schema, the MCP tool schemas and the docs.
 PARAM_DOCS: Mapping[str, str] = {
     "tenant": "The tenant. Over HTTP/MCP it is the API key's tenant, never read from the request.",
-    "user_id": "The user the memory is about (your own id for them; up to 256 characters).",
+    "user_id": "The user the memory is about (your own id for them; 1-128 printable characters).",
     "kind": "What the memory is: " + " | ".join(KINDS) + " (profile = fact).",
     "key": "The attribute, one per memory line: [a-z0-9_.-]{1,64}, e.g. 'city', 'reply_length'.",
     "value": "Any JSON value.",
@@ -49,6 +51,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "session_id": "The session this belongs to (context memories live until it closes).",
     "client_id": "The client or device that produced it.",
     "event_at": "When it happened in the world (Unix seconds); recall can filter on it.",
+    "canonical": "Optional normalised form kept beside the value (the user's words), never instead of it.",
     "ttl_seconds": "Expire after this many seconds.",
     "change_set_id": "Group writes so they can be reverted together (default: a new id).",
     "actor": "Who acts, recorded in the audit log (over HTTP after the calling key: key:<id>:<actor>).",
@@ -93,10 +96,39 @@ PARAM_DOCS: Mapping[str, str] = {
     "questions": "The onboarding questions: {id, field, kind, question: {zh, en}, ...}.",
     "answers": "{question id or field key: answer}.",
     "verification_id": "A pending verification id.",
+    "agree": "True: the signal points to this value; false: it speaks against it.",
+    "mode": "confirm: an inference waits for the user's yes | active: used at once at low weight.",
+    "threshold": "Agreeing signals (net of contradicting ones, each worth two) before an inference is proposed.",
+    "suppress_days": "After the user rejects an inference, do not propose it again for this many days.",
+    "rule": "A derivation rule: {id, when: {field: [values]}, then_key, then: {zh, en}, status}.",
+    "text": "Free text. ingest: what the user said, in their own words (zh or en); the facts and preferences in "
+            "it are extracted and remembered (source extracted). A procedure: how the agent should act.",
+    "evidence": "Why it is proposed: short texts (message excerpts, session ids), at most 10.",
+    "proposed_by": "Who proposes it: rules, llm, an operator's name.",
+    "procedure_id": "A procedure id.",
+    "decision": "approve | edit | reject.",
+    "evaluation": "The recorded evaluation an approval needs: {name: test set, passed: true, result}.",
+    "confirm": "Must be true: erasing everything held about the user is deliberate and cannot be undone by a tool.",
     "request_id": "A consent request id (from request_consent, consent_requests or a withheld entry).",
     "prefix": "Only user ids starting with this text.",
     "after": "Only user ids after this one (paging: the previous page's next_after).",
 }
+
+# Constraints per parameter name, stated once (the engine's own rules: policy/validate.py), as pydantic
+# `Field` keyword arguments; the MCP tool schemas carry them so a model sees the rule before it calls.
+PARAM_RULES: Mapping[str, Mapping[str, Any]] = {
+    "key": {"pattern": KEY_PATTERN.pattern, "max_length": 64},
+    "user_id": {"pattern": ID_PATTERN.pattern, "max_length": 128},
+    "domain": {"pattern": KEY_PATTERN.pattern, "max_length": 64},
+    "k": {"ge": 1, "le": 1000},
+    "limit": {"ge": 1, "le": 1000},
+    "ttl_seconds": {"gt": 0, "le": MAX_TTL_SECONDS, "allow_inf_nan": False},
+    "text": {"min_length": 1, "max_length": 20_000},
+}
+
+# Parameters that are points in time. Over MCP they accept Unix seconds or an ISO-8601 date-time
+# ("2026-03-01T09:30:00Z"; a date alone is midnight UTC; no offset means UTC).
+TIME_PARAMS: frozenset[str] = frozenset({"now", "event_at", "event_from", "event_until", "since", "until"})
 
 
 @dataclass(frozen=True)
@@ -148,6 +180,9 @@ class Mcp:
     tool: str
     args: Mapping[str, str]
     fixed: Mapping[str, str] = field(default_factory=dict)
+    guide: str = ""  # the tool's description for a model: when to call it and what it returns
+    read_only: bool = False  # MCP readOnlyHint: the tool changes nothing
+    destructive: bool = False  # MCP destructiveHint: the tool may delete or overwrite what was remembered
 
 
 @dataclass(frozen=True)
@@ -228,13 +263,16 @@ def _build() -> dict[str, Operation]:
         _op("write", "memories", (V, IA), Http(
             "POST", "/v1/memories",
             body=("user_id", "kind", "key", "value", "source", "importance", "confidence", "now", "session_id",
-                  "client_id", "event_at", "ttl_seconds", "change_set_id", "actor")),
+                  "client_id", "event_at", "ttl_seconds", "change_set_id", "actor", "canonical")),
             mcp=Mcp("remember", {"key": "key", "value": "value", "kind": "kind", "source": "source",
-                                 "user_id": "user_id", "ttl_seconds": "ttl_seconds"},
+                                 "user_id": "user_id", "ttl_seconds": "ttl_seconds", "event_at": "event_at"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "importance": "defaults", "confidence": "defaults", "now": "server time",
-                           "session_id": "none", "client_id": "none", "event_at": "none",
-                           "change_set_id": "a new one"})),
+                           "session_id": "none", "client_id": "none", "change_set_id": "a new one",
+                           "canonical": "none"},
+                    guide="Remember one attribute of the user (key like 'city' or 'reply_length'). Returns the "
+                          "decision: ADD, UPDATE, NOOP or REJECT with a reason (a REJECT is not an error: read "
+                          "the reason). For free text the user said, call `ingest` instead.")),
         _op("write_many", "memories", (V, IA), Http(
             "POST", "/v1/memories/batch", body=("user_id", "writes", "now", "change_set_id", "actor"))),
         _op("recall", "memories", (V, IA, PD), Http(
@@ -248,10 +286,16 @@ def _build() -> dict[str, Operation]:
             query=("k", "now", "kinds", "query", "keys", "mark_used", "event_from", "event_until", "actor",
                    "domain", "purpose")),
             mcp=Mcp("recall", {"query": "query", "k": "k", "kinds": "kinds", "user_id": "user_id",
-                               "purpose": "purpose"},
+                               "event_from": "event_from", "event_until": "event_until", "purpose": "purpose"},
                     fixed={"tenant": "the server's or the key's tenant", "mark_used": "always true (agent use)",
-                           "now": "server time", "keys": "all", "event_from": "none", "event_until": "none",
-                           "actor": "not needed: L2/L3 fields need a grant", "domain": "none"}),
+                           "now": "server time", "keys": "all",
+                           "actor": "not needed: L2/L3 fields need a grant", "domain": "none"},
+                    guide="Recall what is known about the user, best first, with weights; entries with "
+                          "needs_confirmation should be confirmed with the user before relying on them. "
+                          "`withheld` lists fields that exist but were not shown (never their values): ask the "
+                          "`question` of a needs_grant entry (unless `declined`), then call request_consent; "
+                          "never treat a withheld field as unknown.",
+                    read_only=True),
             client="a 404 user is an empty list, as the embedded engine answers; `.withheld` from the response"),
         _op("get", "memories", (V, PD), Http("GET", "/v1/memories/{memory_id}", query=("actor", "now")),
             client="a 404 is None"),
@@ -259,18 +303,28 @@ def _build() -> dict[str, Operation]:
             "GET", "/v1/users/{user_id}/memories/{key}/history", query=("actor", "now")),
             mcp=Mcp("history", {"key": "key", "user_id": "user_id"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
-                           "now": "server time"}),
+                           "now": "server time"},
+                    guide="Every version of a key, oldest first: how a value changed and who said so.",
+                    read_only=True),
             client="a 404 is an empty list"),
         _op("forget", "memories", (V, IA), Http(
             "DELETE", "/v1/users/{user_id}/memories/{key}", query=("now", "actor")),
             mcp=Mcp("forget", {"key": "key", "user_id": "user_id"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
-                           "now": "server time"}),
+                           "now": "server time"},
+                    guide="Forget one key about the user (every version), when the user asks you to. Returns "
+                          "how many rows were deleted.", destructive=True),
             client="a 404 is 0 rows"),
         _op("forget_range", "memories", (V, IA), Http(
             "DELETE", "/v1/users/{user_id}/memories", query=("since", "until", "now", "actor")),
             client="a 404 is 0 rows; without since/until it is a validation_error, as in Memory"),
         _op("forget_user", "memories", (V, IA), Http("DELETE", "/v1/users/{user_id}", query=("now", "actor")),
+            mcp=Mcp("forget_user", {"user_id": "user_id", "confirm": "(must be true)"},
+                    fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
+                           "now": "server time"},
+                    guide="Erase everything held about the user (every memory, session and episode), only when "
+                          "the user asks to be forgotten entirely. Needs confirm=true. Returns the rows deleted.",
+                    destructive=True),
             client="a 404 is 0 rows"),
         # -- lifecycle ------------------------------------------------------------------------------------
         _op("confirm", "lifecycle", (V, NF, CF), Http(
@@ -278,7 +332,8 @@ def _build() -> dict[str, Operation]:
             mcp=Mcp("confirm", {"key": "(its current version is the memory_id)", "user_id": "user_id"},
                     fixed={"tenant": "the server's or the key's tenant", "memory_id": "the key's current version "
                            "(the tool takes `key`)", "actor": "mcp[:key:<id>]", "now": "server time",
-                           "source": "user_confirmed"})),
+                           "source": "user_confirmed"},
+                    guide="Record that the user confirmed the current value of a key (resets its decay).")),
         _op("deny", "lifecycle", (V, NF, CF), Http(
             "POST", "/v1/users/{user_id}/memories/{memory_id}/deny", body=("now", "actor", "source"))),
         _op("revert", "lifecycle", (V, NF, CF), Http(
@@ -312,6 +367,10 @@ def _build() -> dict[str, Operation]:
             client="closes the idle sessions of the key's tenant only (embedded: every tenant unless given)"),
         _op("episodes", "sessions", (V,), Http(
             "GET", "/v1/users/{user_id}/episodes", query=("since", "until", "limit", "now")),
+            mcp=Mcp("episodes", {"since": "since", "until": "until", "limit": "limit", "user_id": "user_id"},
+                    fixed={"tenant": "the server's or the key's tenant", "now": "server time"},
+                    guide="What happened with the user (archived conversations and events), most recent first, "
+                          "optionally within [since, until).", read_only=True),
             client="a 404 user is an empty list"),
         # -- privacy --------------------------------------------------------------------------------------
         _op("grant", "privacy", (V, NF), Http(
@@ -330,9 +389,16 @@ def _build() -> dict[str, Operation]:
             client="a 404 user is the empty export document, as the embedded engine answers"),
         _op("opt_in", "privacy", (V, NF, PD), Http(
             "POST", "/v1/users/{user_id}/consents", body=("fields", "domain", "request_id", "actor", "now")),
+            no_mcp="the user's own decision: a model must not opt the user in (an injected instruction could); "
+                   "the application records it (REST, CLI) — withdrawing is a tool (withdraw_consent)",
             client="with request_id it approves a consent request (user token or admin key), as approve_consent"),
         _op("opt_out", "privacy", (V,), Http(
-            "POST", "/v1/users/{user_id}/consents/withdraw", body=("fields", "domain", "actor", "now"))),
+            "POST", "/v1/users/{user_id}/consents/withdraw", body=("fields", "domain", "actor", "now")),
+            mcp=Mcp("withdraw_consent", {"fields": "fields", "domain": "domain", "user_id": "user_id"},
+                    fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
+                           "now": "server time"},
+                    guide="Withdraw the user's consent that `domain` may use these fields. Returns how many "
+                          "consents were removed.", destructive=True)),
         # -- consent for what recall withholds (engine/consent.py) ----------------------------------------
         _op("request_consent", "privacy", (V,), Http(
             "POST", "/v1/users/{user_id}/consent-requests", body=("fields", "purpose", "ttl", "domain", "session_id",
@@ -341,15 +407,21 @@ def _build() -> dict[str, Operation]:
             mcp=Mcp("request_consent", {"fields": "fields", "purpose": "purpose", "user_id": "user_id",
                                         "ttl_seconds": "ttl"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
-                           "now": "server time", "domain": "none", "session_id": "none"})),
+                           "now": "server time", "domain": "none", "session_id": "none"},
+                    guide="Ask the user to let withheld fields (recall's `withheld`, reason needs_grant) be used "
+                          "for a purpose. Returns the request with its question; the user approves or declines it "
+                          "themself (their /me page or their token), never the agent. A declined field is "
+                          "returned declined: do not ask again this session.")),
         _op("consent_requests", "privacy", (V,), Http(
             "GET", "/v1/users/{user_id}/consent-requests", query=("status", "now")),
             client="status None (all) travels as status=all"),
         _op("approve_consent", "privacy", (V, NF, PD), Http(
             "POST", "/v1/users/{user_id}/consent-requests/{request_id}/approve", body=("actor", "now")),
+            no_mcp="the user's own decision: an agent cannot consent for the user (user token or admin key)",
             client="needs a user token of that user (or an admin key): an agent cannot consent for the user"),
         _op("decline_consent", "privacy", (V, NF, PD), Http(
             "POST", "/v1/users/{user_id}/consent-requests/{request_id}/decline", body=("actor", "now")),
+            no_mcp="the user's own decision (user token or admin key)",
             client="needs a user token of that user (or an admin key)"),
         _op("users", "admin", (V,), Http(
             "GET", "/v1/users", query=("prefix", "after", "limit"), user_bound_ok=False),
@@ -376,14 +448,22 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/extract", body=("messages",), from_key=("tenant",))),
         _op("ingest", "conversation", (V, PE), Http(
             "POST", "/v1/users/{user_id}/ingest", body=("messages", "now", "session_id", "change_set_id",
-                                                          "actor"))),
+                                                          "actor")),
+            mcp=Mcp("ingest", {"text": "messages", "user_id": "user_id"},
+                    fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
+                           "now": "server time", "session_id": "none", "change_set_id": "a new one"},
+                    guide="Remember from free text: pass what the user said; the stable facts and preferences "
+                          "in it are extracted and written (guards apply: secrets and personal identifiers are "
+                          "refused). Returns one decision per extracted memory.")),
         _op("assemble", "conversation", (V, PE, PD), Http(
             "POST", "/v1/users/{user_id}/assemble", body=("message", "budget_tokens", "now", "session_id",
                                                             "actor", "purpose")),
             mcp=Mcp("assemble", {"message": "message", "budget_tokens": "budget_tokens", "user_id": "user_id",
                                  "purpose": "purpose"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
-                           "now": "server time", "session_id": "none"}),
+                           "now": "server time", "session_id": "none"},
+                    guide="A ready-to-insert prompt block (<USER_FACTS>, <USER_PREFERENCES>) with what the current "
+                          "message needs, within a token budget.", read_only=True),
             client="returns the engine's Assembly (selections as ScoredMemory)"),
         _op("onboarding_questions", "conversation", (V,), Http(
             "GET", "/v1/users/{user_id}/onboarding", query=("language", "now"))),
@@ -398,6 +478,28 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/users/{user_id}/verifications/{verification_id}/accept", body=("value", "now", "actor"))),
         _op("reject_verification", "conversation", (V,), Http(
             "POST", "/v1/users/{user_id}/verifications/{verification_id}/reject", body=("now",))),
+        # -- the user model (docs/usermodel.md) -----------------------------------------------------------
+        _op("model", "usermodel", (V, PD), Http("GET", "/v1/users/{user_id}/model", query=("now", "actor"))),
+        _op("record_signal", "usermodel", (V, IA), Http(
+            "POST", "/v1/users/{user_id}/signals", body=("key", "value", "agree", "message", "now"))),
+        _op("inference_policy", "usermodel", (V,), Http("GET", "/v1/settings/inference", admin=True)),
+        _op("set_inference_policy", "usermodel", (V,), Http(
+            "PUT", "/v1/settings/inference", body=("mode", "threshold", "suppress_days", "actor", "now"),
+            admin=True)),
+        _op("derivation_rules", "usermodel", (V,), Http("GET", "/v1/derivation-rules", admin=True)),
+        _op("set_derivation_rule", "usermodel", (V, NF), Http(
+            "PUT", "/v1/derivation-rules/{rule_id}", body=("rule",), query=("actor", "now"), admin=True,
+            wire={"rule": "(the whole body)"}, path_from={"rule_id": "rule.id"}),
+            client="the body is the rule itself; its id is also the path"),
+        _op("propose_procedure", "usermodel", (V, IA), Http(
+            "POST", "/v1/procedures", body=("text", "user_id", "evidence", "proposed_by", "now"), admin=True)),
+        _op("procedures", "usermodel", (V,), Http(
+            "GET", "/v1/procedures", query=("user_id", "status"), admin=True)),
+        _op("review_procedure", "usermodel", (V, NF), Http(
+            "POST", "/v1/procedures/{procedure_id}/review", body=("decision", "evaluation", "text", "actor", "now"),
+            admin=True)),
+        _op("rollback_procedure", "usermodel", (V, NF), Http(
+            "POST", "/v1/procedures/{procedure_id}/rollback", body=("actor", "now"), admin=True)),
         # -- admin ----------------------------------------------------------------------------------------
         _op("audit", "admin", (V,), Http(
             "GET", "/v1/audit", query=("user_id", "action", "since", "until", "limit", "after_seq"), admin=True)),
@@ -427,6 +529,8 @@ IN_PROCESS: Mapping[str, str] = {
     "relevance": "this process's relevance plug-in object (embedder, vector index, indexer)",
     "use_relevance": "wires an in-process relevance plug-in (engine/compose.py)",
     "close": "closes this process's engine (Client.close closes its connection pool)",
+    "refresh_derived": "the background worker's step (derived attributes follow changes by themselves; flush() "
+                       "waits for them)",
 }
 
 # What the clients offer beyond Memory (the HTTP API's own resources), with the route.

@@ -18,7 +18,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-eval_app = typer.Typer(help="Evaluations on labelled data; each prints a table and writes reports/.",
+eval_app = typer.Typer(help="Evaluations on labelled data; each prints a table and writes a fresh runs/<name>-<id>/ "
+                       "(--out to choose; `eval all` runs them all).",
                        no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 console = Console()
@@ -31,6 +32,7 @@ def _register() -> None:
         cli_consent,
         cli_conversation,
         cli_core,
+        cli_evals,
         cli_events,
         cli_lifecycle,
         cli_privacy,
@@ -38,6 +40,7 @@ def _register() -> None:
         cli_service,
         cli_storage,
         cli_understand,
+        cli_usermodel,
     )
 
 

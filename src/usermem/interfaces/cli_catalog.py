@@ -79,6 +79,17 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     "pending_verifications": CliCommand("verifications list"),
     "accept_verification": CliCommand("verifications accept", params=AT),
     "reject_verification": CliCommand("verifications reject", params=AT),
+    # -- the user model
+    "model": CliCommand("user-model", params=AT),
+    "record_signal": CliCommand("signal", params={**AT, "agree": "against"}),
+    "inference_policy": CliCommand("inference show"),
+    "set_inference_policy": CliCommand("inference set", params=AT),
+    "derivation_rules": CliCommand("rules list"),
+    "set_derivation_rule": CliCommand("rules set", params=AT),
+    "propose_procedure": CliCommand("procedures propose", params=AT),
+    "procedures": CliCommand("procedures list"),
+    "review_procedure": CliCommand("procedures review", params=AT),
+    "rollback_procedure": CliCommand("procedures rollback", params=AT),
     # -- admin
     "audit": CliCommand("audit", params={"user_id": "user"}),
     "purge": CliCommand("purge", params=AT),

@@ -107,6 +107,8 @@ def write(
     ttl: Annotated[float | None, typer.Option("--ttl", help="Expire after this many seconds")] = None,
     change_set: ChangeSetOpt = None,
     actor: ActorOpt = None, at: AtOpt = None, store: StoreOpt = None, as_json: JsonOpt = False,
+    canonical: Annotated[str | None, typer.Option(
+        help="A normalised form kept beside the value, never instead of it (JSON with --json-value)")] = None,
 ) -> None:
     """Write one memory through the full write path (validation, guards, source priority) and print the
     decision: ADD, UPDATE, NOOP, or REJECT with its reason (exit code 1).
@@ -116,7 +118,8 @@ def write(
     with open_memory(store, create=True) as m:
         r = m.write(tenant, user_id, kind, key, parse_value(value, json_value), source=source,
                     importance=importance, confidence=confidence, now=at, session_id=session, client_id=client,
-                    event_at=event_at, ttl_seconds=ttl, change_set_id=change_set, actor=actor)
+                    event_at=event_at, ttl_seconds=ttl, change_set_id=change_set, actor=actor,
+                    canonical=None if canonical is None else parse_value(canonical, json_value))
     show_results([r], as_json)
 
 

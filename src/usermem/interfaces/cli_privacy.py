@@ -25,12 +25,13 @@ app.add_typer(grants_app, name="grants")
 
 TenantOpt = Annotated[str, typer.Option("--tenant", "-t", help="Tenant whose contracts to use")]
 ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who makes the change (for the audit log)")]
-OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the JSON and markdown reports")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Directory for the JSON and markdown reports (default: a fresh runs/<name>-<run id>/)")]
 
 
 @eval_app.command("pii")
 def eval_pii(
-    out: OutOpt = Path("reports"),
+    out: OutOpt = None,
     seed: Annotated[int, typer.Option(help="Faker / random seed of the generated corpus")] = 20261130,
     pii: Annotated[int, typer.Option(help="PII-bearing sentences to generate")] = 600,
     benign: Annotated[int, typer.Option(help="Benign sentences (full of ordinary numbers) to generate")] = 700,
@@ -39,9 +40,10 @@ def eval_pii(
 
     Example: usermem eval pii --out reports --pii 2000 --benign 3000
     """
+    from usermem.evals import fresh_out
     from usermem.evals.pii import build_corpus, evaluate, render_markdown
 
-    cli_output.writable_dir(out)
+    out = cli_output.writable_dir(out or fresh_out("eval-pii"))
     with console.status(say("generating corpus and detecting…", "正在生成语料并检测…")):
         corpus = build_corpus(seed=seed, pii=pii, benign=benign)
         report = evaluate(corpus)

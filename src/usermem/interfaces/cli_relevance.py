@@ -10,12 +10,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from usermem.evals import fresh_out, missing_data
 from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_core import StoreOpt, open_memory
 from usermem.interfaces.cli_output import esc, say
 
-OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the JSON, markdown and PNG reports")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Directory for the JSON, markdown and PNG reports (default: a fresh runs/<name>-<run id>/)")]
 CacheOpt = Annotated[Path | None, typer.Option(
     "--cache", help="Embedding cache directory (one file per model id); default <out>/cache")]
 
@@ -97,8 +99,10 @@ def _run(name: str, convs: list, out: Path, cache: Path | None, sweep: bool) -> 
 
 @eval_app.command("locomo")
 def eval_locomo(
-    data: Annotated[Path, typer.Option("--data", help="Path to locomo10.json (LoCoMo, CC BY-NC 4.0)")],
-    out: OutOpt = Path("reports"),
+    data: Annotated[Path, typer.Option("--data", help="Path to locomo10.json (LoCoMo, CC BY-NC 4.0; default: "
+                                                      "data/locomo/locomo10.json in this project)")] = Path(
+        "data/locomo/locomo10.json"),
+    out: OutOpt = None,
     cache: CacheOpt = None,
     conversations: Annotated[int | None, typer.Option(help="Only the first N conversations")] = None,
     questions: Annotated[int | None, typer.Option(help="Only the first N questions per conversation")] = None,
@@ -111,8 +115,8 @@ def eval_locomo(
     from usermem.evals.retrieval import load_locomo
 
     if not data.exists():
-        raise typer.BadParameter(f"{data} does not exist", param_hint="--data")
-    cli_output.writable_dir(out)
+        raise typer.BadParameter(missing_data("locomo", data), param_hint="--data")
+    out = cli_output.writable_dir(out or fresh_out("eval-locomo"))
     convs, skipped = load_locomo(data, conversations=conversations, questions=questions)
     if any(skipped.values()):
         console.print(f"skipped: {skipped['no_evidence']} questions without usable evidence, "
@@ -122,10 +126,11 @@ def eval_locomo(
 
 @eval_app.command("memorybank")
 def eval_memorybank(
-    data: Annotated[Path, typer.Option("--data", help="Directory with memory_bank_cn.json (MemoryBank, MIT)")] = Path(
-        "../shared/data/memorybank"),
+    data: Annotated[Path, typer.Option("--data", help="Directory with memory_bank_cn.json (MemoryBank, MIT; "
+                                                      "default: data/memorybank in this project)")] = Path(
+        "data/memorybank"),
     labels: Annotated[Path | None, typer.Option(help="Labels JSONL; default: the ones shipped with usermem")] = None,
-    out: OutOpt = Path("reports"),
+    out: OutOpt = None,
     cache: CacheOpt = None,
     sweep: Annotated[bool, typer.Option("--sweep", help="Also replay fusion variants on the same signals")] = False,
 ) -> None:
@@ -136,8 +141,8 @@ def eval_memorybank(
     from usermem.evals.retrieval import load_memorybank
 
     if not (data / "memory_bank_cn.json").exists():
-        raise typer.BadParameter(f"{data}/memory_bank_cn.json does not exist", param_hint="--data")
-    cli_output.writable_dir(out)
+        raise typer.BadParameter(missing_data("memorybank", data / "memory_bank_cn.json"), param_hint="--data")
+    out = cli_output.writable_dir(out or fresh_out("eval-memorybank"))
     label_path = labels or Path(str(resources.files("usermem") / "data" / "memorybank_labels.jsonl"))
     _run("memorybank", load_memorybank(data, label_path), out, cache, sweep)
 
@@ -145,7 +150,7 @@ def eval_memorybank(
 @eval_app.command("semantic")
 def eval_semantic(
     memories: Annotated[int, typer.Option(help="Memories of the one user (24 targets + generated filler)")] = 1000,
-    out: OutOpt = Path("reports"),
+    out: OutOpt = None,
     cache: CacheOpt = None,
 ) -> None:
     """Semantic top-1: one user with 1,000 zh/en memories, 24 questions (half across languages) —
@@ -155,7 +160,7 @@ def eval_semantic(
     """
     from usermem.evals.retrieval import SPLITS, render_semantic, run_semantic_top1
 
-    cli_output.writable_dir(out)
+    out = cli_output.writable_dir(out or fresh_out("eval-semantic"))
     with console.status("semantic top-1: writing and asking…"):
         result = run_semantic_top1(memories, cache_dir=cache or out / "cache")
     for split in SPLITS:

@@ -11,12 +11,14 @@ from rich.table import Table
 from usermem.config import Settings, load_settings
 from usermem.engine.memory import Memory
 from usermem.evals import extraction as evals
+from usermem.evals import fresh_out
 from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_output import esc, say
 
 DataOpt = Annotated[Path | None, typer.Option("--data", help="Labelled data file (default: the shipped set)")]
-OutOpt = Annotated[Path, typer.Option("--out", help="Directory for eval_<name>.json/.md")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Directory for eval_<name>.json/.md (default: a fresh runs/<name>-<run id>/)")]
 BankOpt = Annotated[Path | None, typer.Option("--bank", help="Bank file (default: the shipped bank)")]
 ModeOpt = Annotated[str, typer.Option("--mode", help="deterministic | llm | both (llm needs USERMEM_LLM_*)")]
 GROUPS = ("all", "split:dev", "split:test", "lang:zh", "lang:en")
@@ -70,13 +72,13 @@ def _md_prf(results: dict[str, dict[str, Any]], extra: tuple[str, ...] = ()) -> 
 
 
 @eval_app.command("plan")
-def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("reports"),
+def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = None,
               bank: BankOpt = None) -> None:
     """Recall-plan precision/recall per mode on the labelled utterances (zh + en).
 
     Example: usermem eval plan --mode deterministic
     """
-    cli_output.writable_dir(out)
+    out = cli_output.writable_dir(out or fresh_out("eval-plan"))
     rows = evals.load_plan_set(data)
     results: dict[str, dict[str, Any]] = {}
     for md in _modes(mode):
@@ -124,13 +126,13 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("
 
 
 @eval_app.command("extraction")
-def eval_extraction(bank: BankOpt = None, out: OutOpt = Path("reports")) -> None:
+def eval_extraction(bank: BankOpt = None, out: OutOpt = None) -> None:
     """No-LLM extraction on the labelled utterance bank: precision/recall/F1 per field, dev and test apart.
 
     Fails (exit 1) when a sensitive value or a question/hypothetical/third-party statement was stored.
     Example: usermem eval extraction
     """
-    cli_output.writable_dir(out)
+    out = cli_output.writable_dir(out or fresh_out("eval-extraction"))
     with console.status(say("extracting from the utterance bank…", "正在从语句库中抽取…")):
         # extraction and the write guards only: no embedding index to build (and none left running at close)
         result = evals.run_bank_extraction(_factory(load_settings(env={}, embedder="none")), bank)
@@ -148,12 +150,12 @@ def eval_extraction(bank: BankOpt = None, out: OutOpt = Path("reports")) -> None
 
 
 @eval_app.command("extract")
-def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Path("reports")) -> None:
+def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = None) -> None:
     """Extraction precision/recall and the sensitive-data rejection rate (must be 100 %) on annotated dialogues.
 
     Example: usermem eval extract --mode deterministic
     """
-    cli_output.writable_dir(out)
+    out = cli_output.writable_dir(out or fresh_out("eval-extract"))
     rows = evals.load_dialogues(data)
     results: dict[str, dict[str, Any]] = {}
     for md in _modes(mode):
@@ -188,17 +190,17 @@ def eval_extract(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = Pat
 
 @eval_app.command("assemble")
 def eval_assemble(
-    data: DataOpt = None, out: OutOpt = Path("reports"),
+    data: DataOpt = None, out: OutOpt = None,
     budget: Annotated[int, typer.Option("--budget", help="Token budget of the block")] = 800,
     memorybank: Annotated[Path | None, typer.Option(
         "--memorybank", help="MemoryBank memory_bank_{cn,en}.json for long histories "
-                             "(default: ../shared/data/memorybank when present)")] = None,
+                             "(default: data/memorybank in this project when present)")] = None,
 ) -> None:
     """Tokens of the assembled <USER_FACTS>/<USER_PREFERENCES> block vs pasting the raw history.
 
     Example: usermem eval assemble --budget 800
     """
-    cli_output.writable_dir(out)
+    out = cli_output.writable_dir(out or fresh_out("eval-assemble"))
     settings = load_settings(env={})
     with console.status(say("assembling…", "正在组装…")):
         res = evals.eval_assemble(_factory(settings), evals.load_dialogues(data), budget_tokens=budget,
@@ -237,7 +239,9 @@ def _memorybank_files(path: Path | None) -> list[Path]:
         if not path.exists():
             raise typer.BadParameter(f"{path} does not exist", param_hint="--memorybank")
         return [path] if path.is_file() else sorted(path.glob("memory_bank_*.json"))
-    default = Path("../shared/data/memorybank")
+    from usermem.evals import DATASETS
+
+    default = DATASETS["memorybank"].default
     return sorted(default.glob("memory_bank_*.json")) if default.is_dir() else []
 
 

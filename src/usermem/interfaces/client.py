@@ -51,6 +51,7 @@ from usermem.policy.contracts import FieldContract, Sensitivity
 
 if TYPE_CHECKING:
     from usermem.understand.assemble import Assembly
+    from usermem.understand.usermodel import UserModel
 
 __all__ = ["AsyncClient", "Client", "RateLimited", "RemoteAssembly", "RemoteError"]
 
@@ -137,7 +138,7 @@ class Client:
               importance: float | None = None, confidence: float | None = None, now: float | None = None,
               session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
               ttl_seconds: float | None = None, change_set_id: str | None = None,
-              actor: str | None = None) -> WriteResult:
+              actor: str | None = None, canonical: Any = None) -> WriteResult:
         return self._run(C.write(**_args(locals())))
 
     def write_many(self, tenant: str | None, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,
@@ -345,6 +346,45 @@ class Client:
                             now: float | None = None) -> bool:
         return self._run(C.reject_verification(**_args(locals())))
 
+    # -- the user model (docs/usermodel.md) --
+
+    def model(self, tenant: str | None, user_id: str, *, now: float | None = None, actor: str | None = None) -> UserModel:
+        return self._run(C.model(**_args(locals())))
+
+    def record_signal(self, tenant: str | None, user_id: str, key: str, value: Any, *, agree: bool = True, message: str = "",
+                      now: float | None = None) -> dict[str, Any]:
+        return self._run(C.record_signal(**_args(locals())))
+
+    def inference_policy(self, tenant: str | None) -> dict[str, Any]:
+        return self._run(C.inference_policy(**_args(locals())))
+
+    def set_inference_policy(self, tenant: str | None, *, mode: str | None = None, threshold: int | None = None,
+                             suppress_days: float | None = None, actor: str | None = None, now: float | None = None) -> dict[str, Any]:
+        return self._run(C.set_inference_policy(**_args(locals())))
+
+    def derivation_rules(self, tenant: str | None) -> list[dict[str, Any]]:
+        return self._run(C.derivation_rules(**_args(locals())))
+
+    def set_derivation_rule(self, tenant: str | None, rule: dict[str, Any], *, actor: str | None = None,
+                            now: float | None = None) -> dict[str, Any]:
+        return self._run(C.set_derivation_rule(**_args(locals())))
+
+    def propose_procedure(self, tenant: str | None, text: str, *, user_id: str | None = None,
+                          evidence: Sequence[str] = (), proposed_by: str = "api", now: float | None = None) -> dict[str, Any]:
+        return self._run(C.propose_procedure(**_args(locals())))
+
+    def procedures(self, tenant: str | None, *, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        return self._run(C.procedures(**_args(locals())))
+
+    def review_procedure(self, tenant: str | None, procedure_id: str, decision: str, *,
+                         evaluation: dict[str, Any] | None = None, text: str | None = None, actor: str | None = None,
+                         now: float | None = None) -> dict[str, Any]:
+        return self._run(C.review_procedure(**_args(locals())))
+
+    def rollback_procedure(self, tenant: str | None, procedure_id: str, *, actor: str | None = None,
+                           now: float | None = None) -> dict[str, Any]:
+        return self._run(C.rollback_procedure(**_args(locals())))
+
     def audit(self, tenant: str | None, *, user_id: str | None = None, action: str | None = None,
               since: float | None = None, until: float | None = None, limit: int = 100,
               after_seq: int | None = None) -> list[AuditEvent]:
@@ -413,7 +453,8 @@ class AsyncClient:
                     source: str = "extracted", importance: float | None = None, confidence: float | None = None,
                     now: float | None = None, session_id: str | None = None, client_id: str | None = None,
                     event_at: float | None = None, ttl_seconds: float | None = None,
-                    change_set_id: str | None = None, actor: str | None = None) -> WriteResult:
+                    change_set_id: str | None = None, actor: str | None = None,
+                    canonical: Any = None) -> WriteResult:
         return await self._run(C.write(**_args(locals())))
 
     async def write_many(self, tenant: str | None, user_id: str, writes: Sequence[WriteRequest | dict[str, Any]], *,
@@ -623,6 +664,45 @@ class AsyncClient:
     async def reject_verification(self, tenant: str | None, user_id: str, verification_id: str, *,
                                   now: float | None = None) -> bool:
         return await self._run(C.reject_verification(**_args(locals())))
+
+    # -- the user model (docs/usermodel.md) --
+
+    async def model(self, tenant: str | None, user_id: str, *, now: float | None = None, actor: str | None = None) -> UserModel:
+        return await self._run(C.model(**_args(locals())))
+
+    async def record_signal(self, tenant: str | None, user_id: str, key: str, value: Any, *, agree: bool = True, message: str = "",
+                            now: float | None = None) -> dict[str, Any]:
+        return await self._run(C.record_signal(**_args(locals())))
+
+    async def inference_policy(self, tenant: str | None) -> dict[str, Any]:
+        return await self._run(C.inference_policy(**_args(locals())))
+
+    async def set_inference_policy(self, tenant: str | None, *, mode: str | None = None, threshold: int | None = None,
+                                   suppress_days: float | None = None, actor: str | None = None, now: float | None = None) -> dict[str, Any]:
+        return await self._run(C.set_inference_policy(**_args(locals())))
+
+    async def derivation_rules(self, tenant: str | None) -> list[dict[str, Any]]:
+        return await self._run(C.derivation_rules(**_args(locals())))
+
+    async def set_derivation_rule(self, tenant: str | None, rule: dict[str, Any], *, actor: str | None = None,
+                                  now: float | None = None) -> dict[str, Any]:
+        return await self._run(C.set_derivation_rule(**_args(locals())))
+
+    async def propose_procedure(self, tenant: str | None, text: str, *, user_id: str | None = None,
+                                evidence: Sequence[str] = (), proposed_by: str = "api", now: float | None = None) -> dict[str, Any]:
+        return await self._run(C.propose_procedure(**_args(locals())))
+
+    async def procedures(self, tenant: str | None, *, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        return await self._run(C.procedures(**_args(locals())))
+
+    async def review_procedure(self, tenant: str | None, procedure_id: str, decision: str, *,
+                               evaluation: dict[str, Any] | None = None, text: str | None = None, actor: str | None = None,
+                               now: float | None = None) -> dict[str, Any]:
+        return await self._run(C.review_procedure(**_args(locals())))
+
+    async def rollback_procedure(self, tenant: str | None, procedure_id: str, *, actor: str | None = None,
+                                 now: float | None = None) -> dict[str, Any]:
+        return await self._run(C.rollback_procedure(**_args(locals())))
 
     async def audit(self, tenant: str | None, *, user_id: str | None = None, action: str | None = None,
                     since: float | None = None, until: float | None = None, limit: int = 100,

@@ -38,6 +38,7 @@ from usermem.policy.contracts import FieldContract, Sensitivity
 
 if TYPE_CHECKING:
     from usermem.understand.assemble import Assembly
+    from usermem.understand.usermodel import UserModel
 
 T = TypeVar("T")
 _NO_DEFAULT: Any = object()
@@ -263,11 +264,13 @@ def write(tenant: str | None, user_id: str, kind: str, key: str, value: Any, *, 
           importance: float | None = None, confidence: float | None = None, now: float | None = None,
           session_id: str | None = None, client_id: str | None = None, event_at: float | None = None,
           ttl_seconds: float | None = None, change_set_id: str | None = None,
-          actor: str | None = None) -> Call[WriteResult]:
+          actor: str | None = None, canonical: Any = None) -> Call[WriteResult]:
     body = _q(user_id=user_id, kind=kind, key=key, source=source, importance=importance, confidence=confidence,
               now=now, session_id=session_id, client_id=client_id, event_at=event_at, ttl_seconds=ttl_seconds,
               change_set_id=change_set_id, actor=actor)
     body["value"] = value
+    if canonical is not None:
+        body["canonical"] = canonical
     return Call("POST", "/v1/memories", result_from_json, _tenant(tenant), json=body)
 
 
@@ -670,3 +673,69 @@ def reject_verification(tenant: str | None, user_id: str, verification_id: str, 
                         now: float | None = None) -> Call[bool]:
     path = f"/v1/users/{_seg(user_id, 'user_id')}/verifications/{_seg(verification_id, 'verification_id')}/reject"
     return Call("POST", path, lambda d: bool(d["rejected"]), _tenant(tenant), json=_q(now=now))
+
+
+# -- the user model (docs/usermodel.md) ---------------------------------------------------------------
+
+
+def model(tenant: str | None, user_id: str, *, now: float | None = None,
+          actor: str | None = None) -> Call[UserModel]:
+    from usermem.understand.usermodel import UserModel
+
+    return Call("GET", f"/v1/users/{_seg(user_id, 'user_id')}/model", UserModel.from_dict, _tenant(tenant),
+                params=_q(now=now, actor=actor))
+
+
+def record_signal(tenant: str | None, user_id: str, key: str, value: Any, *, agree: bool = True,
+                  message: str = "", now: float | None = None) -> Call[dict[str, Any]]:
+    return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/signals", dict, _tenant(tenant),
+                json=_q(key=key, value=value, agree=agree, message=message, now=now))
+
+
+def inference_policy(tenant: str | None) -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/settings/inference", dict, _tenant(tenant))
+
+
+def set_inference_policy(tenant: str | None, *, mode: str | None = None, threshold: int | None = None,
+                         suppress_days: float | None = None, actor: str | None = None,
+                         now: float | None = None) -> Call[dict[str, Any]]:
+    return Call("PUT", "/v1/settings/inference", dict, _tenant(tenant),
+                json=_q(mode=mode, threshold=threshold, suppress_days=suppress_days, actor=actor, now=now))
+
+
+def derivation_rules(tenant: str | None) -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/derivation-rules", lambda d: list(d["items"]), _tenant(tenant))
+
+
+def set_derivation_rule(tenant: str | None, rule: dict[str, Any], *, actor: str | None = None,
+                        now: float | None = None) -> Call[dict[str, Any]]:
+    rid = rule.get("id") if isinstance(rule, dict) else None
+    if not isinstance(rid, str):
+        raise E.ValidationError("a rule needs an id", field="id")
+    return Call("PUT", f"/v1/derivation-rules/{_seg(rid, 'id')}", dict, _tenant(tenant), json=dict(rule),
+                params=_q(actor=actor, now=now))
+
+
+def propose_procedure(tenant: str | None, text: str, *, user_id: str | None = None, evidence: Sequence[str] = (),
+                      proposed_by: str = "api", now: float | None = None) -> Call[dict[str, Any]]:
+    return Call("POST", "/v1/procedures", dict, _tenant(tenant),
+                json=_q(text=text, user_id=user_id, evidence=list(evidence), proposed_by=proposed_by, now=now))
+
+
+def procedures(tenant: str | None, *, user_id: str | None = None,
+               status: str | None = None) -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/procedures", lambda d: list(d["items"]), _tenant(tenant),
+                params=_q(user_id=user_id, status=status))
+
+
+def review_procedure(tenant: str | None, procedure_id: str, decision: str, *,
+                     evaluation: dict[str, Any] | None = None, text: str | None = None, actor: str | None = None,
+                     now: float | None = None) -> Call[dict[str, Any]]:
+    return Call("POST", f"/v1/procedures/{_seg(procedure_id, 'procedure_id')}/review", dict, _tenant(tenant),
+                json=_q(decision=decision, evaluation=evaluation, text=text, actor=actor, now=now))
+
+
+def rollback_procedure(tenant: str | None, procedure_id: str, *, actor: str | None = None,
+                       now: float | None = None) -> Call[dict[str, Any]]:
+    return Call("POST", f"/v1/procedures/{_seg(procedure_id, 'procedure_id')}/rollback", dict, _tenant(tenant),
+                json=_q(actor=actor, now=now))

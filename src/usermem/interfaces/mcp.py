@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
+from pydantic import ValidationError as PydanticValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from usermem.engine.memory import Memory
 from usermem.errors import UsermemError
 from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.api.middleware import RateLimiter
-from usermem.interfaces.api.problems import problem_response
-from usermem.interfaces.catalog import OPERATIONS, describe
-from usermem.model import Kind, MemoryRecord, ScoredMemory, Source
+from usermem.interfaces.api.problems import STATUS_BY_ERROR, problem_response
+from usermem.interfaces.catalog import OPERATIONS, PARAM_RULES, TIME_PARAMS, Operation, describe
+from usermem.model import Kind, MemoryRecord, ScoredMemory, Source, WriteResult
 from usermem.understand.service import MAX_BUDGET_TOKENS
 
 INSTRUCTIONS = (
@@ -89,8 +92,8 @@ class Binding:
         if wait is not None:
             if self.on_limited is not None:
                 self.on_limited()
-            raise ToolError(f"rate_limited: rate limit of {self.limiter.per_minute} requests/minute exceeded; "
-                            f"retry after {max(1, int(wait + 0.999))} s")
+            raise tool_error("rate_limited", f"rate limit of {self.limiter.per_minute} requests/minute exceeded; "
+                                             f"retry after {max(1, int(wait + 0.999))} s")
 
     def resolve(self, ctx: Context | None, user_id: str | None) -> tuple[str, str, str]:
         """(tenant, user_id, actor)."""
@@ -105,18 +108,20 @@ class Binding:
         if presented is not None:
             key = self.keys.verify(presented) if self.keys is not None else None
             if key is None:
-                raise ToolError("unauthorized: invalid or revoked API key")
+                raise tool_error("unauthorized", "invalid or revoked API key")
             self._take(key.id)
             tenant, actor = key.tenant, f"mcp:key:{key.id}"
             bound_user = key.user_id or (self.user_id if key.tenant == self.tenant else None)
         if tenant is None:
-            raise ToolError("no tenant: start `usermem mcp --tenant T` or connect with an API key")
+            raise tool_error("no_tenant", "no tenant: start `usermem mcp --tenant T` or connect with an API key")
         if bound_user is not None:
             if user_id not in (None, "", bound_user):
-                raise ToolError(f"this server is bound to one user; user_id {user_id!r} is not available")
+                raise tool_error("bound_user", f"this server is bound to one user; user_id {user_id!r} is not "
+                                               "available", field="user_id")
             return tenant, bound_user, actor
         if not user_id:
-            raise ToolError("user_id is required (or start the server with --user)")
+            raise tool_error("validation_error", "user_id is required (or start the server with --user)",
+                             field="user_id")
         return tenant, user_id, actor
 
 
@@ -128,24 +133,112 @@ def _presented_key(headers: Any) -> str | None:
     return str(key) if key else None
 
 
+def tool_error(code: str, message: str, *, status: int | None = None, field: str | None = None) -> ToolError:
+    """A tool error a model can act on: `<code> (<HTTP status>): <what was wrong> [field: f] — <what to do>`.
+
+    The code and status are the REST API's (problem+json `code` and `status`), so an agent and an HTTP
+    client read the same reason; the hint says whether retrying, fixing an argument or asking helps."""
+    status = status if status is not None else _STATUS_BY_CODE.get(code, 500)
+    text = f"{code} ({status}): {message}"
+    if field:
+        text += f" [field: {field}]"
+    hint = _HINTS.get(code) or _HINTS_BY_STATUS.get(status)
+    return ToolError(f"{text} — {hint}" if hint else text)
+
+
+_STATUS_BY_CODE = {"unauthorized": 401, "permission_denied": 403, "validation_error": 422,
+                   "invalid_argument": 422, "not_found": 404, "conflict": 409, "rate_limited": 429,
+                   "provider_error": 502, "store_error": 503, "tier_unavailable": 503, "no_tenant": 401,
+                   "bound_user": 403}
+_HINTS = {
+    "unauthorized": "the API key is missing, invalid or revoked; retrying will not help, a valid key is needed",
+    "permission_denied": "the caller lacks the grant this needs (L2/L3 fields need an operator's `usermem grant`); "
+                         "do not retry, tell the user it is not available",
+    "bound_user": "this connection acts for one user only; omit user_id",
+    "not_found": "nothing by that name; call `recall` to see what is remembered",
+    "conflict": "the current state does not allow it; read it again (`history`) before retrying",
+    "rate_limited": "too many calls; wait as told and retry",
+    "no_tenant": "the server has no tenant for this call; the operator must start it with --tenant or a key",
+}
+_HINTS_BY_STATUS = {422: "correct the argument(s) and call again",
+                    502: "a provider failed; retrying later may help", 503: "temporarily unavailable; retry later"}
+
+
 def _call(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except UsermemError as exc:
-        raise ToolError(f"{exc.code}: {exc}") from exc
+        status = next(s for cls, s in STATUS_BY_ERROR if isinstance(exc, cls))
+        raise tool_error(exc.code, str(exc), status=status, field=getattr(exc, "field", None)) from exc
 
 
-def _tool_doc(op_name: str, text: str) -> str:
-    """A tool's description: its own guidance for agents, then the catalogue operation it runs."""
-    op = OPERATIONS[op_name]
-    return f"{text} (usermem operation `{op.name}`.)"
+class _Server(MCPServer):
+    """MCPServer whose argument-validation failures read as `validation_error (422)` with each field's rule,
+    and whose unexpected failures say so without leaking internals (never a protocol-level -32603)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            raise tool_error("internal_error", f"the {name} tool failed unexpectedly (a server fault, not your "
+                                               "input); retrying may not help") from exc
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, PydanticValidationError):
+                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in cause.errors())
+                raise tool_error("validation_error", f"invalid arguments for {name}: {problems}") from exc
+            if isinstance(cause, ToolError):  # raised by the tool itself: its own message, without the prefix
+                raise ToolError(str(cause)) from cause
+            raise
 
 
-def _arg(param: str, extra: str = "") -> Any:
-    return Field(description=(describe(param) + (" " + extra if extra else "")).strip())
+def _op(tool: str) -> Operation:
+    for op in OPERATIONS.values():
+        if op.mcp is not None and op.mcp.tool == tool:
+            return op
+    raise KeyError(tool)
 
 
-UserArg = Annotated[str | None, _arg("user_id", "Omit when the server or key is bound to one user.")]
+def _register(server: MCPServer, fn: Callable[..., Any]) -> None:
+    """Register `fn` as the tool of the catalogue operation that names it: description, read-only and
+    destructive hints come from the catalogue (`Operation.mcp`), never from here."""
+    op = _op(fn.__name__)
+    assert op.mcp is not None
+    mcp = op.mcp
+    server.add_tool(fn, name=mcp.tool, description=f"{mcp.guide} (usermem operation `{op.name}`.)",
+                    annotations=ToolAnnotations(read_only_hint=mcp.read_only,
+                                                destructive_hint=None if mcp.read_only else mcp.destructive,
+                                                open_world_hint=False))
+
+
+def arg(param: str, extra: str = "") -> Any:
+    """A tool argument's `Field`: the catalogue's description and rules (`PARAM_DOCS`, `PARAM_RULES`), plus
+    the ISO-8601 note for times (`TIME_PARAMS`)."""
+    text = describe(param)
+    if param in TIME_PARAMS:
+        text = text.replace(" (Unix seconds)", "").replace("(Unix seconds, inclusive)", "(inclusive)").replace(
+            "(Unix seconds, exclusive)", "(exclusive)") + " " + TIME_NOTE
+    return Field(description=(text + (" " + extra if extra else "")).strip(), **PARAM_RULES.get(param, {}))
+
+
+TIME_NOTE = ("Unix seconds or ISO-8601 (e.g. '2026-03-01T09:30:00Z' or '2026-03-01'); without an offset the "
+             "time is UTC.")
+Time = float | datetime | date
+
+
+def seconds(value: Time | None) -> float | None:
+    """A tool's time argument as Unix seconds (ISO-8601 strings arrive parsed by pydantic)."""
+    if value is None or isinstance(value, float | int):
+        return value
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+UserArg = Annotated[str | None, arg("user_id", "Omit when the server or key is bound to one user.")]
 
 
 def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | None = None,
@@ -154,54 +247,44 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
     """An MCPServer exposing `memory` as tools. See the module docstring for how calls are bound.
 
     The tools are the catalogue operations that declare an MCP tool (`usermem.interfaces.catalog`,
-    `Operation.mcp`); their arguments carry the catalogue's descriptions, and `kind` / `source` are enums.
-    `limiter` (optional) is the per-key rate limiter tool calls made with an API key draw from;
-    `on_limited` is called for each refused call (the REST app counts them in its metrics).
+    `Operation.mcp`): their descriptions and read-only/destructive hints come from there, and their
+    arguments carry the catalogue's descriptions and rules (`kind` / `source` as enums, the key pattern,
+    ISO-8601 times). `limiter` (optional) is the per-key rate limiter tool calls made with an API key draw
+    from; `on_limited` is called for each refused call (the REST app counts them in its metrics).
     """
     bind = Binding(tenant=tenant, user_id=user_id, keys=keys or KeyRing(memory.store), limiter=limiter,
                    on_limited=on_limited)
-    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=_version())
+    server: MCPServer = _Server(name, instructions=INSTRUCTIONS, version=_version())
 
-    @server.tool(description=_tool_doc("write", "Remember one attribute of the user (key like 'city' or "
-                                                "'reply_length'). Returns the decision: ADD, UPDATE, NOOP or "
-                                                "REJECT with a reason."))
-    def remember(key: Annotated[str, _arg("key")], value: Annotated[Any, _arg("value")],
-                 kind: Annotated[Kind, _arg("kind")] = Kind.FACT,
-                 source: Annotated[Source, _arg("source")] = Source.EXTRACTED,
+    def remember(key: Annotated[str, arg("key")], value: Annotated[Any, arg("value")],
+                 kind: Annotated[Kind, arg("kind")] = Kind.FACT,
+                 source: Annotated[Source, arg("source")] = Source.EXTRACTED,
                  user_id: UserArg = None,
-                 ttl_seconds: Annotated[float | None, _arg("ttl_seconds")] = None,
+                 ttl_seconds: Annotated[float | None, arg("ttl_seconds")] = None,
+                 event_at: Annotated[Time | None, arg("event_at")] = None,
                  ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
         r = _call(lambda: memory.write(t, u, Kind(kind).value, key, value, source=Source(source).value,
-                                       ttl_seconds=ttl_seconds, actor=actor))
-        return {"op": r.op.value, "reason": r.reason.value if r.reason else None, "detail": r.detail,
-                "memory": _compact(r.memory) if r.memory else None}
+                                       ttl_seconds=ttl_seconds, event_at=seconds(event_at), actor=actor))
+        return _decision(r)
 
-    @server.tool(description=_tool_doc("recall_scored", "Recall what is known about the user, best first, with "
-                                                        "weights; entries with needs_confirmation should be "
-                                                        "confirmed with the user before relying on them. "
-                                                        "`withheld` lists fields that exist but were not shown "
-                                                        "(never their values): ask the `question` of a "
-                                                        "needs_grant entry (unless `declined`), then call "
-                                                        "request_consent; never treat a withheld field as "
-                                                        "unknown."))
-    def recall(query: Annotated[str | None, _arg("query")] = None,
-               k: Annotated[int, Field(ge=1, le=1000, description=describe("k"))] = 10,
-               kinds: Annotated[list[Kind] | None, _arg("kinds")] = None,
+    def recall(query: Annotated[str | None, arg("query")] = None,
+               k: Annotated[int, arg("k")] = 10,
+               kinds: Annotated[list[Kind] | None, arg("kinds")] = None,
+               event_from: Annotated[Time | None, arg("event_from")] = None,
+               event_until: Annotated[Time | None, arg("event_until")] = None,
                user_id: UserArg = None,
                purpose: Annotated[str | None, Field(None, max_length=500, description=describe("purpose"))] = None,
                ctx: Context | None = None) -> dict[str, Any]:
         t, u, _ = bind.resolve(ctx, user_id)
         wanted = [Kind(x).value for x in kinds] if kinds is not None else None
         items = _call(lambda: memory.recall_scored(t, u, k, kinds=wanted, query=query, mark_used=True,
-                                                   purpose=purpose))
+                                                   event_from=seconds(event_from),
+                                                   event_until=seconds(event_until), purpose=purpose))
         return {"user_id": u, "memories": [_scored(s) for s in items],
                 "withheld": [w.to_dict() for w in items.withheld]}
 
-    @server.tool(description=_tool_doc("assemble", "A ready-to-insert prompt block (<USER_FACTS>, "
-                                                   "<USER_PREFERENCES>) with what the current message needs, "
-                                                   "within a token budget; `withheld` as in recall."))
-    def assemble(message: Annotated[str, _arg("message")] = "",
+    def assemble(message: Annotated[str, arg("message")] = "",
                  budget_tokens: Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS, description=describe("budget_tokens"))]
                  = 800,
                  user_id: UserArg = None,
@@ -212,51 +295,75 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
         return {"user_id": u, "text": out.prompt, "tokens": out.tokens, "dropped": list(out.dropped),
                 "withheld": [w.to_dict() for w in out.withheld]}
 
-    @server.tool(description=_tool_doc("request_consent", "Ask the user to let withheld fields (recall's "
-                                                          "`withheld`, reason needs_grant) be used for a purpose. "
-                                                          "Returns the request with its question; the user "
-                                                          "approves or declines it themself (their /me page or "
-                                                          "their token), never the agent. A declined field is "
-                                                          "returned declined: do not ask again this session."))
-    def request_consent(fields: Annotated[list[str], Field(min_length=1, max_length=20,
-                                                           description=describe("fields"))],
-                        purpose: Annotated[str, Field(min_length=1, max_length=500, description=describe("purpose"))],
-                        user_id: UserArg = None,
-                        ttl_seconds: Annotated[float, Field(gt=0, le=7 * 86400,
-                                                            description=describe("ttl"))] = 1800.0,
-                        ctx: Context | None = None) -> dict[str, Any]:
-        t, u, actor = bind.resolve(ctx, user_id)
-        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl_seconds, actor=actor))
-        return req.to_dict()  # type: ignore[no-any-return]
-
-    @server.tool(description=_tool_doc("forget", "Forget one key about the user (every version). Returns how "
-                                                 "many rows were deleted."))
-    def forget(key: Annotated[str, _arg("key")], user_id: UserArg = None,
+    def forget(key: Annotated[str, arg("key")], user_id: UserArg = None,
                ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
         return {"deleted": _call(lambda: memory.forget(t, u, key, actor=actor))}
 
-    @server.tool(description=_tool_doc("confirm", "Record that the user confirmed the current value of a key "
-                                                  "(resets its decay)."))
-    def confirm(key: Annotated[str, _arg("key", "Its current version is confirmed.")], user_id: UserArg = None,
+    def forget_user(confirm: Annotated[bool, arg("confirm")], user_id: UserArg = None,
+                    ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        if confirm is not True:
+            raise tool_error("validation_error", "forget_user erases everything about the user; pass "
+                                                 "confirm=true only when the user asked for that", field="confirm")
+        return {"user_id": u, "deleted": _call(lambda: memory.forget_user(t, u, actor=actor))}
+
+    def confirm(key: Annotated[str, arg("key", "Its current version is confirmed.")], user_id: UserArg = None,
                 ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
         current = [r for r in _call(lambda: memory.history(t, u, key)) if r.is_current and not r.retracted]
         if not current:
-            raise ToolError(f"not_found: nothing is remembered under {key!r}")
+            raise tool_error("not_found", f"nothing is remembered under {key!r}", field="key")
         rec = _call(lambda: memory.confirm(t, u, current[-1].id, actor=actor))
         return {"confirmed": key, "memory": _compact(rec)}
 
-    @server.tool(description=_tool_doc("history", "Every version of a key, oldest first: how a value changed "
-                                                  "and who said so."))
-    def history(key: Annotated[str, _arg("key")], user_id: UserArg = None,
+    def history(key: Annotated[str, arg("key")], user_id: UserArg = None,
                 ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
         versions = _call(lambda: memory.history(t, u, key, actor=actor))
         return {"key": key, "versions": [dict(_compact(r), current=r.is_current, retracted=r.retracted)
                                          for r in versions]}
 
+    def ingest(text: Annotated[str, arg("text")], user_id: UserArg = None,
+               ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        results = _call(lambda: memory.ingest(t, u, [{"role": "user", "content": text}], actor=actor))
+        return {"user_id": u, "results": [_decision(r) for r in results]}
+
+    def episodes(since: Annotated[Time | None, arg("since")] = None,
+                 until: Annotated[Time | None, arg("until")] = None,
+                 limit: Annotated[int, arg("limit")] = 10,
+                 user_id: UserArg = None, ctx: Context | None = None) -> dict[str, Any]:
+        t, u, _ = bind.resolve(ctx, user_id)
+        items = _call(lambda: memory.episodes(t, u, since=seconds(since), until=seconds(until), limit=limit))
+        return {"user_id": u, "episodes": [dict(_compact(r), event_at=r.event_at) for r in items]}
+
+    def withdraw_consent(fields: Annotated[list[Annotated[str, arg("key")]], arg("fields")],
+                         domain: Annotated[str, arg("domain")], user_id: UserArg = None,
+                         ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        return {"user_id": u, "domain": domain,
+                "removed": _call(lambda: memory.opt_out(t, u, fields, domain, actor=actor))}
+
+    def request_consent(fields: Annotated[list[str], Field(min_length=1, max_length=20,
+                                                           description=describe("fields"))],
+                        purpose: Annotated[str, Field(min_length=1, max_length=500, description=describe("purpose"))],
+                        user_id: UserArg = None,
+                        ttl_seconds: Annotated[float, Field(gt=0, le=7 * 86400, description=describe("ttl"))] = 1800.0,
+                        ctx: Context | None = None) -> dict[str, Any]:
+        t, u, actor = bind.resolve(ctx, user_id)
+        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl_seconds, actor=actor))
+        return req.to_dict()  # type: ignore[no-any-return]
+
+    for fn in (remember, recall, assemble, forget, forget_user, confirm, history, ingest, episodes,
+               withdraw_consent, request_consent):
+        _register(server, fn)
     return server
+
+
+def _decision(r: WriteResult) -> dict[str, Any]:
+    return {"op": r.op.value, "reason": r.reason.value if r.reason else None, "detail": r.detail,
+            "memory": _compact(r.memory) if r.memory else None}
 
 
 def _version() -> str:

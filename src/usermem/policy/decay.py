@@ -95,3 +95,35 @@ def crossing_at(d: DecayInput, threshold: float) -> float:
         if level > threshold:
             best = max(best, start + math.log(level / threshold) / lam)
     return best
+
+
+# -- ranking in the index (issue 19) ------------------------------------------------------------------------
+#
+# For one time constant τ = half-life / ln 2 and `now` not before any of a row's times,
+#   importance · weight_of(confidence, …, now) = importance · confidence · e^((a* − now) / τ)
+# with a* = max(created, confirmed, used + τ·ln USE_BOOST). So the order of a kind's rows by score is the
+# order of the time-invariant key  rank_time = a* + τ · ln(importance · confidence),  which a database can
+# keep in an expression index (store/sql.py); e^((rank_time − now)/τ) is the score then. When a time lies
+# after `now` (clock skew, a `now` in the past), weight_of clamps the age at zero, so the true score is
+# only lower: rank_bound is an upper bound in every case, and an exact top-k can stop reading rows once
+# the k-th best score is above the bound of every row not yet read (engine/recall.py).
+
+USE_SHIFT = math.log(USE_BOOST)  # ln 0.95 < 0: a use counts as a confirmation τ·|ln 0.95| seconds earlier
+RANK_FLOOR = 1e-300  # importance · confidence below this ranks as this (the score is 0 or denormal then)
+
+
+def rank_time(confidence: float, importance: float, tau: float, created_at: float,
+              last_confirmed_at: float | None, last_used_at: float | None) -> float:
+    """The time-invariant ranking key of a row whose kind has time constant `tau` (see above)."""
+    a = created_at
+    if last_confirmed_at is not None and last_confirmed_at > a:
+        a = last_confirmed_at
+    if last_used_at is not None and last_used_at + USE_SHIFT * tau > a:
+        a = last_used_at + USE_SHIFT * tau
+    return a + math.log(max(importance * confidence, RANK_FLOOR)) * tau
+
+
+def rank_bound(key: float, tau: float, now: float) -> float:
+    """An upper bound of importance × weight at `now` for a row whose rank_time is `key` (+inf past e^700)."""
+    x = (key - now) / tau
+    return math.inf if x > 700.0 else math.exp(x)

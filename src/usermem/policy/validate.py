@@ -6,6 +6,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,83 @@ def check_optional_identifiers(**named: Any) -> None:
     for name, value in named.items():
         if value is not None:
             check_identifier(name, value)
+
+
+def check_field_key(name: str, value: Any) -> str:
+    """A field key or domain name used as an argument (history, forget, contracts, opt-in, recall filters...):
+    the key pattern and no personal data (a key like "13800138000" would otherwise reach the audit log)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return _checked_field_key(name, str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_field_key(name: str, value: str) -> str:
+    if not KEY_PATTERN.match(value):
+        raise InputProblem(f"{name} must match [a-z0-9_.-]{{1,64}}, got {shown(value)}", name)
+    if detect(value):
+        raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers...): keys are kept "
+                           f"in the audit log", name)
+    return value
+
+
+def check_free_text(name: str, value: Any) -> Any:
+    """Short free text kept in storage or the audit log (a grant's purpose): refused when it holds
+    personal data, rather than stored redacted, because the caller can always say it without. (Its type,
+    emptiness and length are the operation's own checks.)"""
+    if not isinstance(value, str):
+        return value
+    check_text(name, value)
+    if detect(value):
+        raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers, e-mail addresses, "
+                           f"passwords or keys): it is kept in the audit log", name)
+    return value
+
+
+# How each operation parameter that names something (and may be kept in storage or the audit log) is checked;
+# `engine/guard.py` applies this to every public `Memory` method by parameter name.
+IDENTIFIER = "identifier"
+FIELD_KEY = "field_key"
+FIELD_KEYS = "field_keys"
+FREE_TEXT = "free_text"
+PARAMETER_CHECKS: dict[str, str] = {
+    "tenant": IDENTIFIER, "user_id": IDENTIFIER, "session_id": IDENTIFIER, "client_id": IDENTIFIER,
+    "actor": IDENTIFIER, "change_set_id": IDENTIFIER, "grantee": IDENTIFIER, "memory_id": IDENTIFIER,
+    "grant_id": IDENTIFIER, "tenant_or_grant_id": IDENTIFIER, "verification_id": IDENTIFIER,
+    "to_version": IDENTIFIER, "action": IDENTIFIER,
+    "key": FIELD_KEY, "domain": FIELD_KEY,
+    "keys": FIELD_KEYS, "fields": FIELD_KEYS, "fields_or_level": FIELD_KEYS,
+    "purpose": FREE_TEXT,
+}
+_LEVELS = frozenset({"L1", "L2", "L3"})
+
+
+def check_parameter(name: str, value: Any) -> Any:
+    """The check `PARAMETER_CHECKS` names for `name`; returns the value to pass on (an iterable of keys that
+    is not a list, tuple or set is read once, so it comes back as a tuple). None passes: such a parameter is
+    optional, or required by the signature. Raises TypeError or InputProblem, never repeating a refused value."""
+    if value is None:
+        return None
+    how = PARAMETER_CHECKS[name]
+    if how == IDENTIFIER:
+        if name == "to_version" and isinstance(value, int) and not isinstance(value, bool):
+            return value  # a 1-based position in history
+        return check_identifier(name, value)
+    if how == FIELD_KEY:
+        return check_field_key(name, value)
+    if how == FREE_TEXT:
+        return check_free_text(name, value)
+    # one key or several (fields_or_level: also a level; its other shapes are the grants pipeline's to judge)
+    if isinstance(value, str):
+        if name == "fields_or_level" and value.upper() in _LEVELS:
+            return value
+        return check_field_key(name, value)
+    if isinstance(value, Iterable) and not isinstance(value, list | tuple | set | frozenset | dict):
+        value = tuple(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            check_field_key(name, item)
+    return value
 
 
 def check_text(name: str, value: str) -> str:

@@ -65,6 +65,14 @@ class TierEraser(Protocol):
     def __call__(self, tenant: str, user_id: str, keys: Sequence[str] | None = None) -> None: ...
 
 
+class RankedReader(Protocol):
+    """Read a user's live rows best first by policy.decay.rank_time, per kind, from an index: for each
+    (kind, limit, offset) of `batches`, that kind's rows `offset`..`offset+limit` in descending rank_time.
+    q.kinds and q.keys are not applied (see SqlDialect.ranked)."""
+
+    def __call__(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]: ...
+
+
 class LocalDropper(Protocol):
     """Drop what this process caches in memory about a user; returns the entries dropped."""
 
@@ -90,6 +98,8 @@ class StoreCapabilities:
       erased a user (or some keys): it finishes erasing the tiers' copies or raises TierUnavailable.
     * ``drop_local``: with process-local caches, drops one user's entries (change events from other
       instances call it).
+    * ``ranked``: reads a user's rows per kind in rank_time order from an index (the SQL stores, issue
+      19), so recall(k) reads about k rows instead of all of the user's; None: recall scores every row.
     * ``serialised``: every call runs on one connection under one lock (the embedded SQLite store), so
       callers gain nothing by running store calls concurrently (e.g. in a thread pool).
     """
@@ -101,6 +111,7 @@ class StoreCapabilities:
     erase_tiers: TierEraser | None = None
     drop_local: LocalDropper | None = None
     serialised: bool = False
+    ranked: RankedReader | None = None
 
 
 class WriteTx(Protocol):

@@ -41,7 +41,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
-from usermem.model import AuditEvent, MemoryRecord
+from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
@@ -95,7 +95,7 @@ def _value_of(jsonb: Any, raw: Any) -> Any:
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
-    return record_with_value(row, row[5] if row[23] is None else json.loads(bytes(row[23]).decode("utf-8")))
+    return record_with_value(row, row[5] if row[24] is None else json.loads(bytes(row[24]).decode("utf-8")))
 
 
 def _params(r: MemoryRecord) -> tuple[Any, ...]:
@@ -226,7 +226,7 @@ class PostgresStore:
                                  if first.execute("SELECT to_regclass(%s)", (t,)).fetchone() != (None,))
             vectors = all(t in self._tables for t in _VECTOR_TABLES)
             self.capabilities = StoreCapabilities(dialect="postgres", vectors="pgvector" if vectors else None,
-                                                  row_level_security=self.rls)
+                                                  row_level_security=self.rls, ranked=self.ranked)
             if self.rls:
                 self._enable_rls(first)
         finally:
@@ -477,6 +477,15 @@ class PostgresStore:
         # than text rows for a user with 1,000 memories).
         text, args = POSTGRES.live(q, scores=True)
         with self._conn("live_scores", q.tenant) as c, \
+                c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make) as cur:
+            return cur.execute(text, args).fetchall()
+
+    def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]:
+        """See StoreCapabilities.ranked (the `memories_rank` index)."""
+        if not batches:
+            return []
+        text, args = POSTGRES.ranked(q, batches)
+        with self._conn("ranked", q.tenant) as c, \
                 c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make) as cur:
             return cur.execute(text, args).fetchall()
 

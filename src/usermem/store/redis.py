@@ -96,6 +96,8 @@ def record_to_hash(r: MemoryRecord) -> dict[str, str]:
     h = {"id": r.id, "kind": r.kind.value, "key": r.key, "source": r.source.value,
          "value": json.dumps(r.value, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
          "retracted": "1" if r.retracted else "0"}
+    if r.canonical is not None:
+        h["canonical"] = json.dumps(r.canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     for name in _FLOATS:
         v = getattr(r, name)
         if v is not None:
@@ -120,6 +122,7 @@ def record_from_hash(tenant: str, user_id: str, h: dict[str, str]) -> MemoryReco
         prev_version_id=h.get("prev_version_id"), session_id=h.get("session_id"), client_id=h.get("client_id"),
         event_at=f("event_at"), change_set_id=h.get("change_set_id"), actor=h.get("actor"),
         retracted=h.get("retracted") == "1",
+        canonical=json.loads(h["canonical"]) if h.get("canonical") is not None else None,
     )
 
 

@@ -17,6 +17,7 @@ COLUMNS: tuple[str, ...] = (
     "id", "tenant", "user_id", "kind", "key", "value", "source", "confidence", "importance", "created_at",
     "expires_at", "last_used_at", "last_confirmed_at", "prev_version_id", "superseded_by", "superseded_at",
     "deleted_at", "session_id", "client_id", "event_at", "change_set_id", "actor", "retracted",
+    "canonical",
 )
 SELECT_LIST = ", ".join(COLUMNS)
 VALUE = COLUMNS.index("value")
@@ -36,7 +37,7 @@ def record_with_value(row: Sequence[Any], value: Any) -> MemoryRecord:
     return MemoryRecord(
         row[0], row[1], row[2], _KINDS[row[3]], row[4], value, _SOURCES[row[6]], row[7], row[8], row[9],
         row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17], row[18], row[19], row[20],
-        row[21], bool(row[22]),
+        row[21], bool(row[22]), None if row[23] is None else json.loads(row[23]),
     )
 
 
@@ -50,7 +51,7 @@ def record_params(r: MemoryRecord, value: Any, retracted: Any, *extra: Any) -> t
         r.id, r.tenant, r.user_id, r.kind.value, r.key, value, r.source.value, r.confidence, r.importance,
         r.created_at, r.expires_at, r.last_used_at, r.last_confirmed_at, r.prev_version_id, r.superseded_by,
         r.superseded_at, r.deleted_at, r.session_id, r.client_id, r.event_at, r.change_set_id, r.actor,
-        retracted, *extra,
+        retracted, None if r.canonical is None else dumps_value(r.canonical, allow_nan=False), *extra,
     )
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+from usermem.model import KIND_REGISTRY, Kind
+from usermem.policy.decay import RANK_FLOOR, USE_SHIFT, time_constant
 from usermem.store.base import SCORE_COLUMNS, AuditQuery, LiveQuery, prefix_bounds
 from usermem.store.rows import COLUMNS
 
@@ -118,6 +120,34 @@ class SqlDialect:
             args.append(q.session_id)
         return text, args
 
+    def rank_expression(self) -> str:
+        """The SQL of policy.decay.rank_time with each kind's own time constant: the expression the
+        `memories_rank` index keeps (migration 0006) and the ranked read orders by. Both texts must be
+        the same to the byte for the planner to use the index; tests/test_ranked_recall.py checks it."""
+        greatest = "GREATEST" if self.name == "postgres" else "MAX"
+        f = "::float8" if self.name == "postgres" else ""
+        arms = []
+        for kind in Kind:
+            tau = time_constant(KIND_REGISTRY[kind].half_life_seconds)
+            arms.append(f"WHEN '{kind.value}' THEN {greatest}(created_at, COALESCE(last_confirmed_at, created_at),"
+                        f" COALESCE(last_used_at + {USE_SHIFT * tau!r}{f}, created_at))"
+                        f" + ln({greatest}(importance * confidence, {RANK_FLOOR!r}{f})) * {tau!r}{f}")
+        return f"(CASE kind {' '.join(arms)} END)"
+
+    def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> tuple[str, list[Any]]:
+        """The ScoreRow columns of q's live rows, per kind in `kinds` best rank_time first: one
+        `SELECT ... ORDER BY <rank> DESC LIMIT n OFFSET m` per kind (each an index range scan of
+        `memories_rank`), joined by UNION ALL; `batches` holds (kind, limit, offset) per kind. q.kinds and
+        q.keys are not applied (callers choose the kinds, and read rows of given keys directly)."""
+        text = _ranked_sql(self, len(batches), q.include_retracted, q.session_id is not None)
+        args: list[Any] = []
+        for kind, limit, offset in batches:
+            args += [q.tenant, q.user_id, kind.value, q.now]
+            if q.session_id is not None:
+                args.append(q.session_id)
+            args += [limit, offset]
+        return text, args
+
     def soft_delete_where(self, tenant: str, user_id: str, keys: Sequence[str] | None,
                           created_from: float | None, created_until: float | None) -> tuple[str, list[Any]]:
         """The versions a soft delete marks: every non-deleted version of the user, of `keys`, created in
@@ -204,6 +234,22 @@ def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int
         where.append(f"session_id={p}")
     columns = ", ".join(SCORE_COLUMNS) if scores else d.select_list
     return f"SELECT {columns} FROM memories WHERE {' AND '.join(where)}"
+
+
+@lru_cache(maxsize=64)
+def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: bool) -> str:
+    p = d.mark
+    where = [f"tenant={p} AND user_id={p} AND kind={p} AND {CURRENT} AND (expires_at IS NULL OR expires_at > {p})"]
+    if not include_retracted:
+        where.append(d.not_retracted)
+    if session:
+        where.append(f"session_id={p}")
+    hint = " INDEXED BY memories_rank" if d.name == "sqlite" else ""
+    one = (f"SELECT {', '.join(SCORE_COLUMNS)} FROM memories{hint} WHERE {' AND '.join(where)}"
+           f" ORDER BY {d.rank_expression()} DESC LIMIT {p} OFFSET {p}")
+    if n_kinds == 1:
+        return one
+    return " UNION ALL ".join(f"SELECT * FROM ({one}) AS r{i}" for i in range(n_kinds))
 
 
 SQLITE = SqlDialect("sqlite", "?", list_param=False, not_retracted="retracted=0", byte_order="",

@@ -8,6 +8,7 @@ bytes of deleted rows, and purge checkpoints the WAL and vacuums, so erased valu
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -17,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from usermem.errors import IntegrityError, StoreError
-from usermem.model import AuditEvent, MemoryRecord
+from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
 from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, chunked
 from usermem.store.rows import audit_from_row, audit_params, record_from_row, row_from_record
@@ -91,8 +92,13 @@ class SQLiteStore:
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA secure_delete=ON")
         c.execute("PRAGMA foreign_keys=ON")
+        try:  # the rank index (migration 0006) needs ln(); SQLite builds without math functions get ours
+            c.execute("SELECT ln(2)")
+        except sqlite3.OperationalError:
+            c.create_function("ln", 1, _ln, deterministic=True)
         self._migrate()
-        self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite", serialised=True)
+        self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite", serialised=True,
+                                              ranked=self.ranked)
 
     # -- schema ----------------------------------------------------------------------------------------
 
@@ -233,6 +239,15 @@ class SQLiteStore:
             rows = self._conn.execute(text, args).fetchall()
         return list(map(ScoreRow._make, rows))
 
+    def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]:
+        """See StoreCapabilities.ranked (the `memories_rank` index)."""
+        if not batches:
+            return []
+        text, args = SQLITE.ranked(q, batches)
+        with self._lock:
+            rows = self._conn.execute(text, args).fetchall()
+        return list(map(ScoreRow._make, rows))
+
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         found: dict[str, MemoryRecord] = {}
         with self._lock:
@@ -327,6 +342,11 @@ class SQLiteStore:
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
+
+
+def _ln(x: float | None) -> float | None:
+    """SQLite's ln() for builds without math functions: NULL outside its domain, like SQLite's own."""
+    return math.log(x) if x is not None and x > 0 else None
 
 
 def _split_sql(sql: str) -> list[str]:

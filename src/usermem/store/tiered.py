@@ -166,7 +166,8 @@ class TieredStore:
                       "reconciled": 0}
         # The store of record's SQL (and vector tables) plus tiers, whose erasure runs after the record's.
         self.capabilities = replace(record.capabilities, tiers=True, erase_tiers=self.erase_tiers,
-                                    drop_local=self.drop_local, serialised=False)  # tiers answer on their own
+                                    drop_local=self.drop_local, serialised=False,  # tiers answer on their own
+                                    ranked=None)  # recall must see the tiers: scores every row
 
     # -- tier health -------------------------------------------------------------------------------
 

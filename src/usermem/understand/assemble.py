@@ -3,7 +3,9 @@
 - Facts (fact, situation, episode kinds) go into USER_FACTS; preferences into USER_PREFERENCES, only
   with a current weight ≥ 0.5; session context (when the plan asks for it) into USER_CONTEXT.
 - Items are taken in priority order (score = importance × weight) until the token budget is spent.
-- Hypotheses (source `inferred`) are never injected as facts.
+- Hypotheses (source `inferred`) are never injected as facts or preferences: active inferences and derived
+  attributes (understand/usermodel.py) go into their own USER_INFERENCES block, each marked as inferred or
+  derived; approved procedures into AGENT_PROCEDURES. Both come after the memories in priority.
 - Poisoning defence: every value is JSON-encoded with `<`, `>`, `&` and the Unicode line separators
   escaped (\\u003c ...), so a stored value cannot close a tag or open a new one; values that read as
   instructions (policy/injection.py) are withheld and reported instead of injected, and values addressed to
@@ -13,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from usermem.understand.text import estimate_tokens
 
 PREFERENCE_MIN_WEIGHT = 0.5
 FACT_TAG, PREF_TAG, CONTEXT_TAG = "USER_FACTS", "USER_PREFERENCES", "USER_CONTEXT"
+INFER_TAG, PROC_TAG = "USER_INFERENCES", "AGENT_PROCEDURES"
 _FACT_KINDS = frozenset({Kind.FACT, Kind.SITUATION, Kind.EPISODE})
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -54,6 +57,8 @@ class Assembly:
     withheld: tuple[str, ...] = ()
     used_ids: tuple[str, ...] = field(default=())
     quoted: tuple[str, ...] = ()  # keys rendered as a quoted user statement (policy/injection.py), flagged
+    inferences: tuple[str, ...] = ()  # keys in USER_INFERENCES (inferred or derived, never known)
+    procedures: tuple[str, ...] = ()  # approved procedures in AGENT_PROCEDURES
 
     def to_dict(self) -> dict[str, Any]:
         def items(sel: Sequence[ScoredMemory]) -> list[dict[str, Any]]:
@@ -66,7 +71,8 @@ class Assembly:
                 "tokens": self.tokens, "budget_tokens": self.budget_tokens, "dropped": list(self.dropped),
                 "withheld": [w.to_dict() if isinstance(w, Withheld)
                              else Withheld(w, reason=WithheldReason.INSTRUCTION_LIKE).to_dict()
-                             for w in self.withheld], "quoted": list(self.quoted)}
+                             for w in self.withheld], "quoted": list(self.quoted),
+                "inferences": list(self.inferences), "procedures": list(self.procedures)}
 
 
 def _block(tag: str, entries: dict[str, Any]) -> str:
@@ -81,16 +87,19 @@ def render(facts: dict[str, Any], prefs: dict[str, Any], context: dict[str, Any]
 
 
 def assemble(plan: RecallPlan, candidates: Sequence[ScoredMemory], budget_tokens: int,
-             context: Sequence[ScoredMemory] = ()) -> Assembly:
-    """Select and render. `candidates` are the scored live memories of the planned keys (any order)."""
+             context: Sequence[ScoredMemory] = (), *, inferences: Mapping[str, Any] | None = None,
+             procedures: Sequence[str] = ()) -> Assembly:
+    """Select and render. `candidates` are the scored live memories of the planned keys (any order);
+    `inferences` (key → rendered inference) and `procedures` are added in their own blocks while the budget
+    allows."""
     eligible: list[tuple[str, ScoredMemory]] = []
     withheld: list[str] = []
     quoted: list[str] = []
     for s in candidates:
         r = s.memory
+        if r.source is Source.INFERRED:
+            continue  # a hypothesis is never presented as a fact or preference (see `inferences`)
         if r.kind in _FACT_KINDS:
-            if r.source is Source.INFERRED:
-                continue  # a hypothesis is never presented as a fact
             eligible.append((FACT_TAG, s))
         elif r.kind is Kind.PREFERENCE and s.weight >= PREFERENCE_MIN_WEIGHT:
             eligible.append((PREF_TAG, s))
@@ -124,6 +133,31 @@ def assemble(plan: RecallPlan, candidates: Sequence[ScoredMemory], budget_tokens
         tokens = cost
     prompt = render(chosen[FACT_TAG], chosen[PREF_TAG], chosen[CONTEXT_TAG])
     used = tuple(s.memory.id for tag in picked for s in picked[tag])
+    if used:
+        tokens = estimate_tokens(prompt)
+    inferred: dict[str, Any] = {}
+    for key, rendered in (inferences or {}).items():
+        safe, _flagged = quote_if_instruction(rendered)
+        if safe is None:
+            withheld.append(key)
+            continue
+        extra = estimate_tokens(_block(INFER_TAG, {**inferred, key: safe}))
+        if tokens + extra + 1 > budget_tokens:
+            dropped.append(key)
+            continue
+        inferred[key] = safe
+    if inferred:
+        prompt += "\n" + _block(INFER_TAG, inferred)
+        tokens = estimate_tokens(prompt)
+    procs: list[str] = []
+    for text in procedures:
+        extra = estimate_tokens(f"<{PROC_TAG}>{safe_json([*procs, text])}</{PROC_TAG}>")
+        if tokens + extra + 1 > budget_tokens:
+            continue
+        procs.append(text)
+    if procs:
+        prompt += "\n" + f"<{PROC_TAG}>{safe_json(procs)}</{PROC_TAG}>"
+        tokens = estimate_tokens(prompt)
     return Assembly(plan, tuple(picked[FACT_TAG]), tuple(picked[PREF_TAG]), tuple(picked[CONTEXT_TAG]), prompt,
-                    estimate_tokens(prompt) if used else tokens, budget_tokens, tuple(dropped), tuple(withheld), used,
-                    tuple(quoted))
+                    tokens, budget_tokens, tuple(dropped), tuple(withheld), used, tuple(quoted), tuple(inferred),
+                    tuple(procs))

@@ -32,6 +32,7 @@ from usermem.understand.filters import (
     QUESTION_START,
     allowed,
     clause_spans,
+    hypothetical_only_after,
     is_correction,
     mask_quotes,
     reasons,
@@ -57,6 +58,8 @@ CHANNELS: Mapping[str, str] = {
     "电话": "phone", "打电话": "phone", "手机": "phone", "call": "phone", "phone": "phone",
     "短信": "sms", "text": "sms", "sms": "sms", "texts": "sms",
     "微信": "wechat", "wechat": "wechat", "whatsapp": "whatsapp", "telegram": "telegram", "slack": "slack",
+    "发短信": "sms", "signal": "signal", "viber": "viber", "kakao": "kakao", "line": "line", "钉钉": "dingtalk",
+    "飞书": "feishu", "企业微信": "wecom", "qq": "qq", "imessage": "imessage", "messenger": "messenger",
 }
 REPLY_FORMATS: Mapping[str, str] = {
     "列表": "bullets", "要点": "bullets", "分点": "bullets", "条目": "bullets", "bullet points": "bullets",
@@ -94,7 +97,11 @@ OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", 
           "my mom", "my mum", "my dad", "my friend", "my colleague", "my boss", "my partner", "my boyfriend",
           "my girlfriend")
 
-OCCUPATIONS_EN = frozenset(["engineer", "developer", "programmer", "doctor", "physician", "surgeon", "nurse", "teacher", "professor", "lecturer", "lawyer", "attorney", "accountant", "auditor", "designer", "manager", "director", "student", "researcher", "scientist", "analyst", "consultant", "writer", "author", "journalist", "editor", "chef", "cook", "driver", "pilot", "pharmacist", "dentist", "architect", "founder", "freelancer", "salesperson", "sales", "marketer", "marketing", "photographer", "artist", "musician", "translator", "interpreter", "therapist", "psychologist", "librarian", "technician", "electrician", "plumber", "mechanic", "farmer", "officer", "clerk", "cashier", "banker", "trader", "investor", "entrepreneur", "ceo", "cto", "cfo", "intern", "tutor", "coach", "pm", "recruiter", "secretary", "assistant", "administrator", "veterinarian", "vet", "paramedic", "firefighter", "policeman", "soldier", "actor", "actress"])
+OCCUPATIONS_EN = frozenset(["engineer", "developer", "programmer", "doctor", "physician", "surgeon", "nurse", "teacher", "professor", "lecturer", "lawyer", "attorney", "accountant", "auditor", "designer", "manager", "director", "student", "researcher", "scientist", "analyst", "consultant", "writer", "author", "journalist", "editor", "chef", "cook", "driver", "pilot", "pharmacist", "dentist", "architect", "founder", "freelancer", "salesperson", "sales", "marketer", "marketing", "photographer", "artist", "musician", "translator", "interpreter", "therapist", "psychologist", "librarian", "technician", "electrician", "plumber", "mechanic", "farmer", "officer", "clerk", "cashier", "banker", "trader", "investor", "entrepreneur", "ceo", "cto", "cfo", "intern", "tutor", "coach", "pm", "recruiter", "secretary", "assistant", "administrator", "veterinarian", "vet", "paramedic", "firefighter", "policeman", "soldier", "actor", "actress", "dev", "swe", "sde", "sre", "devops", "hr", "paralegal", "midwife",
+                            "carer", "caregiver", "barista", "bartender", "waiter", "waitress", "baker", "butcher",
+                            "plasterer", "carpenter", "builder", "welder", "courier", "postman", "receptionist",
+                            "sommelier", "optometrist", "physio", "physiotherapist", "radiologist", "anaesthetist",
+                            "anesthetist", "surveyor", "underwriter", "actuary", "statistician", "economist"])
 OCCUPATION_ZH_SUFFIX = re.compile(r"(师|员|生|家|工|者|经理|总监|主管|老板|医生|护士|律师|会计|司机|教授|主任|"
                                   r"销售|顾问|创始人|店主|编辑|记者|厨师|作家|老师|博士|硕士|专家|总裁|总经理|CEO|"
                                   r"ceo|合伙人|实习生|工程师|研究员|分析师|架构师|设计师|程序员|产品经理|会计师)$")
@@ -252,7 +259,7 @@ def _occupation(s: str) -> list[_Hit]:
         for m in pat.finditer(s):
             x = _clean(m.group(1))
             x = re.sub(r"^(一名|一个|个|名)", "", x)
-            if OCCUPATION_ZH_SUFFIX.search(x) and not _any(x, ("用户", "会员", "客户", "版")):
+            if OCCUPATION_ZH_SUFFIX.search(x) and not _any(x, ("用户", "会员", "客户", "版", "素食", "吃素")):
                 out.append(_Hit("occupation", x, _CONF_STATED))
         if out:
             return out[:1]
@@ -313,9 +320,13 @@ def _channels(s: str) -> list[_Hit]:
                 words.setdefault(channel, word)
     contact_verbs = ("联系", "通知", "沟通", "找我", "接受", "发我", "给我发", "打给我", "回复我", "reach",
                      "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
-                     "只", "only", "prefer")
+                     "只", "only", "prefer", "就好", "就行", "最方便", "比较方便", "easiest", "best for me",
+                     "works best", "preferred", " > ")
     if not (positive or negative) or not (_any(low, contact_verbs) or negative):
         return []
+    if re.search(r"(?<![a-z])(?:call me|just say|call him|call her)\s+(?:dr\.?\s|mr\.?\s|ms\.?\s|mrs\.?\s)?[a-z]", low) \
+            and positive == ["phone"] and not negative:
+        return []  # "call me Jo": a form of address, not a channel
     out = []
     if positive and (_any(low, contact_verbs)):
         out.append(_Hit("contact_channel", words[positive[0]], _CONF_EXPLICIT if "只" in low or "only" in low
@@ -424,7 +435,8 @@ def _likes(s: str, original: str) -> list[_Hit]:
             v = _clean(v.split("是", 1)[1])
         v = re.split(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,", v)[0].strip()
         v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
-        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v):
+        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v) \
+                and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
     return cleaned
 
@@ -568,10 +580,12 @@ class PatternExtractor:
             sentence = masked[s0:s1]
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
-                why = reasons(clause, sentence[:c0])
+                why = reasons(clause, sentence[:c0], sentence)
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
-                    if allowed(f.key, why):
+                    ok = allowed(f.key, why) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
+                                                 and hypothetical_only_after(sentence[:c0], clause, f.end))
+                    if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
                 if self.templates is not None:
                     for tp in self.templates.propose(clause, self.template_similarity):
@@ -683,6 +697,8 @@ _TAKE_BACK = re.compile(r"(?:^|[.!?。！？，,]\s*)(?:(?:ok(?:ay)?,?\s*)?(?:fi
 _FUNCTION_WORDS = frozenset({"我", "你", "他", "她", "它", "我们", "你们", "他们", "这", "那", "这个", "那个", "的", "了",
                              "i", "me", "my", "you", "your", "he", "she", "it", "they", "we", "us", "the", "a", "an",
                              "this", "that", "and", "or", "is", "am", "are", "be", "to", "of", "in", "on"})
+_PRONOUNS = frozenset({"yours", "mine", "hers", "his", "theirs", "ours", "it", "that", "this", "them", "those",
+                       "these", "那种", "这种", "那个", "这个", "你说", "它"})
 _SECRET_LIKE = re.compile(r"^(?=\S*\d)(?=\S*[A-Za-z])\S{6,}$")
 _ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|\d+\s+\w+\s+(?:st|street|rd|road|ave|avenue|lane|ln|"
                            r"drive|dr|way|close|court|place|square)\b", re.IGNORECASE)
@@ -696,6 +712,10 @@ def _plausible(key: str, value: str) -> bool:
         return False
     if key == "address":
         return bool(_ADDRESS_LIKE.search(value))
+    if key == "contact_channel" and re.fullmatch(r"(?i)\s*call(?: me)?\s*", value):
+        return False  # "call me Jo" is a form of address
+    if key in ("likes", "dislikes") and normalise(value) in _PRONOUNS:
+        return False
     if key in ("spouse", "children", "pets"):  # the relation word itself, or a name
         from usermem.understand.filters import OTHERS
 

@@ -32,7 +32,7 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?)\b", re.IGNORECASE)
-NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\bthis week\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
@@ -42,18 +42,46 @@ JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|
 FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
+# Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
+# family words included ("my friend told me her wife Sarah..." is not the user's spouse).
+_REPORTER_ZH = (r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
+                r"他们|她们|他|她|别人|人家|大家")
+REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?:说|讲|告诉我|觉得|认为|以为|提到)|听说|据说|"
+                      r"\b(?:he|she|they|friend|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
+                      r"parents|roommate|neighbou?r|client|someone|people|everyone)\s+(?:always\s+|just\s+|also\s+)?"
+                      r"(?:says|said|told me|tells me|thinks|thought|reckons|claims|claimed|mentioned|insists)\b|"
+                      r"\baccording to\b|\bapparently\b", re.IGNORECASE)
+# Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
+OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
+                           r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
+                           r"goldfish|pet|pets|bird|turtle|horse)\b|(?:他|她|他们|她们|你|朋友|同事|邻居|别人|人家)(?:的|家的?|家)"
+                           r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
+                           re.IGNORECASE)
+# A whole sentence asked as a question: "Do you think I live in X?", "你觉得我是医生吗？".
+QUESTION_SENTENCE = re.compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|would|will|should|have|has|what|who|"
+                               r"where|when|why|how|which|you think|isn'?t|aren'?t|don'?t)\b[^?？]*[?？]\s*$|"
+                               r"^\s*(?:你觉得|你说|你看|你猜|是不是|难道|请问|有没有可能)[^?？]*(?:[?？]|吗|呢)\s*$",
+                               re.IGNORECASE)
 CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
-                        r"诶?还是|算了|哦不对|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|no wait|sorry,?|correction|"
+                        r"诶?还是|算了|哦不对|其实是|其实|改成|改为|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|"
+                        r"no wait|no\s*[,—–-]|nope|sorry,?|correction|"
                         r"i mean|i meant|scratch that|make that|oops)",
                         re.IGNORECASE)
-_CLAUSE = re.compile(r"[^，,。.!！?？；;\n—]+[，,。.!！?？；;\n—]*")
-_SENTENCE = re.compile(r"[^。.!！?？\n]+[。.!！?？\n]*")
+# A dot inside a number ("5.20", "$1,200.50") or after a title ("Dr. Wu") and a thousands comma end nothing.
+_KEEP = r"(?<=\d)[.,](?=\d)|" + "|".join(rf"(?<![A-Za-z]{t})(?<={t})\." for t in ("Dr", "Mr", "Ms", "Mrs", "St", "Prof"))
+_CLAUSE = re.compile(r"(?:" + _KEEP + r"|[^，,。.!！?？；;\n—])+[，,。.!！?？；;\n—]*")
+_SENTENCE = re.compile(r"(?:" + _KEEP + r"|[^。.!！?？\n])+[。.!！?？\n]*")
+# English conditions after the statement ("ring me on 0412 000 789 if the courier can't find it") leave what
+# came before them the user's; Chinese conditions (的话, 就好了) close the clause they belong to.
+HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 
 # Fields whose value names another person or an animal: a third person in the clause is expected.
 FAMILY = frozenset({"spouse", "children", "pets"})
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
 NEGATIVE_OK = frozenset({"dislikes", "diet", "contact", "contact_hours", "reply_tone", "reply_length", "reply_format",
                          "news_topics", "travel_preferences", "budget", "accessibility", "medical_history", "schedule"})
+# Fields a laugh elsewhere in the sentence turns into irony ("我最喜欢加班了，哈哈哈").
+IRONY_PRONE = frozenset({"likes", "dislikes", "hobbies", "occupation"})
 # Fields a one-off request never sets.
 LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_tone", "report_format", "preferred_name",
                           "city", "work_city", "diet", "contact_channel", "usual_order", "timezone"})
@@ -83,10 +111,17 @@ def sentence_reasons(sentence: str) -> set[str]:
     return out
 
 
-def reasons(clause: str, before: str = "") -> set[str]:
-    """Why `clause` is not the user's own lasting statement (empty: it is). `before`: the sentence so far."""
+def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[str]:
+    """Why `clause` is not the user's own lasting statement (empty: it is). `before`: the sentence so far;
+    `sentence`: the whole sentence (a sentence asked as a question makes every clause of it one)."""
     out = sentence_reasons(before + clause)
+    if REPORTED.search(before + clause):
+        out.add("reported")
+    if sentence is not None and QUESTION_SENTENCE.search(sentence):
+        out.add("question")
     c = clause.strip()
+    if OTHERS_FAMILY.search(c):
+        out.add("others_family")
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
     if OTHERS.search(c):
@@ -97,18 +132,30 @@ def reasons(clause: str, before: str = "") -> set[str]:
         out.add("one_off")
     if LAUGH.search(c):
         out.add("laugh")
+    elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
+        out.add("laugh_nearby")
     return out
+
+
+def hypothetical_only_after(before: str, clause: str, value_end: int) -> bool:
+    """True when the clause's only hypothetical cue is an English "if" after the value (a condition on a
+    request, not a supposition about the user)."""
+    head, tail = before + clause[:value_end], clause[value_end:]
+    return not sentence_reasons(head) & {"hypothetical"} and bool(HYPOTHETICAL_EN_AFTER.search(tail)) and \
+        not re.search(r"如果|假如|假设|要是|万一|倘若|的话|就好了|\bwould\b|\bwish\b", tail, re.IGNORECASE)
 
 
 def allowed(field: str, why: Iterable[str]) -> bool:
     why = set(why)
-    if why & {"hypothetical", "joke", "quote", "question"}:
+    if why & {"hypothetical", "joke", "quote", "question", "reported", "others_family"}:
         return False
     if "third_party" in why and field not in FAMILY:
         return False
     if "negation" in why and field not in NEGATIVE_OK:
         return False
     if "one_off" in why and field in LASTING_ONLY:
+        return False
+    if "laugh_nearby" in why and field in IRONY_PRONE:
         return False
     return not ("laugh" in why and field not in FAMILY)
 

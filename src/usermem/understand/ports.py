@@ -49,6 +49,11 @@ class MemoryHost(Protocol):
     def write_many(self, tenant: str, user_id: str, requests: Sequence[WriteRequest], *, now: float | None = None,
                    change_set_id: str | None = None, actor: str | None = None) -> list[WriteResult]: ...
 
+    def deny(self, tenant: str, user_id: str, memory_id: str, *, now: float | None = None,
+             actor: str | None = None) -> object:
+        """Retract a memory (lifecycle deny): an active inference the user rejected."""
+        ...
+
     def recall_scored(self, tenant: str, user_id: str, k: int, *, now: float, keys: Sequence[str] | None = None,
                       kinds: Sequence[Kind] | None = None, session_id: str | None = None,
                       actor: str | None = None, purpose: str | None = None) -> Recalled[ScoredMemory]:

@@ -51,7 +51,8 @@ def places(clause: str) -> list[Found]:
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
-        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡", after):
+        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
+                re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
@@ -71,11 +72,16 @@ _TZ_NAMES: Mapping[str, str] = {
     "central time": "America/Chicago", "cst": "America/Chicago", "eastern time": "America/New_York",
     "est": "America/New_York", "edt": "America/New_York", "gmt": "Europe/London", "bst": "Europe/London",
     "cet": "Europe/Paris", "cest": "Europe/Paris", "eat": "Africa/Nairobi", "ist": "Asia/Kolkata",
-    "jst": "Asia/Tokyo", "aest": "Australia/Sydney", "北京时间": "Asia/Shanghai", "东八区": "UTC+8",
+    "jst": "Asia/Tokyo", "aest": "Australia/Sydney", "北京时间": "Asia/Shanghai", "美东时间": "America/New_York",
+    "美西时间": "America/Los_Angeles", "美中时间": "America/Chicago", "东京时间": "Asia/Tokyo",
+    "伦敦时间": "Europe/London", "悉尼时间": "Australia/Sydney", "hawaii time": "Pacific/Honolulu",
+    "alaska time": "America/Anchorage", "atlantic time": "America/Halifax", "india time": "Asia/Kolkata",
+    "japan time": "Asia/Tokyo", "uk time": "Europe/London", "东八区": "UTC+8",
     "东九区": "UTC+9", "东七区": "UTC+7", "西五区": "UTC-5", "西八区": "UTC-8", "东一区": "UTC+1", "零时区": "UTC+0",
 }
-_TZ = re.compile(r"\b(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?\b|[东西][一二三四五六七八九十]{1,2}区|零时区|"
-                 r"\b(?:pacific|mountain|central|eastern) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
+_TZ = re.compile(r"(?<![A-Za-z])(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?(?!\d)|[东西][一二三四五六七八九十]{1,2}区|零时区|"
+                 r"北京时间|美东时间|美西时间|美中时间|东京时间|伦敦时间|悉尼时间|"
+                 r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
                  r"\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", re.IGNORECASE)
 _TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
 
@@ -97,14 +103,23 @@ def timezone(clause: str) -> list[Found]:
 
 # --- names and forms of address ---------------------------------------------------------------------------
 
-_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?([\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
-_ADDRESS_EN = re.compile(r"\b(?:call me|address me as|you can call me|just call me)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
+_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?((?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s?[A-Z][a-z]+)|"
+                         r"[\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
+_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s)?"
+_ADDRESS_EN = re.compile(r"(?<![A-Za-z])(?:call me|address me as|you can call me|just call me|just say|you can just say)\s+("
+                         + _TITLE + r"(?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
 _NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
 _NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
 _NOT_NAMES = frozenset({"Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
                         "Really", "Back", "Going", "Currently", "Based", "Allergic", "Vegan", "Vegetarian", "Fine",
                         "Good", "Tired", "Busy", "Done", "The", "A", "An", "On", "Off", "Working", "Learning",
-                        "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok"})
+                        "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok",
+                        # nationalities and faiths describe the user, they do not name them
+                        "Japanese", "American", "British", "Canadian", "Australian", "Indian", "French", "German",
+                        "Spanish", "Italian", "Korean", "Irish", "Scottish", "Welsh", "Mexican", "Brazilian",
+                        "Nigerian", "Kenyan", "Vietnamese", "Thai", "Filipino", "Dutch", "Swedish", "Russian",
+                        "Polish", "Turkish", "Greek", "Portuguese", "Jewish", "Muslim", "Catholic", "Christian",
+                        "Hindu", "Buddhist", "Pregnant", "Deaf", "Blind", "Left", "Right", "Late", "Early", "New"})
 
 
 def names(clause: str) -> list[Found]:
@@ -228,7 +243,15 @@ _LANG_CODES: Mapping[str, str] = {
     "法语": "fr", "德语": "de", "西班牙语": "es", "葡萄牙语": "pt", "意大利语": "it", "俄语": "ru", "阿拉伯语": "ar",
     "chinese": "zh", "mandarin": "zh", "cantonese": "yue", "english": "en", "japanese": "ja", "korean": "ko",
     "french": "fr", "german": "de", "spanish": "es", "portuguese": "pt", "italian": "it", "russian": "ru",
-    "arabic": "ar", "hindi": "hi", "dutch": "nl", "swahili": "sw",
+    "arabic": "ar", "hindi": "hi", "dutch": "nl", "swahili": "sw", "tamil": "ta", "bengali": "bn", "urdu": "ur",
+    "turkish": "tr", "polish": "pl", "greek": "el", "hebrew": "he", "vietnamese": "vi", "thai": "th",
+    "indonesian": "id", "malay": "ms", "tagalog": "tl", "farsi": "fa", "persian": "fa", "ukrainian": "uk",
+    "swedish": "sv", "norwegian": "no", "danish": "da", "finnish": "fi", "irish": "ga", "welsh": "cy",
+    "yoruba": "yo", "igbo": "ig", "hausa": "ha", "amharic": "am", "punjabi": "pa", "gujarati": "gu",
+    "asl": "ase", "bsl": "bfi", "sign language": "sgn",
+    "越南语": "vi", "泰语": "th", "印尼语": "id", "马来语": "ms", "荷兰语": "nl", "土耳其语": "tr", "波兰语": "pl",
+    "希腊语": "el", "印地语": "hi", "闽南语": "nan", "闽南话": "nan", "上海话": "wuu", "客家话": "hak", "四川话": "zh",
+    "东北话": "zh", "手语": "sgn", "广东话": "yue",
 }
 
 
@@ -261,28 +284,44 @@ def tone(clause: str) -> list[Found]:
 
 _SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
                     r"my native language is|native|fluent in|learning)\s*", re.IGNORECASE)
+# How well the user speaks it, said after the language: "日语只会一点点", "法语也能凑合", "my Mandarin is rusty".
+_LEVEL = re.compile(r"会一点|一点点|能凑合|凑合|还行|还可以|流利|不太好|一般般|过了?[四六]级|N[1-5]\b|HSK ?\d|母语|"
+                    r"(?<![A-Za-z])(?:fluent|rusty|conversational|basic|native|bilingual|trilingual|heritage speaker|"
+                    r"my (?:first|second|mother) (?:language|tongue)|i sign|i can get by|get by in|"
+                    r"is (?:ok|okay|decent|good|great|terrible|bad|poor|so-so))(?![A-Za-z])", re.IGNORECASE)
+# A reply-language request or a translation is not a language the user speaks.
+_NOT_SPOKEN = re.compile(r"翻译|翻成|译成|回复|回答|用.{0,4}(?:回|写|说)|(?<![A-Za-z])(?:translate|reply|answer|respond|write)"
+                         r"(?![A-Za-z])|in \w+ please", re.IGNORECASE)
 
 
 def spoken(clause: str) -> list[Found]:
-    if not _SPEAK.search(clause):
-        return []
-    return [f for f in _lexicon_hits(clause, _LANG_CODES, "languages_spoken", 0.75)
-            if f.start >= _SPEAK.search(clause).start()]  # type: ignore[union-attr]
+    m = _SPEAK.search(clause)
+    if m:
+        return [f for f in _lexicon_hits(clause, _LANG_CODES, "languages_spoken", 0.75) if f.start >= m.start()]
+    if _LEVEL.search(clause) and not _NOT_SPOKEN.search(clause):
+        return _lexicon_hits(clause, _LANG_CODES, "languages_spoken", 0.7)
+    return []
 
 
 # --- numbers: phone, birthday, budget -----------------------------------------------------------------------
 
 _PHONE = re.compile(r"(?<![\d\w])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")
-_PHONE_CUE = re.compile(r"手机|电话|打我|call me|phone|mobile|cell|my number|whatsapp|reach me|ring me|text me",
+_PHONE_CUE = re.compile(r"手机|电话|打我|号码|联系我|call me|phone|mobile|cell|my number|whatsapp|reach me|ring me|text me|"
+                        r"(?<![A-Za-z])(?:call|ring|text|tel)(?![A-Za-z])",
                         re.IGNORECASE)
 _NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|invoice|ticket|tracking", re.IGNORECASE)
-_BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|born on|birthday(?: is|'s)?(?: on)?)\s*"
-                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|"
+_BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on)?|birthday(?: is|'s)?(?: on)?|"
+                       r"turning \d{1,3} on|(?:i'?ll be|i turn) \d{1,3} on)\s*"
+                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
+                       r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)|"
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
                        r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
                        r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
-_MONEY = re.compile(r"((?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
-                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.])\d{3,}(?:\.\d+)?(?![\d.%])))")
+_MONEY = re.compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|不超过|控制在)\s*)?"
+                    r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:千|万|百|块钱?|元))|"
+                    r"(?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
+                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.,])\d{3,}(?:\.\d+)?(?![\d.%])))"
+                    r"(?:以内|以下|之内|出头|左右|(?: all in| max| or less| tops)(?![A-Za-z]))?)", re.IGNORECASE)
 _BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|之内|价位|budget|under|max|at most|no more than|up to", re.IGNORECASE)
 _CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), ("€", "EUR"), ("euro", "EUR"),
              ("eur", "EUR"), ("£", "GBP"), ("pound", "GBP"), ("gbp", "GBP"), ("元", "CNY"), ("块", "CNY"),
@@ -303,7 +342,7 @@ def birthday(clause: str) -> list[Found]:
 
 
 def month_day(text: str) -> str | None:
-    m = re.search(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})", text)
+    m = re.search(r"(?:(\d{4})年)?(\d{1,2})(?:月|\.(?=\d{1,2}$))(\d{1,2})", text.strip())
     if m:
         md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
         return f"{m.group(1)}-{md}" if m.group(1) else md
@@ -320,15 +359,41 @@ def budget(clause: str) -> list[Found]:
         return []
     out = []
     for f in _all(_MONEY, clause, "budget", confidence=0.75):
-        value = f.value.rstrip(",.")
+        value = f.value.rstrip(" ,.")
         out.append(Found(f.key, value, f.start, f.start + len(value), money(value), f.confidence))
     return out
+
+
+_ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10000}
+
+
+def zh_number(text: str) -> float | None:
+    """"八千" -> 8000, "两千五" -> 2500, "一万二" -> 12000 (the common spoken forms; None otherwise)."""
+    m = re.search(r"[一二两三四五六七八九十][一二两三四五六七八九十百千万]*", text)
+    if not m:
+        return None
+    total, section, digit, last_unit = 0, 0, 0, 1
+    for ch in m.group(0):
+        if ch in _ZH_DIGITS:
+            digit = _ZH_DIGITS[ch]
+        else:
+            unit = _ZH_UNITS[ch]
+            if unit == 10000:
+                total, section = (total + section + digit) * unit, 0
+            else:
+                section += (digit or 1) * unit
+            digit, last_unit = 0, unit
+    if digit and last_unit >= 100:  # "两千五": the digit after a unit counts one unit down
+        digit *= last_unit // 10
+    return float(total + section + digit)
 
 
 def money(text: str) -> str | None:
     m = re.search(r"\d[\d,]*(?:\.\d+)?", text)
     if not m:
-        return None
+        zh = zh_number(text)
+        return None if zh is None else f"{zh:g} CNY"
     amount = float(m.group(0).replace(",", ""))
     low = text.lower()
     if re.search(r"[kK千]", text):
@@ -346,11 +411,17 @@ _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
-    ("medical_history", re.compile(r"(?i:diagnosed with|i have|i've got|i suffer from|i'm)\s+((?:type \d |chronic |"
-                                   r"mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
+    ("medical_history", re.compile(r"(?:diagnosed with|i have|i've got|i suffer from|i'm|had an?|i had)\s+((?:type \d |"
+                                   r"chronic |mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
                                    r"migraines?|hypertension|high blood pressure|arthritis|eczema|anxiety|"
                                    r"depression|a pacemaker|lactose intolerant|pregnant|\d+ weeks pregnant|"
-                                   r"gout|psoriasis|sleep apnea|tinnitus|long covid))\b"), 0.75),
+                                   r"gout|psoriasis|sleep apnea|tinnitus|long covid|(?:knee|hip) replacement|"
+                                   r"hypothyroidism|hyperthyroidism|endometriosis|pcos|fibromyalgia|ms|copd|glaucoma|"
+                                   r"heart condition|bad back|slipped disc|herniated disc|insomnia|vertigo))\b",
+                                   re.IGNORECASE), 0.75),
+    ("medical_history", re.compile(r"^\s*((?:my )?(?:migraines?|asthma|eczema|arthritis|back pain|insomnia|vertigo|"
+                                   r"anxiety|ibs|gout|tinnitus))\s+(?:is|are|has been|have been)\s+(?:my|acting|flaring|"
+                                   r"killing|bad|worse|back)\b", re.IGNORECASE), 0.65),
     ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
                                    r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
     ("accessibility", re.compile(r"(红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|"
@@ -363,6 +434,25 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                            r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
                            r"fish|skate|box|dance|sing|draw|sew|hike)\b"), 0.6),
+    ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
+                           r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
+    ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
+    ("likes", re.compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
+                         r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
+                         r"(?:\s+(?:lately|these days|recently|right now))?" + _END, re.IGNORECASE), 0.6),
+    ("likes", re.compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
+     0.6),
+    ("brands", re.compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
+                          r"loyalist|user|man|woman)\b"), 0.65),
+    ("brands", re.compile(r"^\s*([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?) is the only (?:\w+ )?brand\b"), 0.7),
+    ("brands", re.compile(r"(?i:shop at|do our (?:big |weekly )?shop at|i buy from|i always buy|only buy)\s+"
+                          r"([A-Z][\w&'\-]+)"), 0.6),
+    ("brands", re.compile(r"我(?:自己)?(?:一直)?用的是([A-Za-z\u4e00-\u9fff]{2,8}?)的"), 0.6),
+    ("travel_preferences", re.compile(r"(?:i'?d (?:always )?rather take|i (?:always )?prefer|always book|i always take)\s+"
+                                      r"((?:the |an? )?[\w\- ]{2,25}?)\s+(?:than|over|to)\s+(?:fly|flying|driving|"
+                                      r"the train|a train|trains|planes?|buses|the bus)\b", re.IGNORECASE), 0.6),
+    ("travel_preferences", re.compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
+                                      r"([\u4e00-\u9fff]{1,6}?)" + _END), 0.6),
     ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{1,10}?)" + _END), 0.65),
     ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
     ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
@@ -407,6 +497,8 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value):
                 continue
+            if key == "occupation" and re.match(r"个|一下|下|点|了|early bird|night owl|newbie|noob", value, re.I):
+                continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
             start = m.start(g) if g else m.start()

@@ -19,6 +19,7 @@ from usermem.model import (
     Candidate,
     Kind,
     ScoredMemory,
+    Source,
     Withheld,
     WithheldReason,
     WriteRequest,
@@ -38,6 +39,7 @@ from usermem.understand.llm import LLMClient
 from usermem.understand.plan import Planner, RecallPlan
 from usermem.understand.ports import ClosedSession, MemoryHost
 from usermem.understand.text import check_text, coerce_messages
+from usermem.understand.usermodel import UserModeler
 
 log = logging.getLogger("usermem.understand")
 ACTOR = "usermem.understand"
@@ -67,6 +69,7 @@ class Understanding:
         self.pushback_window = vf.DEFAULT_WINDOW
         self._planners: weakref.WeakKeyDictionary[ContractSet, Planner] = weakref.WeakKeyDictionary()
         self._extractors: weakref.WeakKeyDictionary[ContractSet, Extractor] = weakref.WeakKeyDictionary()
+        self.modeler = UserModeler(host)
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -113,19 +116,21 @@ class Understanding:
         results: list[WriteResult] = []
         if candidates:
             candidates = self._merge_collections(tenant, user_id, candidates, at)
-            requests = [WriteRequest(kind=c.kind.value, key=c.key, value=c.value, source="extracted",
-                                     confidence=c.confidence) for c in candidates]
+            # the user's words as the value, the canonical form beside it (never instead of it)
+            requests = [c.to_request() for c in candidates]
             results = self.host.write_many(tenant, user_id, requests, now=at,
                                              change_set_id=change_set_id or new_id(), actor=actor or ACTOR)
         if detect_pushback:
             for m in msgs:
                 if m.role == "user":
+                    # The same session's text can arrive twice (per message, then the transcript at
+                    # close): within one session, one utterance counts once.
+                    seen = _fingerprint(session_id, m.content) if session_id else None
                     for p in vf.detect_pushback(m.content):
-                        # The same session's text can arrive twice (per message, then the transcript at
-                        # close): within one session, one utterance counts once.
-                        seen = _fingerprint(session_id, m.content) if session_id else None
                         self.record_pushback(tenant, user_id, p.key, m.content, value=p.value, now=at,
                                              occurrence=seen)
+                    # signals for inferred preferences and standing procedural requests (the user model)
+                    self.modeler.observe(tenant, user_id, m.role, m.content, at, seen)
         return results
 
     def _merge_collections(self, tenant: str, user_id: str, candidates: list[Candidate],
@@ -134,17 +139,23 @@ class Understanding:
         keys = [c.key for c in candidates if c.key in ACCUMULATE]
         if not keys:
             return candidates
-        current = {r.key: r.value for r in self.host.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
+        current = {r.key: r for r in self.host.store.live(LiveQuery(tenant, user_id, at, keys=keys))}
         out = []
         for c in candidates:
-            old = current.get(c.key)
-            if old is not None:
-                merged = [*(old if isinstance(old, list) else [old])]
-                for v in c.value if isinstance(c.value, list) else [c.value]:
+            rec = current.get(c.key)
+            if rec is not None and rec.value is not None:
+                merged = _items(rec.value)
+                # canonical forms stay aligned with the values they belong to (None where there is none)
+                canon = _aligned(rec.canonical, len(merged))
+                new_canon = _aligned(c.canonical, len(_items(c.value)))
+                for v, cv in zip(_items(c.value), new_canon, strict=True):
                     if v not in merged:
                         merged.append(v)
-                merged = merged[-MAX_ITEMS:]
-                c = replace(c, value=merged[0] if len(merged) == 1 else merged)
+                        canon.append(cv)
+                merged, canon = merged[-MAX_ITEMS:], canon[-MAX_ITEMS:]
+                one = len(merged) == 1
+                c = replace(c, value=merged[0] if one else merged,
+                            canonical=(canon[0] if one else canon) if any(x is not None for x in canon) else None)
             out.append(c)
         return out
 
@@ -170,7 +181,10 @@ class Understanding:
             context = [s for s in self.host.recall_scored(tenant, user_id, 20, now=at, kinds=[Kind.CONTEXT],
                                                           session_id=session_id)
                        if s.memory.session_id == session_id]
-        result = assemble(plan, scored, budget_tokens, context)
+        inferred = [s for s in scored if s.memory.source is Source.INFERRED]
+        blocks = self.modeler.blocks(tenant, user_id, at, actor, inferred)
+        result = assemble(plan, scored, budget_tokens, context, inferences=blocks.inferences,
+                          procedures=blocks.procedures)
         if result.withheld or held:
             # Instruction-like values (assemble) carry their field's level; fields this reader may not see
             # (recall) come with their reason and consent question.
@@ -278,9 +292,11 @@ class Understanding:
                                                         "value": value if value is not None else doc.get("value")},
                       now=at, user_id=user_id, expires_at=at + self.pushback_window)
         created = None
-        if pending is None and len(events) >= self.pushback_threshold:
-            created = self._hypothesis(tenant, user_id, key, value if value is not None else doc.get("value"),
-                                       len(events), at)
+        hypothesis = value if value is not None else doc.get("value")
+        # a denied hypothesis is not proposed again within its suppression period
+        suppressed = hypothesis is not None and self.modeler.suppressed(tenant, user_id, key, hypothesis, at)
+        if pending is None and not suppressed and len(events) >= self.pushback_threshold:
+            created = self._hypothesis(tenant, user_id, key, hypothesis, len(events), at)
         return {"key": key, "count": len(events), "threshold": self.pushback_threshold,
                 "window_seconds": self.pushback_window, "verification": created or pending}
 
@@ -336,6 +352,11 @@ class Understanding:
 
     def _close(self, tenant: str, user_id: str, doc: dict[str, Any], status: str, at: float) -> None:
         store = self.host.store
+        if status == "rejected":
+            if doc.get("value") is not None:
+                self.modeler.suppress(tenant, user_id, doc["key"], doc.get("token") or doc["value"], at)
+            if doc.get("active_memory_id"):  # an inference already in use at low weight: retract it
+                self.host.deny(tenant, user_id, doc["active_memory_id"], now=at, actor=ACTOR)
         store.put_doc(tenant, vf.VERIFY_NS, doc["id"], {**doc, "status": status, "resolved_at": at}, now=at,
                       user_id=user_id, expires_at=at + self.host.settings.retention_days * 86_400)
         store.delete_doc(tenant, vf.PUSHBACK_NS, vf.pushback_doc_key(user_id, doc["key"]))
@@ -362,3 +383,14 @@ class Understanding:
 
 def _fingerprint(session_id: str, text: str) -> str:
     return hashlib.sha256(f"{session_id}\x00{text}".encode()).hexdigest()[:24]
+
+
+def _items(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _aligned(canonical: Any, n: int) -> list[Any]:
+    """The canonical forms of n collection items: a list of n as stored, else the single form for one item."""
+    if isinstance(canonical, list) and len(canonical) == n:
+        return list(canonical)
+    return [canonical] + [None] * (n - 1) if n and not isinstance(canonical, list) else [None] * n

@@ -6,6 +6,12 @@ Latin prefixes/suffixes, gazetteer and e-mail/phone membership, and clause cues 
 hypothetical or a third person earlier in the clause), so the model learns both *where* a value is and
 *when* a mention is not the user's own.
 
+Two stages: a message-level field model (`learned.FieldModel`, logistic regression over character n-grams
+and words, shipped as `tagger_fields.json`) says which fields the message is about, and each token gets one
+`F=<field>` feature per such field; the CRF then learns where in the message those values sit. On the train
+split the field features come from 5-fold out-of-fold predictions (never from the gold labels, and never
+from a model that saw the utterance), so the CRF learns to trust them as much as they deserve.
+
 Trained on the bank's train split (`train_tagger`, lbfgs: deterministic), the minimum span probability is
 calibrated on the dev split (Platt) and the model file ships as `usermem/data/models/tagger.crfsuite`.
 The test split is never read here.
@@ -14,7 +20,7 @@ The test split is never read here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -24,6 +30,8 @@ from typing import Any
 from usermem.understand.gazetteer import find_places
 
 MODEL_NAME = "tagger.crfsuite"
+FIELDS_NAME = "tagger_fields"  # learned.FieldModel artifact: data/models/tagger_fields.json
+FIELD_FEATURE_THRESHOLD = 0.3  # a field's calibrated probability from which its F= feature is on
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z][A-Za-z'’\-]*|\d+(?:[.:]\d+)?|\S")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}")
 _PHONE = re.compile(r"(?<!\d)(?:\+?\d[\d\s\-()]{6,16}\d)(?!\d)")
@@ -65,7 +73,7 @@ def _kind(tok: str) -> str:
     return "punct"
 
 
-def featurize(text: str, tokens: Sequence[Token]) -> list[list[str]]:
+def featurize(text: str, tokens: Sequence[Token], fields: Sequence[str] = ()) -> list[list[str]]:
     marks = [""] * len(tokens)
     for p in find_places(text):
         for i, t in enumerate(tokens):
@@ -120,6 +128,7 @@ def featurize(text: str, tokens: Sequence[Token]) -> list[list[str]]:
             f.append("c:neg")
         if clause_q[i]:
             f.append("c:q")
+        f += ["F=" + x for x in fields]
         out.append(f)
     return out
 
@@ -135,19 +144,28 @@ def bio(tokens: Sequence[Token], spans: Iterable[tuple[str, int, int]]) -> list[
     return tags
 
 
+def message_fields(model: Any, text: str) -> list[str]:
+    """The fields the stage-1 model finds the message about (sorted), or none without a model."""
+    if model is None:
+        return []
+    return sorted(f for f, p in model.probabilities(text).items() if p >= FIELD_FEATURE_THRESHOLD)
+
+
 class Tagger:
-    def __init__(self, model_path: str | Path, platt: tuple[float, float] = (1.0, 0.0)) -> None:
+    def __init__(self, model_path: str | Path, platt: tuple[float, float] = (1.0, 0.0),
+                 field_model: Any = None) -> None:
         import pycrfsuite  # type: ignore[import-untyped]
 
         self._tagger = pycrfsuite.Tagger()
         self._tagger.open(str(model_path))
         self.platt = platt
+        self.field_model = field_model  # learned.FieldModel or None
 
     def spans(self, text: str) -> list[Span]:
         tokens = tokenize(text)
         if not tokens:
             return []
-        self._tagger.set(featurize(text, tokens))
+        self._tagger.set(featurize(text, tokens, message_fields(self.field_model, text)))
         tags = self._tagger.tag()
         out: list[Span] = []
         i = 0
@@ -185,29 +203,43 @@ def load_tagger() -> Tagger | None:
         if meta.exists():
             a, b = json.loads(meta.read_text(encoding="utf-8"))["platt"]
             platt = (float(a), float(b))
-        return Tagger(path, platt)
+        from usermem.understand.learned import FieldModel
+
+        fields_path = path.parent / f"{FIELDS_NAME}.json"
+        field_model = FieldModel.from_json(json.loads(fields_path.read_text(encoding="utf-8"))) \
+            if fields_path.exists() else None
+        return Tagger(path, platt, field_model)
     except ImportError:  # pragma: no cover - python-crfsuite is a core dependency
         return None
 
 
+def training_turns(item: Any) -> Iterable[tuple[int, str]]:
+    """The user turns of a bank item the tagger learns from (in corrected items only the turns with labels)."""
+    labelled_turns = {lab.turn for lab in item.labels}
+    for t, (role, content) in enumerate(item.turns):
+        if role != "user" or not content:
+            continue
+        if item.negative == "corrected" and t not in labelled_turns:
+            continue  # the corrected statement is not what the user means
+        yield t, content
+
+
 def train_tagger(items: Sequence[Any], out: str | Path, *, c1: float = 0.05, c2: float = 0.05,
-                 max_iterations: int = 200) -> None:
-    """Fit the CRF on bank items (their user turns; in corrected items only the turns that carry labels)."""
+                 max_iterations: int = 200,
+                 fields_of: Mapping[tuple[str, int], Sequence[str]] | None = None) -> None:
+    """Fit the CRF on bank items. `fields_of[(item id, turn)]`: the stage-1 fields of each training turn
+    (out-of-fold predictions), given to the tokens as F= features."""
     import pycrfsuite
 
     trainer = pycrfsuite.Trainer(verbose=False)
     for item in items:
-        labelled_turns = {lab.turn for lab in item.labels}
-        for t, (role, content) in enumerate(item.turns):
-            if role != "user" or not content:
-                continue
-            if item.negative == "corrected" and t not in labelled_turns:
-                continue  # the corrected statement is not what the user means
+        for t, content in training_turns(item):
             tokens = tokenize(content)
             if not tokens:
                 continue
             spans = [(lab.field, lab.start, lab.end) for lab in item.labels if lab.turn == t]
-            trainer.append(featurize(content, tokens), bio(tokens, spans))
+            fields = fields_of.get((item.id, t), ()) if fields_of is not None else ()
+            trainer.append(featurize(content, tokens, fields), bio(tokens, spans))
     trainer.set_params({"c1": c1, "c2": c2, "max_iterations": max_iterations,
                         "feature.possible_transitions": True})
     trainer.train(str(out))

@@ -3,6 +3,8 @@ for fitting, dev split only for choosing (C, calibration, thresholds); the test 
 
 - `tagger.crfsuite` + `tagger.json`: the span tagger and its calibration (Platt on the logit of the span
   probability, threshold chosen on dev extraction F1);
+- `tagger_fields.json`: the tagger's stage-1 field model (message -> fields it states), fitted on train
+  (C and calibration chosen on dev); the CRF's field features on train come from 5-fold out-of-fold fits;
 - `plan.json`: the recall planner's field model (message -> fields it needs), `learned.FieldModel`.
 
 Each artifact records the sha256 of the bank files it was built from, so a test can tell a stale one.
@@ -22,8 +24,8 @@ from usermem.understand.text import normalise
 
 TAGGER_PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150}
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(4, 19))
-TAGGER_THRESHOLDS = (0.3, 0.45, 0.6, 0.75, 0.9)
-SIMILARITIES = (0.4, 0.5, 0.6)
+TAGGER_THRESHOLDS = (0.1, 0.2, 0.3, 0.45, 0.6)
+SIMILARITIES = (0.5, 0.6, 0.7, 0.8)
 
 
 def bank_digest(*names: str) -> str:
@@ -48,12 +50,46 @@ def value_match(expected: str, got: Any) -> bool:
     return min(len(a), len(b)) / max(len(a), len(b)) >= 0.5
 
 
+FOLDS = 5
+
+
+def _field_examples(items: Sequence[bank.Item]) -> list[learned.Example]:
+    return [learned.Example(content, frozenset(lab.field for lab in item.labels if lab.turn == t))
+            for item in items for t, content in tagger.training_turns(item)]
+
+
+def _fold(item_id: str) -> int:
+    return int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16) % FOLDS
+
+
+def train_field_model(out_dir: Path, items: Sequence[bank.Item]) -> tuple[learned.FieldModel,
+                                                                           dict[tuple[str, int], list[str]]]:
+    """The stage-1 field model (train, chosen on dev) and out-of-fold field predictions for every train turn."""
+    train = [i for i in items if i.split == "train"]
+    dev = [i for i in items if i.split == "dev"]
+    oof: dict[tuple[str, int], list[str]] = {}
+    for k in range(FOLDS):
+        fit_on = [i for i in train if _fold(i.id) != k]
+        held = [i for i in train if _fold(i.id) == k]
+        m = learned.fit("fold", _field_examples(fit_on), _field_examples(held), min_df=2, c_grid=(4.0,), prune=0.05)
+        for item in held:
+            for t, content in tagger.training_turns(item):
+                oof[(item.id, t)] = tagger.message_fields(m, content)
+    model = learned.fit(tagger.FIELDS_NAME, _field_examples(train), _field_examples(dev), min_df=2, prune=0.05)
+    meta = dict(model.meta, bank=bank_digest("utterances.jsonl"), folds=FOLDS)
+    model = learned.FieldModel(model.name, model.fields, model.vocab, model.idf, model.rows, model.intercepts,
+                               model.platt, model.threshold, meta)
+    (out_dir / f"{tagger.FIELDS_NAME}.json").write_text(learned.dump(model), encoding="utf-8")
+    return model, oof
+
+
 def train_tagger_model(out_dir: Path, items: Sequence[bank.Item]) -> dict[str, Any]:
     train = [i for i in items if i.split == "train"]
     dev = [i for i in items if i.split == "dev"]
     path = out_dir / tagger.MODEL_NAME
-    tagger.train_tagger(train, path, **TAGGER_PARAMS)  # type: ignore[arg-type]
-    t = tagger.Tagger(path)
+    field_model, oof = train_field_model(out_dir, items)
+    tagger.train_tagger(train, path, fields_of=oof, **TAGGER_PARAMS)  # type: ignore[arg-type]
+    t = tagger.Tagger(path, field_model=field_model)
     # Platt scaling of the span probability on dev: is a predicted span a labelled value?
     zs: list[float] = []
     ys: list[int] = []

@@ -106,10 +106,27 @@ def _declare_security(app: FastAPI) -> None:
                 if path.startswith("/v1"):
                     for op in ops.values():
                         op["security"] = [{"bearer": []}, {"apiKey": []}]
+            _describe_from_catalogue(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _describe_from_catalogue(schema: dict[str, Any]) -> None:
+    """Parameters and body fields without their own description get the catalogue's (`PARAM_DOCS`), so the
+    OpenAPI schema and the MCP tools describe a parameter with one text."""
+    from usermem.interfaces.catalog import describe
+
+    for ops in schema.get("paths", {}).values():
+        for op in ops.values():
+            for param in op.get("parameters", []) if isinstance(op, dict) else []:
+                if not param.get("description") and describe(param.get("name", "")):
+                    param["description"] = describe(param["name"])
+    for component in schema.get("components", {}).get("schemas", {}).values():
+        for name, prop in component.get("properties", {}).items():
+            if isinstance(prop, dict) and not prop.get("description") and describe(name):
+                prop["description"] = describe(name)
 
 
 def _close_bounded(memory: Memory, timeout: float) -> None:

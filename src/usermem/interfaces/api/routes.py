@@ -17,6 +17,7 @@ from usermem.interfaces.api import (
     routes_memories,
     routes_privacy,
     routes_sessions,
+    routes_usermodel,
 )
 from usermem.interfaces.api.routing import user_exists
 
@@ -27,6 +28,7 @@ AREA_ROUTERS: dict[str, APIRouter] = {
     "privacy": routes_privacy.router,
     "contracts": routes_contracts.router,
     "conversation": routes_conversation.router,
+    "usermodel": routes_usermodel.router,
     "admin": routes_admin.router,
 }
 

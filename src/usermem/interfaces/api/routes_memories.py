@@ -34,7 +34,7 @@ async def write(body: S.WriteIn, p: Principal, request: Request) -> JSONResponse
         p.tenant, user_id, body.kind, body.key, body.value, source=body.source, importance=body.importance,
         confidence=body.confidence, now=body.now, session_id=body.session_id, client_id=body.client_id,
         event_at=body.event_at, ttl_seconds=body.ttl_seconds, change_set_id=body.change_set_id,
-        actor=actor_of(p, body.actor)))
+        actor=actor_of(p, body.actor), canonical=body.canonical))
     metrics.decision(r.op.value, r.reason.value if r.reason else None)
     return JSONResponse(result_to_json(r))
 

@@ -61,6 +61,8 @@ class WriteItem(_In):
     client_id: str | None = Field(None, max_length=256)
     event_at: Time | None = Field(None, description="When it happened in the world (Unix seconds)")
     ttl_seconds: Ttl | None = None
+    canonical: Any = Field(None, description="Optional normalised form kept beside the value (the user's words), "
+                                             "never instead of it", examples=["short"])
 
 
 class WriteIn(WriteItem):
@@ -102,6 +104,7 @@ class MemoryOut(BaseModel):
     change_set_id: str | None = None
     actor: str | None = None
     retracted: bool = False
+    canonical: Any = None
 
 
 class WriteResultOut(BaseModel):
@@ -693,3 +696,104 @@ class PurgeIn(_In):
 
 class PurgeOut(BaseModel):
     purged: int
+
+
+# -- the user model (docs/usermodel.md) ----------------------------------------------------------------
+
+class SignalIn(_In):
+    key: MemoryKey
+    value: Any = Field(description="The value the signal points to (in the user's words)")
+    agree: bool = Field(True, description="True: a signal for the value; false: one against it")
+    message: str = Field("", max_length=64_000, description="The message the signal came from (kept redacted)")
+    now: Time | None = NOW_FIELD
+
+
+class SignalOut(BaseModel):
+    key: str
+    value: Any = None
+    agree: int
+    contradict: int
+    confidence: float
+    threshold: int
+    mode: str
+    inference: dict[str, Any] | None = None
+    suppressed_until: float | None = None
+
+
+class InferencePolicyIn(_In):
+    mode: Literal["confirm", "active"] | None = Field(None, description="confirm | active")
+    threshold: int | None = Field(None, strict=True, ge=1, le=100)
+    suppress_days: float | None = Field(None, strict=False, allow_inf_nan=False, ge=0, le=3650)
+    actor: str | None = ACTOR_FIELD
+    now: Time | None = NOW_FIELD
+
+
+class InferencePolicyOut(BaseModel):
+    mode: str
+    threshold: int
+    suppress_days: float
+
+
+class DeriveRuleOut(BaseModel):
+    id: str
+    when: dict[str, list[str]]
+    then_key: str
+    then: dict[str, str]
+    version: int
+    status: str
+    proposed_by: str
+
+
+class DeriveRuleListOut(BaseModel):
+    items: list[DeriveRuleOut]
+
+
+class UserModelOut(BaseModel):
+    tenant: str
+    user_id: str
+    language: str
+    facts: list[dict[str, Any]]
+    preferences: list[dict[str, Any]]
+    context: list[dict[str, Any]]
+    inferred: list[dict[str, Any]]
+    derived: list[dict[str, Any]]
+    procedures: list[dict[str, Any]]
+    open_questions: list[dict[str, Any]]
+    withheld: list[str]
+
+
+class ProcedureIn(_In):
+    text: str = Field(min_length=1, max_length=2000)
+    user_id: UserId | None = Field(None, description="The user it is for; omit for every user of the tenant")
+    evidence: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=10)
+    proposed_by: str = Field("api", min_length=1, max_length=200)
+    now: Time | None = NOW_FIELD
+
+
+class ReviewIn(_In):
+    decision: Literal["approve", "edit", "reject"]
+    evaluation: dict[str, Any] | None = Field(None, description="{name, passed, result}: needed to approve")
+    text: str | None = Field(None, min_length=1, max_length=2000)
+    actor: str | None = ACTOR_FIELD
+    now: Time | None = NOW_FIELD
+
+
+class RollbackIn(_In):
+    actor: str | None = ACTOR_FIELD
+    now: Time | None = NOW_FIELD
+
+
+class ProcedureOut(BaseModel):
+    id: str
+    user_id: str | None = None
+    text: str
+    status: str
+    evidence: list[dict[str, Any]]
+    proposed_by: str
+    created_at: float
+    history: list[dict[str, Any]]
+    evaluation: dict[str, Any] | None = None
+
+
+class ProcedureListOut(BaseModel):
+    items: list[ProcedureOut]

@@ -1,0 +1,8 @@
+-- Issue 19: recall in O(k). The order of one kind's current rows by score is the order of the
+-- time-invariant key policy.decay.rank_time (store/sql.py `rank_expression`, the same text byte for byte;
+-- tests/test_ranked_recall.py checks it), so recall reads a user's best rows per kind from this index and
+-- stops once the k-th best score beats the bound of every row not yet read (engine/recall.py).
+-- Changing a kind's half-life in model.KIND_REGISTRY needs a new migration rebuilding this index.
+CREATE INDEX memories_rank
+    ON memories (tenant, user_id, kind, (CASE kind WHEN 'fact' THEN MAX(created_at, COALESCE(last_confirmed_at, created_at), COALESCE(last_used_at + -315360000.0, created_at)) + ln(MAX(importance * confidence, 1e-300)) * 6148172071.329097 WHEN 'preference' THEN MAX(created_at, COALESCE(last_confirmed_at, created_at), COALESCE(last_used_at + -132952.2190525311, created_at)) + ln(MAX(importance * confidence, 1e-300)) * 2592000.0 WHEN 'situation' THEN MAX(created_at, COALESCE(last_confirmed_at, created_at), COALESCE(last_used_at + -191809.50710226977, created_at)) + ln(MAX(importance * confidence, 1e-300)) * 3739465.545984193 WHEN 'episode' THEN MAX(created_at, COALESCE(last_confirmed_at, created_at), COALESCE(last_used_at + -191809.50710226977, created_at)) + ln(MAX(importance * confidence, 1e-300)) * 3739465.545984193 WHEN 'context' THEN MAX(created_at, COALESCE(last_confirmed_at, created_at), COALESCE(last_used_at + -26.64020931975969, created_at)) + ln(MAX(importance * confidence, 1e-300)) * 519.3702147200269 END))
+    WHERE superseded_by IS NULL AND deleted_at IS NULL;
