@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DATA    := data
 
-.PHONY: run test bench lint demo services clean-venv typecheck
+.PHONY: run test bench lint demo services browser clean-venv typecheck
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
@@ -27,7 +27,11 @@ demo: $(STAMP)
 services:
 	@bash scripts/ensure_services.sh
 
-test: $(STAMP) services
+# Debian's headless Chromium + CJK fonts for the console's browser tests (installed when absent).
+browser:
+	@bash scripts/ensure_browser.sh
+
+test: $(STAMP) services browser
 	@bash scripts/run_tests.sh
 
 bench: $(STAMP) services

@@ -64,8 +64,10 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.db = db
+        # One process unless a test asks for more (tests/test_serve_workers.py runs several).
+        workers = () if "--workers" in extra else ("--workers", "1")
         cmd = [sys.executable, "-c", "from usermem.interfaces.cli import main; main()", "serve",
-               "--store", f"sqlite:///{db}", "--port", str(self.port), "--log-level", "warning", *extra]
+               "--store", f"sqlite:///{db}", "--port", str(self.port), "--log-level", "warning", *workers, *extra]
         full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
         deadline = time.monotonic() + 90  # generous: a loaded 2-core CI machine starts slowly

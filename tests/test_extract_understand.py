@@ -178,6 +178,21 @@ def test_shipped_models_were_built_from_the_shipped_bank() -> None:
         "stale plan model: run `usermem train`"
 
 
+def test_shipped_tagger_artifacts_match_their_recorded_checksums() -> None:
+    """The CRF and its stage-1 field model take minutes to retrain: `usermem train` records their sha256 in
+    tagger.json, and the shipped files must be exactly what that training run wrote."""
+    import json
+
+    from usermem.understand import tagger, training
+
+    meta = json.loads(tagger.model_path().with_suffix(".json").read_text(encoding="utf-8"))
+    digests = training.artifact_digests(training.models_dir())
+    assert set(digests) == {tagger.MODEL_NAME, f"{tagger.FIELDS_NAME}.json"}
+    assert meta["sha256"] == digests
+    loaded = tagger.load_tagger()
+    assert loaded is not None and loaded.field_model is not None
+
+
 def test_plan_model_equals_a_rebuild(tmp_path) -> None:
     """Training is deterministic: rebuilding the plan model from the bank gives the shipped artifact."""
     from usermem.understand import learned, training

@@ -34,3 +34,17 @@ def test_example_runs(code: str, monkeypatch: pytest.MonkeyPatch):
         assert "File created successfully at: /memories/prefs.md" in text and "/memories/prefs.md" in text
     if "UsermemRetriever(" in code:
         assert text.startswith("drink: green tea\n") and 'ADD: city = "Berlin"' in text
+
+
+@pytest.mark.parametrize(("module", "blocked", "extra"), [
+    ("langgraph", "langgraph.store.base", "langgraph"), ("anthropic", "anthropic.lib.tools", "anthropic"),
+    ("openai_agents", "agents", "openai-agents"), ("langchain", "langchain_core.callbacks", "langchain")])
+def test_a_missing_framework_names_the_extra(module: str, blocked: str, extra: str,
+                                              monkeypatch: pytest.MonkeyPatch):
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, blocked, None)  # as if the framework were not installed
+    monkeypatch.delitem(sys.modules, f"usermem.integrations.{module}", raising=False)
+    with pytest.raises(ImportError, match=re.escape(f"pip install 'usermem[{extra}]'")):
+        importlib.import_module(f"usermem.integrations.{module}")

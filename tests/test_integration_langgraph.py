@@ -268,3 +268,10 @@ def test_concurrent_async_calls_keep_their_order(store: UsermemStore):
     above, ranked = asyncio.run(go())
     assert sorted(r.value["index"] for r in above) == list(range(6, 12))
     assert len(ranked) == 12
+
+
+def test_source_priority_applies_to_native_keys(store: UsermemStore):
+    store.memory.write("acme", "alice", "fact", "plan", "enterprise", source="system", now=T0)
+    with pytest.raises(ValidationError, match="lower_priority_source"):
+        store.put(("alice", "fact"), "plan", {"name": "free"})
+    assert [r.value for r in store.memory.recall("acme", "alice", keys=["plan"], now=T0)] == ["enterprise"]

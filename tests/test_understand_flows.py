@@ -20,8 +20,12 @@ def test_onboarding_questions_and_answers(mem: Memory) -> None:
                                                     "reply_length": "简洁"}, now=T0)
     assert [r.op for r in results] == [Op.ADD] * 3
     assert {r.memory.source.value for r in results} == {"onboarding"}
-    first = {r.key: r.value for r in mem.recall("acme", "new", k=10, now=T0 + 60)}
-    assert first == {"occupation": "软件工程师", "task_types": ["writing", "planning"], "reply_length": "concise"}
+    live = mem.recall("acme", "new", k=10, now=T0 + 60)
+    first = {r.key: r.value for r in live}
+    # the user's words are kept (no zh -> en drift); the option values sit beside them
+    assert first == {"occupation": "软件工程师", "task_types": ["写作", "规划"], "reply_length": "简洁"}
+    assert {r.key: r.canonical for r in live} == {"occupation": None, "task_types": ["writing", "planning"],
+                                                   "reply_length": "concise"}
     assert all(q["answered"] for q in mem.onboarding_questions("acme", "new", now=T0 + 60))
     with pytest.raises(ValidationError):
         mem.answer_onboarding("acme", "new", {"reply_length": "超级长"}, now=T0)

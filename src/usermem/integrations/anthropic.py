@@ -25,15 +25,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
-from anthropic.types.beta import (
-    BetaMemoryTool20250818CreateCommand,
-    BetaMemoryTool20250818DeleteCommand,
-    BetaMemoryTool20250818InsertCommand,
-    BetaMemoryTool20250818RenameCommand,
-    BetaMemoryTool20250818StrReplaceCommand,
-    BetaMemoryTool20250818ViewCommand,
-)
+try:
+    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.types.beta import (
+        BetaMemoryTool20250818CreateCommand,
+        BetaMemoryTool20250818DeleteCommand,
+        BetaMemoryTool20250818InsertCommand,
+        BetaMemoryTool20250818RenameCommand,
+        BetaMemoryTool20250818StrReplaceCommand,
+        BetaMemoryTool20250818ViewCommand,
+    )
+except ImportError as exc:  # pragma: no cover - the optional extra is not installed
+    raise ImportError(f"usermem.integrations.anthropic needs the anthropic extra: pip install 'usermem[anthropic]' ({exc})") from exc
 
 from usermem.engine.memory import Memory
 from usermem.errors import UsermemError

@@ -19,11 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
-from pydantic import BaseModel, ConfigDict, Field
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.tools import BaseTool, StructuredTool, ToolException
+    from pydantic import BaseModel, ConfigDict, Field
+except ImportError as exc:  # pragma: no cover - the optional extra is not installed
+    raise ImportError(f"usermem.integrations.langchain needs the langchain extra: pip install 'usermem[langchain]' ({exc})") from exc
 
 from usermem.engine.memory import Memory
 from usermem.errors import UsermemError

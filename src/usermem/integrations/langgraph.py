@@ -41,19 +41,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    Item,
-    ListNamespacesOp,
-    MatchCondition,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    TTLConfig,
-)
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+    )
+except ImportError as exc:  # pragma: no cover - the optional extra is not installed
+    raise ImportError(f"usermem.integrations.langgraph needs the langgraph extra: pip install 'usermem[langgraph]' ({exc})") from exc
 
 from usermem.engine.memory import Memory
 from usermem.errors import ValidationError

@@ -30,7 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from agents import FunctionTool, function_tool
+try:
+    from agents import FunctionTool, function_tool
+except ImportError as exc:  # pragma: no cover - the optional extra is not installed
+    raise ImportError(f"usermem.integrations.openai_agents needs the openai-agents extra: pip install 'usermem[openai-agents]' ({exc})") from exc
 
 from usermem.engine.memory import Memory
 from usermem.engine.sessions import SessionClosed

@@ -96,6 +96,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "questions": "The onboarding questions: {id, field, kind, question: {zh, en}, ...}.",
     "answers": "{question id or field key: answer}.",
     "verification_id": "A pending verification id.",
+    "rule_id": "The derivation rule's id (the same as the body's `id`).",
     "agree": "True: the signal points to this value; false: it speaks against it.",
     "mode": "confirm: an inference waits for the user's yes | active: used at once at low weight.",
     "threshold": "Agreeing signals (net of contradicting ones, each worth two) before an inference is proposed.",
@@ -405,7 +406,7 @@ def _build() -> dict[str, Operation]:
                                                                    "actor", "now"),
             wire={"ttl": "ttl_seconds"}),
             mcp=Mcp("request_consent", {"fields": "fields", "purpose": "purpose", "user_id": "user_id",
-                                        "ttl_seconds": "ttl"},
+                                        "ttl": "ttl"},
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "now": "server time", "domain": "none", "session_id": "none"},
                     guide="Ask the user to let withheld fields (recall's `withheld`, reason needs_grant) be used "

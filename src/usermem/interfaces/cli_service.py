@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -75,10 +76,13 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     graceful_seconds: Annotated[int, typer.Option(help="On SIGTERM, wait this long for in-flight requests")] = 15,
     with_mcp: Annotated[bool, typer.Option("--mcp/--no-mcp", help="Also serve the MCP tools at /mcp (API key)")] = True,
+    workers: Annotated[int | None, typer.Option(
+        help="Worker processes sharing the port (default: one per core; 1 with a private in-memory store)",
+        min=1)] = None,
 ) -> None:
     """Serve the HTTP API (docs at /docs, OpenAPI at /openapi.json). Prints an example key for tenant 'local'.
 
-    Example: usermem serve --store sqlite:///data/usermem.db --port 8000
+    Example: usermem serve --store sqlite:///data/usermem.db --port 8000 --workers 2
     """
     import uvicorn
 
@@ -95,14 +99,18 @@ def serve(
         overrides["rate_limit_per_minute"] = rate_limit
     if overrides:
         settings = settings.with_overrides(**overrides)
+    private = settings.store_url in ("sqlite://", "sqlite:///:memory:", ":memory:")
+    if workers is None:
+        workers = 1 if private else (os.cpu_count() or 1)
+    elif workers > 1 and private:
+        raise ConfigError("several workers cannot share a private in-memory store; use --store "
+                          "sqlite:///path.db or postgresql://... (or --workers 1)", setting="workers")
     memory = Memory(settings=settings)
     kept = _key_file(settings.store_url, key_file)
     before = kept.read_text(encoding="utf-8").strip() if kept is not None and kept.exists() else None
     example = local_key(memory, kept)
     # The full key is printed once, when it is created; afterwards it is masked (logs keep stdout).
     shown = example if example != before else f"{example[:6]}…{example[-2:]} (full key in {kept})"
-    application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds),
-                             mcp_path="/mcp" if with_mcp else None, host=settings.host)
     base = esc(f"http://{settings.host}:{settings.port}")
     console.print(f"[bold]usermem[/bold] serving {esc(redact_url(settings.store_url))} on {base}", soft_wrap=True)
     console.print(f"  docs     {base}/docs   (OpenAPI: {base}/openapi.json)", soft_wrap=True)
@@ -112,8 +120,40 @@ def serve(
     console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{shown}[/bold]", soft_wrap=True)
     console.print(f"  try: curl -H 'Authorization: Bearer {example if shown == example else '<key>'}' "
                   f"{base}/v1/whoami", soft_wrap=True)
-    uvicorn.run(application, host=settings.host, port=settings.port, log_level=log_level,
-                timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
+    if workers == 1:
+        application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds),
+                                 mcp_path="/mcp" if with_mcp else None, host=settings.host)
+        uvicorn.run(application, host=settings.host, port=settings.port, log_level=log_level,
+                    timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
+        return
+    _serve_workers(memory, settings, workers, with_mcp, graceful_seconds, log_level)
+
+
+def _serve_workers(memory: Memory, settings: Settings, workers: int, with_mcp: bool, graceful_seconds: int,
+                   log_level: str) -> None:
+    """Run `workers` processes behind the port (interfaces/api/workers.py); this process only supervises."""
+    import tempfile
+
+    import uvicorn
+
+    from usermem.interfaces.api.workers import SPEC_ENV, WorkerSpec
+
+    memory.close()  # every worker opens its own (the schema is migrated and the key made by now)
+    fd, limiter_path = tempfile.mkstemp(prefix="usermem-ratelimit-")
+    os.close(fd)
+    overrides = {"store_url": settings.store_url, "host": settings.host, "port": settings.port,
+                 "rate_limit_per_minute": settings.rate_limit_per_minute}
+    os.environ[SPEC_ENV] = WorkerSpec(overrides, limiter_path, with_mcp, float(graceful_seconds)).to_env()
+    console.print(f"  workers  {workers} processes (rate limits shared, MCP without sessions, /metrics per worker)",
+                  soft_wrap=True)
+    try:
+        uvicorn.run("usermem.interfaces.api.workers:worker_app", factory=True, workers=workers,
+                    host=settings.host, port=settings.port, log_level=log_level,
+                    timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
+    finally:
+        os.environ.pop(SPEC_ENV, None)
+        with contextlib.suppress(OSError):
+            os.unlink(limiter_path)
 
 
 @app.command()

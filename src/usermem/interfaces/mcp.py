@@ -349,10 +349,10 @@ def build_server(memory: Memory, *, tenant: str | None = None, user_id: str | No
                                                            description=describe("fields"))],
                         purpose: Annotated[str, Field(min_length=1, max_length=500, description=describe("purpose"))],
                         user_id: UserArg = None,
-                        ttl_seconds: Annotated[float, Field(gt=0, le=7 * 86400, description=describe("ttl"))] = 1800.0,
+                        ttl: Annotated[float, Field(gt=0, le=7 * 86400, description=describe("ttl"))] = 1800.0,
                         ctx: Context | None = None) -> dict[str, Any]:
         t, u, actor = bind.resolve(ctx, user_id)
-        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl_seconds, actor=actor))
+        req = _call(lambda: memory.request_consent(t, u, fields, purpose, ttl, actor=actor))
         return req.to_dict()  # type: ignore[no-any-return]
 
     for fn in (remember, recall, assemble, forget, forget_user, confirm, history, ingest, episodes,
@@ -401,15 +401,18 @@ def http_app(memory: Memory, *, keys: KeyRing | None = None, tenant: str | None 
 
 
 def mount_on(app: Any, memory: Memory, keys: KeyRing, *, path: str = "/mcp", host: str = "127.0.0.1",
-             limiter: RateLimiter | None = None, on_limited: Callable[[], None] | None = None) -> MCPServer:
+             limiter: RateLimiter | None = None, on_limited: Callable[[], None] | None = None,
+             stateless: bool = False) -> MCPServer:
     """Serve the MCP tools on an existing Starlette/FastAPI app at `path` (streamable HTTP, API key required).
     The caller must run `server.session_manager.run()` for the app's lifetime (create_app's lifespan does).
-    Pass the app's own `limiter` so tool calls and REST requests share each key's bucket."""
+    Pass the app's own `limiter` so tool calls and REST requests share each key's bucket. `stateless`: no
+    MCP session is kept between requests (several worker processes behind one port)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from starlette.routing import Route
 
     server = build_server(memory, keys=keys, limiter=limiter, on_limited=on_limited)
-    server.streamable_http_app(streamable_http_path=path, host=host)  # creates the session manager
+    server.streamable_http_app(streamable_http_path=path, host=host,  # creates the session manager
+                               stateless_http=stateless)
     endpoint = RequireKey(StreamableHTTPASGIApp(server.session_manager), keys)
     app.router.routes.append(Route(path, endpoint=endpoint, methods=["GET", "POST", "DELETE"],
                                    include_in_schema=False))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -64,12 +65,17 @@ CHANNELS: Mapping[str, str] = {
 REPLY_FORMATS: Mapping[str, str] = {
     "列表": "bullets", "要点": "bullets", "分点": "bullets", "条目": "bullets", "bullet points": "bullets",
     "bullets": "bullets", "bullet": "bullets", "表格": "table", "table": "table", "tables": "table",
-    "段落": "prose", "prose": "prose", "paragraphs": "prose",
+    "段落": "prose", "prose": "prose", "paragraphs": "prose", "plain paragraphs": "prose", "连贯的文字": "prose",
+    "整段": "prose", "分步骤": "steps", "分步骤写": "steps", "step-by-step": "steps", "step by step": "steps",
+    "numbered": "numbered", "编号": "numbered", "分小标题": "headings", "小标题": "headings", "headings": "headings",
+    "headers": "headings",
 }
 CONCISE = ("简洁", "精简", "简短", "短一点", "短一些", "短点", "简单点", "简单一点", "少说点", "言简意赅", "长话短说",
            "别太长", "不要太长", "别那么长", "不要那么长", "别啰嗦", "不要啰嗦", "一页以内", "一页纸",
            "concise", "brief", "shorter", "short answer", "short replies", "keep it short", "short and sweet",
-           "less wordy", "to the point", "tl;dr", "one page")
+           "less wordy", "to the point", "tl;dr", "one page", "两行以内", "三行以内", "三句话以内", "一句话说完",
+           "一段话说完", "段落短一点", "two lines max", "one line", "a few lines", "in two lines", "tl;dr first",
+           "one paragraph", "一段话")
 DETAILED = ("详细", "长一点", "展开说", "多说点", "具体一点", "详尽", "detailed", "more detail", "longer",
             "elaborate", "in depth", "in-depth", "thorough")
 
@@ -155,14 +161,23 @@ def _lookup(text: str, lexicon: Mapping[str, str]) -> str | None:
 def _lookup_word(text: str, lexicon: Mapping[str, str]) -> tuple[str, str] | None:
     """(the longest lexicon word as written in `text`, its canonical value); case-insensitive."""
     best: tuple[int, str, str] | None = None
+    low = text.lower()
     for word, value in lexicon.items():
-        if word.isascii():
-            m = re.search(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", text, re.IGNORECASE)
-        else:
-            m = re.search(re.escape(word), text)
+        if word.lower() not in low:  # cheap pre-check; the compiled pattern decides word boundaries
+            continue
+        m = _word_pattern(word).search(text)
         if m is not None and (best is None or len(word) > best[0]):
             best = (len(word), m.group(0), value)
     return (best[1], best[2]) if best else None
+
+
+@lru_cache(maxsize=4096)
+def _word_pattern(word: str) -> re.Pattern[str]:
+    """One lexicon word as a compiled pattern (word-bounded and case-insensitive for Latin words): compiled
+    once, not on every message (the `re` module's own cache is too small for every lexicon)."""
+    if word.isascii():
+        return re.compile(r"(?<![a-z])" + re.escape(word) + r"(?![a-z])", re.IGNORECASE)
+    return re.compile(re.escape(word))
 
 
 def _as_written(original: str, word: str) -> str:
@@ -188,10 +203,13 @@ def _clause_after(text: str, start: int, limit: int = 24) -> str:
 # --- per-field patterns -----------------------------------------------------------------------------------
 
 _ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
-_ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+_ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且|是|其实是|应该是)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
-_ALLERGY_EN = re.compile(r"\b(?:i'?m|i am|i'?ve always been|i have been)\s+(?:very |severely |really )?allergic to\s+"
-                         r"([a-z][a-z \-]{1,40}?)(?=[,.;!?]|\s+and\s+i\b|\s+so\b|$)")
+_ALLERGY_EN = re.compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been|i'?m also|also)\s+)(?:very |severely |"
+                         r"really |super |deathly |mildly )?allergic to\s+"
+                         r"([a-z][a-z \-]{1,40}?)(?=[,.;!?—–]|\s+(?:and\s+i|so|but|though|which|lol)\b|$)")
+_ALLERGY_EN3 = re.compile(r"^\s*([a-z][a-z \-]{1,25}?)\s+(?:makes my (?:mouth|throat|lips|skin|face) (?:itch|swell|tingle)|"
+                          r"gives me hives|makes me break out|makes me swell up)\b")
 _ALLERGY_EN2 = re.compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b")
 
 _OCC_ZH = re.compile(r"我(?:现在)?(?:是|是一名|是一个|是个|是名|当|做)(?:一名|一个|个|名)?([^\s，,。.!！？?；;的]{2,10})")
@@ -247,7 +265,7 @@ def _allergy(s: str) -> list[_Hit]:
         for m in _ALLERGY_ZH2.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     low = s.lower()
-    for pat in (_ALLERGY_EN, _ALLERGY_EN2):
+    for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     return [h for h in out if h.value]
@@ -302,6 +320,11 @@ def _email(s: str, original: str) -> list[_Hit]:
     return [_Hit("email", original[found[-1].start:found[-1].end], _CONF_EXPLICIT)]
 
 
+@lru_cache(maxsize=256)
+def _channel_pattern(word: str) -> re.Pattern[str]:
+    return re.compile(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) + r"(?![a-z])")
+
+
 def _channels(s: str) -> list[_Hit]:
     """Contact channel (positive) and contact constraints (negative), e.g. "只接受邮件，不要打电话"."""
     low = s.lower()
@@ -309,8 +332,9 @@ def _channels(s: str) -> list[_Hit]:
     negative: list[str] = []
     words: dict[str, str] = {}
     for word, channel in sorted(CHANNELS.items(), key=lambda kv: -len(kv[0])):
-        for m in re.finditer(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) +
-                             r"(?![a-z])", low):
+        if word not in low:
+            continue
+        for m in _channel_pattern(word).finditer(low):
             before = low[max(0, m.start() - 6):m.start()]
             if re.search(r"(不要|别|不用|不接|不想|不接受|don'?t|do not|never|no|not)\s*\S{0,3}$", before):
                 if channel not in negative:
@@ -359,6 +383,10 @@ def _reply_length(s: str) -> list[_Hit]:
     return []
 
 
+# How the user asks for a format without a standing word ("分步骤写", "give me step-by-step instructions").
+_FORMAT_ASK = ("回答", "回复", "写", "给我", "please", "give me", "answers", "replies", "answer", "reply")
+
+
 def _first(text: str, words: Iterable[str]) -> str | None:
     """The longest of `words` found in `text`."""
     found = [w for w in words if w in text]
@@ -367,7 +395,7 @@ def _first(text: str, words: Iterable[str]) -> str | None:
 
 def _reply_format(s: str) -> list[_Hit]:
     low = s.lower()
-    if not (_any(low, STANDING) or _any(low, CHANGE)):
+    if not (_any(low, STANDING) or _any(low, CHANGE) or _any(low, _FORMAT_ASK)):
         return []
     if _any(low, ("报告", "文档", "report", "document", "纪要", "minutes")):
         return []

@@ -1,8 +1,9 @@
 """Onboarding seeding (seed 004 §4.2): a few short questions for a new user, answers stored with source `onboarding`.
 
 Questions are configurable per tenant (stored in the documents table); the defaults ask for the
-role, the task types and the preferred reply length, in Chinese and English. Answers that name an
-option in either language are stored as the option's canonical value ("简洁" -> "concise").
+role, the task types and the preferred reply length, in Chinese and English. An answer must name an
+option in either language; the user's words are stored as the value and the option's canonical value beside
+them ("简洁", canonical "concise") — no drift from the user's language.
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ DEFAULT_QUESTIONS: tuple[OnboardingQuestion, ...] = (
                        {"concise": {"zh": "简洁", "en": "concise"}, "balanced": {"zh": "适中", "en": "balanced"},
                         "detailed": {"zh": "详细", "en": "detailed"}}),
 )
+
+
+def answer_words(question: OnboardingQuestion, answer: Any) -> Any:
+    """The answer as the user gave it ("简洁", ["写作", "规划"]): stored as the value, the option value beside it
+    (call `option_value` first: it validates)."""
+    if not question.options:
+        return answer.strip() if isinstance(answer, str) else answer
+    items = answer if isinstance(answer, list | tuple) else [answer]
+    if question.multiple and isinstance(answer, str):
+        items = [p for p in (x.strip() for x in answer.replace("，", ",").replace("、", ",").split(",")) if p]
+    words: list[str] = []
+    for item in items:
+        w = str(item).strip()
+        if w not in words:
+            words.append(w)
+    return words if question.multiple else words[0]
 
 
 def option_value(question: OnboardingQuestion, answer: Any) -> Any:

@@ -252,8 +252,9 @@ class Understanding:
             q = questions.get(qid) or by_key.get(qid)
             if q is None:
                 raise ValidationError(f"unknown onboarding question {qid!r} (known: {sorted(questions)})", field=qid)
-            requests.append(WriteRequest(kind=q.kind, key=q.key, value=ob.option_value(q, answer),
-                                         source="onboarding"))
+            canonical = ob.option_value(q, answer)  # validates; the option value(s) go beside the user's words
+            requests.append(WriteRequest(kind=q.kind, key=q.key, value=ob.answer_words(q, answer),
+                                         source="onboarding", canonical=canonical if q.options else None))
         if not requests:
             return []
         return self.host.write_many(tenant, user_id, requests, now=now, actor=actor or ACTOR)

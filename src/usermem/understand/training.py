@@ -24,8 +24,8 @@ from usermem.understand.text import normalise
 
 TAGGER_PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150}
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(4, 19))
-TAGGER_THRESHOLDS = (0.1, 0.2, 0.3, 0.45, 0.6)
-SIMILARITIES = (0.5, 0.6, 0.7, 0.8)
+TAGGER_THRESHOLDS = (0.2, 0.3, 0.45)
+SIMILARITIES = (0.6, 0.7, 0.8)
 
 
 def bank_digest(*names: str) -> str:
@@ -215,6 +215,12 @@ def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, flo
     return best[1], scores
 
 
+def artifact_digests(out_dir: Path) -> dict[str, str]:
+    """sha256 of the tagger's binary artifacts (recorded in tagger.json; a test checks the shipped files)."""
+    names = (tagger.MODEL_NAME, f"{tagger.FIELDS_NAME}.json")
+    return {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in names if (out_dir / n).exists()}
+
+
 def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[str, Any]:
     """Rebuild every model into `out_dir` (default: the package's data/models). Returns what was chosen."""
     out = out_dir or models_dir()
@@ -233,7 +239,8 @@ def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[s
             meta["threshold"] = threshold
             meta["template_similarity"] = similarity
             meta["dev_f1_by_threshold_and_similarity"] = scores
-            (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        meta["sha256"] = artifact_digests(out)
+        (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         report["tagger"] = meta
     plan = train_plan_model(out)
     learned.load_model.cache_clear()

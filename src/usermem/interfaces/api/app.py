@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,10 +37,15 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit_per_minute: int | None = None,
                readiness_checks: dict[str, Callable[[], None]] | None = None,
                close_memory: bool | None = None, inline_engine: bool | None = None,
-               close_timeout: float = 20.0, mcp_path: str | None = None, host: str = "127.0.0.1") -> FastAPI:
+               close_timeout: float = 20.0, mcp_path: str | None = None, host: str = "127.0.0.1",
+               limiter: RateLimiter | None = None, mcp_stateless: bool = False) -> FastAPI:
     """Build the app. With no `memory`, one is opened from `settings` (or the environment) and closed on shutdown.
 
     `mcp_path` (e.g. "/mcp") also serves the MCP tools there over streamable HTTP, authenticated by API key.
+
+    `limiter`: the per-key rate limiter (default: a RateLimiter of this process); several worker processes
+    pass one SharedRateLimiter each over the same file. `mcp_stateless`: MCP requests carry no session
+    (needed when several processes answer the same port: a session would live in one of them only).
 
     `readiness_checks` adds named callables that raise when a backend is down (the store is always checked).
     """
@@ -71,7 +77,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     app.state.memory = memory
     app.state.keys = keys or KeyRing(memory.store)
     app.state.metrics = Metrics()
-    app.state.limiter = RateLimiter(per_minute)
+    app.state.limiter = limiter if limiter is not None else RateLimiter(per_minute)
     app.state.inline_engine = _serialised_store(memory) if inline_engine is None else inline_engine
     checks = backend_checks(memory)
     checks.update(readiness_checks or {})
@@ -81,11 +87,13 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
         from usermem.interfaces.mcp import mount_on
 
         mcp_box["server"] = mount_on(app, memory, app.state.keys, path=mcp_path, host=host,
-                                     limiter=app.state.limiter, on_limited=app.state.metrics.rate_limited.inc)
+                                     limiter=app.state.limiter, on_limited=app.state.metrics.rate_limited.inc,
+                                     stateless=mcp_stateless)
     for area_router in AREA_ROUTERS.values():  # one router per area of the operation catalogue
         app.include_router(area_router)
     _ops_routes(app)
     _docs_routes(app)
+    _console_routes(app)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=max_body_bytes, metrics=app.state.metrics)
     _declare_security(app)
     return app
@@ -172,6 +180,13 @@ def _serialised_store(memory: Memory) -> bool:
 DOCS_ASSETS = "/docs/assets"
 
 
+def _console_routes(app: FastAPI) -> None:
+    """`/` (landing page), `/console` (operators) and `/me` (users): docs/console.md."""
+    from usermem.interfaces.console import mount_console
+
+    mount_console(app)
+
+
 def _docs_routes(app: FastAPI) -> None:
     """/docs (Swagger UI) and /redoc with their JavaScript, CSS and icon served from the installed
     `fastapi-offline` package: the pages work without internet access (no CDN)."""
@@ -207,7 +222,7 @@ def _docs_routes(app: FastAPI) -> None:
 def _ops_routes(app: FastAPI) -> None:
     @app.get("/health", tags=["ops"], response_model=S.Health, summary="Liveness: the process answers")
     def health() -> S.Health:
-        return S.Health(status="ok", version=__version__)
+        return S.Health(status="ok", version=__version__, worker=os.getpid())
 
     @app.get("/ready", tags=["ops"], response_model=S.Readiness,
              responses={503: {"model": S.Readiness, "description": "A backend does not answer"}},

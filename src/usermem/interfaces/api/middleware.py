@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import mmap
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -127,3 +131,71 @@ class RateLimiter:
                 return None
             self._buckets[key_id] = (tokens, now)
             return (1.0 - tokens) / rate
+
+
+class SharedRateLimiter(RateLimiter):
+    """The token buckets of RateLimiter kept in one small file that every worker process of
+    `usermem serve --workers N` maps, so a key's budget is shared by all workers (issue 19).
+
+    The file holds `slots` buckets (key hash, tokens, last refill on the system-wide monotonic clock);
+    each take() holds an exclusive flock for a few microseconds. A key lives in one of 16 slots after its
+    hash; when all 16 are taken by other keys, the one idle longest is reused (its bucket would be full
+    again by then unless it was used within the last minute, the only case where a key regains tokens early).
+    """
+
+    _SLOT = struct.Struct("<Qdd")
+    _PROBE = 16
+
+    def __init__(self, per_minute: int, path: str, *, slots: int = 4096) -> None:
+        super().__init__(per_minute)
+        import fcntl  # POSIX only; serve uses one worker (and RateLimiter) where it is missing
+
+        self._flock = fcntl.flock
+        self._lock_ex, self._lock_un = fcntl.LOCK_EX, fcntl.LOCK_UN
+        self.path = path
+        self._slots = slots
+        size = slots * self._SLOT.size
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if os.fstat(self._fd).st_size < size:
+            os.ftruncate(self._fd, size)
+        self._map = mmap.mmap(self._fd, size)
+
+    def _slot(self, h: int, now: float) -> tuple[int, float, float]:
+        """(offset, tokens, last) of the key's bucket, claiming a slot when it has none."""
+        pack, unpack, size = self._SLOT.pack_into, self._SLOT.unpack_from, self._SLOT.size
+        oldest, oldest_at = -1, float("inf")
+        for i in range(self._PROBE):
+            off = ((h + i) % self._slots) * size
+            owner, tokens, last = unpack(self._map, off)
+            if owner == h:
+                return off, tokens, last
+            if owner == 0:
+                oldest, oldest_at = off, -float("inf")
+                break
+            if last < oldest_at:
+                oldest, oldest_at = off, last
+        pack(self._map, oldest, h, float(self.per_minute), now)
+        return oldest, float(self.per_minute), now
+
+    def take(self, key_id: str) -> float | None:
+        if self.per_minute <= 0:
+            return None
+        rate = self.per_minute / 60.0
+        h = int.from_bytes(hashlib.blake2b(key_id.encode(), digest_size=8).digest(), "little") or 1
+        with self._lock:
+            self._flock(self._fd, self._lock_ex)
+            try:
+                now = self.clock()
+                off, tokens, last = self._slot(h, now)
+                tokens = min(float(self.per_minute), tokens + max(0.0, now - last) * rate)
+                if tokens >= 1.0:
+                    self._SLOT.pack_into(self._map, off, h, tokens - 1.0, now)
+                    return None
+                self._SLOT.pack_into(self._map, off, h, tokens, now)
+                return (1.0 - tokens) / rate
+            finally:
+                self._flock(self._fd, self._lock_un)
+
+    def close(self) -> None:
+        self._map.close()
+        os.close(self._fd)

@@ -185,6 +185,7 @@ class WhoAmI(BaseModel):
 class Health(BaseModel):
     status: str
     version: str
+    worker: int | None = None  # the answering process id (`usermem serve --workers N` runs several)
 
 
 class Readiness(BaseModel):
