@@ -217,8 +217,8 @@ export interface ConsentRequestOut {
   purpose: string;
   /** Expire after this many seconds. */
   ttl_seconds: number;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
-  status: "pending" | "approved" | "declined" | "expired";
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
+  status: "pending" | "approved" | "declined";
   created_at: number;
   expires_at: number;
   /** The onboarding questions: {id, field, kind, question: {zh, en}, ...}. */
@@ -300,7 +300,7 @@ export interface DeriveRuleOut {
   then_key: string;
   then: Record<string, string>;
   version: number;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: string;
   /** Who proposes it: rules, llm, an operator's name. */
   proposed_by: string;
@@ -389,7 +389,7 @@ export interface GrantOut {
 }
 
 export interface Health {
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: string;
   version: string;
   worker?: number | null;
@@ -560,7 +560,7 @@ export interface Problem {
   /** urn:usermem:problem:<code> */
   type: string;
   title: string;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: number;
   detail?: string | null;
   /** Stable machine-readable code, e.g. unauthorized, not_found, validation_error */
@@ -592,7 +592,7 @@ export interface ProcedureOut {
   user_id?: string | null;
   /** Free text. ingest: what the user said, in their own words (zh or en); the facts and preferences in it are extracted and remembered (source extracted). A procedure: how the agent should act. */
   text: string;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: string;
   /** Why it is proposed: short texts (message excerpts, session ids), at most 10. */
   evidence: Array<Record<string, unknown>>;
@@ -680,7 +680,7 @@ export interface QuestionsIn {
 }
 
 export interface Readiness {
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: string;
   checks: Record<string, string>;
 }
@@ -811,7 +811,7 @@ export interface SessionOut {
   idle_seconds: number;
   /** The client or device that produced it. */
   client_id?: string | null;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: string;
   closed_at?: number | null;
   close_reason?: string | null;
@@ -852,6 +852,11 @@ export interface SignalOut {
   mode: string;
   inference?: Record<string, unknown> | null;
   suppressed_until?: number | null;
+}
+
+export interface SuggestIn {
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
 }
 
 export interface UserModelOut {
@@ -904,7 +909,7 @@ export interface VerificationOut {
   /** 0..1; defaults by source. */
   confidence: number;
   evidence_count: number;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status: string;
   question: Record<string, string>;
   created_at: number;
@@ -1285,7 +1290,7 @@ export interface GetSessionParams {
 
 export interface SessionsParams {
   user_id: string;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status?: string | null;
   /** Judge at this time (Unix seconds) instead of the server clock: imports, replays, tests. */
   now?: number | null;
@@ -1426,7 +1431,7 @@ export interface RequestConsentParams {
 
 export interface ConsentRequestsParams {
   user_id: string;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status?: string;
   /** Judge at this time (Unix seconds) instead of the server clock: imports, replays, tests. */
   now?: number | null;
@@ -1738,7 +1743,7 @@ export interface ProposeProcedureParams {
 export interface ProceduresParams {
   /** The user the memory is about (your own id for them; 1-128 printable characters). */
   user_id?: string | null;
-  /** Sessions: open or closed. Consent requests: pending (default), approved, declined, expired or all. */
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
   status?: string | null;
   /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
   tenant?: string;
@@ -1754,6 +1759,21 @@ export interface ReviewProcedureParams {
   text?: string | null;
   /** Recorded after the key id in the audit log */
   actor?: string | null;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface SuggestProceduresParams {
+  user_id: string;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface SuggestDerivationRulesParams {
   /** Judge at this time (Unix seconds) instead of the server clock */
   now?: number | null;
   /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
@@ -1928,6 +1948,10 @@ export interface UsermemOperations {
   procedures(params?: ProceduresParams): Promise<ProcedureListOut>;
   /** POST /v1/procedures/{procedure_id}/review — `review_procedure`: Review a proposed procedure: approve (needs `evaluation` {name, passed: true, result}), edit (new `text`, stays proposed) or reject. Audited. */
   reviewProcedure(params: ReviewProcedureParams): Promise<ProcedureOut>;
+  /** POST /v1/users/{user_id}/procedures/suggest — `suggest_procedures`: Ask the configured LLM to propose procedures for this user from their recent sessions (episodes, redacted); each lands in the review queue as `proposed` (proposed_by "llm") with the sessions it cites. */
+  suggestProcedures(params: SuggestProceduresParams): Promise<ProcedureListOut>;
+  /** POST /v1/derivation-rules/suggest — `suggest_derivation_rules`: Ask the configured LLM to propose derivation rules over the tenant's enabled L1 fields; each is stored with `status: proposed` (it does nothing until a person sets it active). */
+  suggestDerivationRules(params?: SuggestDerivationRulesParams): Promise<DeriveRuleListOut>;
   /** POST /v1/procedures/{procedure_id}/rollback — `rollback_procedure`: Take an approved procedure out of use (kept with its history). Audited. */
   rollbackProcedure(params: RollbackProcedureParams): Promise<ProcedureOut>;
   /** GET /v1/audit — `audit`: */
