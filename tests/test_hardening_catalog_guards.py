@@ -27,10 +27,12 @@ TYPED = (ValidationError, InvalidArgument)
 # too (`purpose` is refused; transcripts and messages are redacted — tests/test_hardening_sessions.py).
 IDENTIFIERS = {"tenant", "user_id", "session_id", "client_id", "actor", "change_set_id", "grantee", "memory_id",
                "grant_id", "tenant_or_grant_id", "verification_id", "domain", "key", "keys", "fields", "purpose",
-               "to_version", "action", "fields_or_level"}
+               "to_version", "action", "fields_or_level", "request_id", "procedure_id", "proposed_by", "after",
+               "prefix"}
 REDACTED_TEXT = {
     "transcript": "redacted before it is stored (test_close_session_transcript_is_redacted)",
     "messages": "redacted before storing (add_messages); extract/ingest store only guarded write values",
+    "evidence": "a procedure's evidence: kept as redacted excerpts (tests/test_usermodel.py)",
 }
 NOT_IDENTIFIERS = {
     # numbers and flags: finite and range-checked (tests/test_hardening_numbers.py)
@@ -41,8 +43,14 @@ NOT_IDENTIFIERS = {
     "partial": "flag", "extract": "flag",
     # closed vocabularies
     "kind": "enum", "kinds": "enum", "source": "enum", "status": "enum", "policy": "enum", "language": "enum",
+    "mode": "enum", "decision": "enum", "agree": "flag", "threshold": "number", "suppress_days": "number",
+    # the user model (tests/test_usermodel.py): schema-validated, keys checked, texts through the value guards
+    "rule": "derivation rule (schema-validated; its fields are field keys; its texts pass the value guards)",
+    "text": "procedure text (the value guards refuse personal data)",
+    "evaluation": "a review's evaluation record {name, passed, result} (schema-validated)",
     # values: the write guards (PII → REJECT sensitive_value), tests/test_privacy_guards.py
     "value": "write value", "writes": "write values", "answers": "write values",
+    "canonical": "write value (the same guards as `value`, tests/test_canonical.py)",
     "contract": "field contract (schema-validated; its key is a field key)",
     "questions": "onboarding questions written by the tenant's admin, not about a user",
     # read-only text, never stored
@@ -79,8 +87,14 @@ def _world(memory: Memory) -> World:
     for i in range(3):
         pushback = m.record_pushback("acme", "u", "reply_length", "太长了", value="concise", now=T0 + i)
     assert r.memory is not None and pushback["verification"] is not None
+    m.write("acme", "u", "fact", "allergy", "花生", source="user_confirmed", now=T0)
+    req = m.request_consent("acme", "u", ["allergy"], "lunch", now=T0)
+    proposed = m.propose_procedure("acme", "先给发票表", user_id="u", now=T0)
+    approved = m.propose_procedure("acme", "先给摘要", user_id="u", now=T0)
+    m.review_procedure("acme", approved["id"], "approve", evaluation={"name": "e2e", "passed": True}, now=T0)
     return World(m, {"memory_id": r.memory.id, "session_id": sid, "grant_id": gid,
-                     "verification_id": pushback["verification"]["id"]})
+                     "verification_id": pushback["verification"]["id"], "request_id": req.id,
+                     "procedure_id": proposed["id"], "approved_procedure_id": approved["id"]})
 
 
 def _valid(world: World, op: str, name: str) -> Any:
@@ -94,7 +108,14 @@ def _valid(world: World, op: str, name: str) -> Any:
         "messages": [{"role": "user", "content": "hi"}], "message": "hi", "policy": "accept",
         "writes": [{"kind": "fact", "key": "city", "value": "杭州"}], "answers": {"reply_length": "concise"},
         "questions": [], "contract": {"key": "city", "kind": "fact"}, "transcript": "hi",
+        "request_id": ids["request_id"], "procedure_id": ids["procedure_id"], "proposed_by": "ops",
+        "after": "a", "prefix": "u", "text": "先给发票表", "decision": "reject",
+        "rule": {"id": "r.x", "when": {"occupation": ["教师"]}, "then_key": "expertise", "then": {"zh": "熟悉课堂"}},
     }
+    if op == "opt_in" and name == "request_id":
+        return None  # opt_in(fields, domain) — the request_id form is approve_consent's
+    if op == "rollback_procedure" and name == "procedure_id":
+        return ids["approved_procedure_id"]
     if op == "revoke" and name == "grant_id":
         return None  # revoke(grant_id) — the one-argument form
     return table[name]
@@ -145,6 +166,9 @@ def fresh_world():
     m.close()
 
 
+# Operations that need a configured LLM (the user model's proposals); these tests run without one.
+NEEDS_LLM = frozenset({"suggest_procedures", "suggest_derivation_rules"})
+
 # Which field a refusal may name for a parameter (the engine's own name for it).
 FIELD_OF = {"keys": ("keys", "key"), "fields": ("fields", "key")}
 
@@ -182,6 +206,11 @@ def test_library_refuses_personal_data_in_every_identifier(world, op, param):
 @pytest.mark.parametrize("op", sorted({o for o, _ in _cases()}))
 def test_the_same_calls_with_ordinary_identifiers_succeed(fresh_world, op):
     """The refusals above are the guards', not a broken call: with ordinary values every call goes through."""
+    if op in NEEDS_LLM:  # past the identifier guards, the call stops at "no LLM is configured"
+        with pytest.raises(ValidationError) as exc:
+            _call(fresh_world, op, "", "")
+        assert exc.value.field == "llm"
+        return
     result = _call(fresh_world, op, "", "")
     assert getattr(result, "reason", None) not in (Reason.INVALID_INPUT, Reason.SENSITIVE_VALUE), result
 

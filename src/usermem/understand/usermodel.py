@@ -362,7 +362,7 @@ class UserModeler:
                                canonical=s.canonical, now=at, occurrence=occurrence)
         proc = detect_procedure(text)
         if proc is not None and check_guards("procedure", proc, None, self.host.contracts_for(tenant)) is None:
-            self._propose_procedure(tenant, proc, user_id=user_id, evidence=[{"message": excerpt(text)}],
+            self.add_procedure(tenant, proc, user_id=user_id, evidence=[{"message": excerpt(text)}],
                                     proposed_by="rules", at=at, dedupe=True)
 
     # -- derived attributes ---------------------------------------------------------------------------------
@@ -495,7 +495,7 @@ class UserModeler:
             raise NotFound(f"no procedure {procedure_id!r}")
         return doc
 
-    def _check_procedure_text(self, tenant: str, text: Any) -> str:
+    def check_procedure_text(self, tenant: str, text: Any) -> str:
         if not isinstance(text, str):
             raise InvalidArgument("text must be a str")
         check_text("text", text, 2000)
@@ -506,7 +506,7 @@ class UserModeler:
             raise ValidationError(verdict.detail, field="text")
         return text
 
-    def _propose_procedure(self, tenant: str, text: str, *, user_id: str | None, evidence: Sequence[Mapping[str, Any]],
+    def add_procedure(self, tenant: str, text: str, *, user_id: str | None, evidence: Sequence[Mapping[str, Any]],
                            proposed_by: str, at: float, dedupe: bool = False) -> dict[str, Any]:
         store = self.host.store
         token = um.value_token(text)
@@ -531,13 +531,13 @@ class UserModeler:
                           evidence: Sequence[str] = (), proposed_by: str = "api",
                           now: float | None = None) -> dict[str, Any]:
         self.host.check_ids(tenant, user_id if user_id is not None else "-")
-        text = self._check_procedure_text(tenant, text)
+        text = self.check_procedure_text(tenant, text)
         if not isinstance(proposed_by, str) or not 0 < len(proposed_by) <= 200:
             raise ValidationError("proposed_by must be a short string", field="proposed_by")
         if isinstance(evidence, str) or not isinstance(evidence, Sequence) or len(evidence) > 10:
             raise ValidationError("evidence must be a list of at most 10 texts", field="evidence")
         items = [{"note": excerpt(check_text("evidence", e, 1000))} for e in evidence]
-        return self._propose_procedure(tenant, text, user_id=user_id, evidence=items, proposed_by=proposed_by,
+        return self.add_procedure(tenant, text, user_id=user_id, evidence=items, proposed_by=proposed_by,
                                        at=self.host.now(now))
 
     def procedures(self, tenant: str, *, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
@@ -562,7 +562,7 @@ class UserModeler:
         if decision == "edit":
             if text is None:
                 raise ValidationError("an edit needs the new text", field="text")
-            doc = {**doc, "text": self._check_procedure_text(tenant, text), "token": um.value_token(text)}
+            doc = {**doc, "text": self.check_procedure_text(tenant, text), "token": um.value_token(text)}
         entry: dict[str, Any] = {"at": at, "status": state, "decision": decision, "actor": actor or ACTOR}
         if ev is not None:
             entry["evaluation"] = ev.to_dict()
@@ -767,10 +767,10 @@ class LLMProposer:
             if not evidence:
                 continue  # unsupported by the sessions it was shown
             try:
-                text = self.modeler._check_procedure_text(tenant, idea.text[:2000])
+                text = self.modeler.check_procedure_text(tenant, idea.text[:2000])
             except ValidationError:
                 continue  # personal data or empty: dropped
-            out.append(self.modeler._propose_procedure(
+            out.append(self.modeler.add_procedure(
                 tenant, text, user_id=user_id, evidence=[{"session": e} for e in evidence], proposed_by="llm",
                 at=at, dedupe=True))
         return out
