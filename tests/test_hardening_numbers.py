@@ -201,3 +201,15 @@ def test_property_numbers_are_refused_or_stored_finite_never_half_written(shared
         v = getattr(rec, name)
         assert v is None or math.isfinite(v), (name, v)
     json.dumps(m.export("acme", user, now=rec.created_at), allow_nan=False)
+
+
+def test_subnormal_numbers_are_flushed_to_zero_before_any_store_sees_them() -> None:
+    """PostgreSQL refuses subnormal float8 values ("underflow"): the engine's number check flushes them to 0."""
+    import sys
+
+    from usermem.policy.validate import check_number
+
+    tiny = sys.float_info.min / 2**10
+    assert tiny > 0 and check_number("importance", tiny, 0.0, 1.0) == 0.0
+    assert check_number("importance", -tiny, -1.0, 1.0) == 0.0
+    assert check_number("importance", 0.5, 0.0, 1.0) == 0.5

@@ -39,15 +39,15 @@ _SPECIAL_KEYS = [c.key for c in _CONTRACTS]
 _seq = itertools.count()
 
 # Few distinct values so ties (equal scores, equal times) are common.
-_unit = st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.5, 0.8, 1.0]) | st.floats(0.0, 1.0)
-_offset = st.sampled_from([0.0, -DAY, -30 * DAY, 2 * DAY]) | st.floats(-400 * DAY, 5 * DAY)
+_unit = st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.5, 0.8, 1.0]) | st.floats(0.0, 1.0, allow_subnormal=False)
+_offset = st.sampled_from([0.0, -DAY, -30 * DAY, 2 * DAY]) | st.floats(-400 * DAY, 5 * DAY, allow_subnormal=False)
 _row = st.tuples(
     st.sampled_from(list(Kind)),
     st.sampled_from(_SPECIAL_KEYS) | st.none(),  # None: a key of its own
     _unit, _unit, _offset,
     st.none() | _offset,  # last_used_at
     st.none() | _offset,  # last_confirmed_at
-    st.none() | st.floats(-10 * DAY, 10 * DAY),  # expires_at
+    st.none() | st.floats(-10 * DAY, 10 * DAY, allow_subnormal=False),  # expires_at
     st.booleans(),  # retracted (rarely relevant)
 )
 

@@ -6,6 +6,7 @@ import functools
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -258,7 +259,10 @@ def check_number(name: str, value: Any, lo: float, hi: float) -> float:
     if not lo <= value <= hi:
         shown = f"{value:.6g}" if isinstance(value, float) else (str(value) if abs(value) < 10**20 else "a huge integer")
         raise InputProblem(f"{name} must be between {lo:.12g} and {hi:.12g}, got {shown}", name)
-    return float(value)
+    out = float(value)
+    # A subnormal float (|x| < 2.2e-308) is 0 for every purpose here, and PostgreSQL refuses it ("value out
+    # of range: underflow"): flushed to 0 so no store ever sees one.
+    return 0.0 if out != 0.0 and abs(out) < sys.float_info.min else out
 
 
 def finite_time(name: str, value: Any) -> float:
