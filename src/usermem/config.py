@@ -31,6 +31,12 @@ def redact_url(url: str) -> str:
     return url
 
 
+def missing_extra(extra: str, exc: ImportError) -> ConfigError:
+    """The error for a feature whose optional dependencies are not installed: it names the pip extra."""
+    return ConfigError(f"needs the {extra!r} extra ({exc.name or exc}): pip install 'usermem[{extra}]'",
+                       setting=extra)
+
+
 @dataclass(frozen=True)
 class Settings:
     # storage

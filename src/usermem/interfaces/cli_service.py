@@ -80,10 +80,14 @@ def serve(
 
     Example: usermem serve --store sqlite:///data/usermem.db --port 8000
     """
-    import uvicorn
+    from usermem.config import missing_extra, redact_url
 
-    from usermem.config import redact_url
-    from usermem.interfaces.api import create_app
+    try:
+        import uvicorn
+
+        from usermem.interfaces.api import create_app
+    except ImportError as exc:
+        raise missing_extra("server", exc) from exc
 
     settings = service_settings(store)
     overrides: dict[str, Any] = {}
@@ -129,7 +133,14 @@ def mcp(
 
     Example: usermem mcp --tenant local --user alice --store sqlite:///data/usermem.db
     """
-    from usermem.interfaces import mcp as mcp_mod
+    from usermem.config import missing_extra
+
+    try:
+        import uvicorn
+
+        from usermem.interfaces import mcp as mcp_mod
+    except ImportError as exc:
+        raise missing_extra("server", exc) from exc
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; use stdio or http", setting="transport")
@@ -139,8 +150,6 @@ def mcp(
     if transport == "stdio":
         mcp_mod.build_server(memory, tenant=tenant, user_id=user).run("stdio")
     elif transport == "http":
-        import uvicorn
-
         err_console.print(f"usermem MCP (streamable HTTP) on http://{esc(host)}:{port}/mcp — "
                           "send Authorization: Bearer <key>")
         uvicorn.run(mcp_mod.http_app(memory, tenant=tenant, user_id=user), host=host, port=port, log_level="warning")
