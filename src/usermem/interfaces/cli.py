@@ -48,6 +48,7 @@ __all__ = ["app", "console", "err_console", "eval_app", "main"]
 def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
     from usermem.interfaces import (  # noqa: F401
+        cli_config,
         cli_consent,
         cli_conversation,
         cli_core,
