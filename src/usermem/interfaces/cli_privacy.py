@@ -15,7 +15,7 @@ from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_core import StoreOpt, open_memory
 from usermem.interfaces.cli_output import cell, esc, say, table
-from usermem.interfaces.cli_params import AtOpt
+from usermem.interfaces.cli_params import AtOpt, JsonOpt, dumps
 
 contracts_app = typer.Typer(help="Field contracts per tenant: what may be collected and who may read it.",
                             no_args_is_help=True)
@@ -103,13 +103,16 @@ def export(
 
 
 @contracts_app.command("list")
-def contracts_list(tenant: TenantOpt = "default", store: StoreOpt = None) -> None:
+def contracts_list(tenant: TenantOpt = "default", store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List the tenant's field contracts.
 
     Example: usermem contracts list --tenant cloudledger
     """
     with open_memory(store) as m:
         unknown, contracts = m.contracts_for(tenant).unknown.value, m.contracts_list(tenant)
+    if as_json:
+        print(dumps({"unknown_fields": unknown, "contracts": contracts}))
+        return
     out = table(f"contracts of {tenant} (unknown fields: {unknown})", "key", "kind", "level", "domain",
                 "sharing", "enabled", "live", "version", "description")
     for c in contracts:
@@ -173,7 +176,8 @@ def contracts_set(
 
 
 @contracts_app.command("history")
-def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt = None) -> None:
+def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt = None,
+                      as_json: JsonOpt = False) -> None:
     """Show the stored versions of a field's contract.
 
     Example: usermem contracts history reply_length --tenant cloudledger
@@ -181,6 +185,9 @@ def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt =
     out = table(f"{tenant}/{key}", "version", "change", "actor", "at", "enabled")
     with open_memory(store) as m:
         versions = m.contract_history(tenant, key)
+    if as_json:
+        print(dumps(versions))
+        return
     for h in versions:
         c = h.get("contract") or {}
         out.add_row(str(h["version"]), cell(h["change"]), cell(h.get("actor") or "-"), f"{h['at']:.0f}",
@@ -239,7 +246,7 @@ def grants_revoke(
 def grants_list(
     tenant: str, user_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = None,
     include_expired: Annotated[bool, typer.Option("--include-expired", help="Also expired grants")] = False,
-    at: AtOpt = None,
+    at: AtOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """List active grants.
 
@@ -249,6 +256,9 @@ def grants_list(
                 "purpose", "expires", "grantee")
     with open_memory(store) as m:
         active = m.grants(tenant, user_id, now=at, include_expired=include_expired)
+    if as_json:
+        print(dumps(active))
+        return
     for g in active:
         out.add_row(cell(g.id), cell(g.user_id), cell(g.level.value if g.level else ",".join(g.fields)),
                     cell(g.purpose), f"{g.expires_at:.0f}", cell(g.grantee or "any"))

@@ -17,6 +17,7 @@ from usermem.errors import ConfigError, ValidationError
 from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, err_console
 from usermem.interfaces.cli_output import cell, esc, say, table
+from usermem.interfaces.cli_params import dumps
 
 keys_app = typer.Typer(help="API keys: one or more per tenant, stored hashed. "
                             "Example: usermem keys create acme --name backend", no_args_is_help=True)
@@ -206,6 +207,7 @@ def keys_create(
 def keys_list(
     store: StoreOpt = None,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts)")] = False,
 ) -> None:
     """List API keys (ids, tenants, rights; never the secrets).
 
@@ -218,6 +220,9 @@ def keys_list(
         keys = KeyRing(m).list(tenant)
     finally:
         m.close()
+    if as_json:  # ApiKey never holds the secret
+        print(dumps(keys))
+        return
     out = table("API keys", "id", "tenant", "admin", "user", "name", "created", "state")
     for k in keys:
         state = "active" if k.active else (
