@@ -102,6 +102,62 @@ def export(
         console.print(say(f"wrote {esc(out)}", f"已写入 {esc(out)}"))
 
 
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A usermem export (usermem export … --out FILE), or the "
+                                              "conversations.json of a ChatGPT or Claude export; - for stdin")],
+    store: StoreOpt = None,
+    tenant: Annotated[str | None, typer.Option(help="Import as this tenant (default: the usermem export's; "
+                                                    "required for conversations)")] = None,
+    user: Annotated[str | None, typer.Option(help="Import as this user (default: the usermem export's; "
+                                                  "required for conversations)")] = None,
+    actor: Annotated[str | None, typer.Option("--actor", help="Recorded in history and the audit log")] = "import",
+    as_json: JsonOpt = False,
+) -> None:
+    """Import into this store: a user's usermem export (its current memories), or ChatGPT / Claude
+    conversations (each conversation's messages are ingested: extraction, then guarded writes). A
+    conversation import that stops is resumed where it stopped when run again.
+
+    Example: usermem import conversations.json --tenant acme --user alice --store sqlite:///data/usermem.db
+    """
+    from rich.progress import Progress
+
+    from usermem.interfaces.importer import import_conversations, import_export
+
+    text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        cli_output.fail(f"{file}: not JSON ({exc})")
+    if isinstance(data, list):
+        if not tenant or not user:
+            cli_output.fail(say("conversations need --tenant and --user", "导入对话需要 --tenant 和 --user"))
+        with open_memory(store, create=True) as m, Progress(console=cli_output.err_console,
+                                                             disable=as_json) as bar:
+            task = bar.add_task("conversations", total=None)
+            chats = import_conversations(m, tenant, user, data, actor=actor,
+                                         progress=lambda done, total: bar.update(task, completed=done, total=total))
+        if as_json:
+            print(dumps(chats))
+            return
+        console.print(say(f"{chats.source}: {chats.ingested} conversations ingested ({chats.resumed_past} done "
+                          f"before), {chats.written} memories written, {chats.rejected} refused",
+                          f"{chats.source}：导入 {chats.ingested} 段对话（之前已完成 {chats.resumed_past}），"
+                          f"写入 {chats.written} 条记忆，拒绝 {chats.rejected}"))
+        return
+    with open_memory(store, create=True) as m:
+        report = import_export(m, data, tenant=tenant, user_id=user, actor=actor)
+    if as_json:
+        print(dumps(report))
+        return
+    console.print(say(f"{esc(report.tenant)}/{esc(report.user_id)}: {report.written} written, {report.unchanged} "
+                      f"unchanged, {len(report.rejected)} rejected, {report.skipped} without a current value",
+                      f"{esc(report.tenant)}/{esc(report.user_id)}：写入 {report.written}，未变 {report.unchanged}，"
+                      f"拒绝 {len(report.rejected)}，无当前值 {report.skipped}"))
+    for key, reason in report.rejected:
+        console.print(f"  rejected {esc(key)}: {esc(reason)}")
+
+
 @contracts_app.command("list")
 def contracts_list(tenant: TenantOpt = "default", store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List the tenant's field contracts.
