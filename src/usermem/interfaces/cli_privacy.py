@@ -15,7 +15,7 @@ from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, eval_app
 from usermem.interfaces.cli_core import StoreOpt, open_memory
 from usermem.interfaces.cli_output import cell, esc, say, table
-from usermem.interfaces.cli_params import AtOpt
+from usermem.interfaces.cli_params import AtOpt, JsonOpt, dumps
 
 contracts_app = typer.Typer(help="Field contracts per tenant: what may be collected and who may read it.",
                             no_args_is_help=True)
@@ -102,14 +102,73 @@ def export(
         console.print(say(f"wrote {esc(out)}", f"已写入 {esc(out)}"))
 
 
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A usermem export (usermem export … --out FILE), or the "
+                                              "conversations.json of a ChatGPT or Claude export; - for stdin")],
+    store: StoreOpt = None,
+    tenant: Annotated[str | None, typer.Option(help="Import as this tenant (default: the usermem export's; "
+                                                    "required for conversations)")] = None,
+    user: Annotated[str | None, typer.Option(help="Import as this user (default: the usermem export's; "
+                                                  "required for conversations)")] = None,
+    actor: Annotated[str | None, typer.Option("--actor", help="Recorded in history and the audit log")] = "import",
+    as_json: JsonOpt = False,
+) -> None:
+    """Import into this store: a user's usermem export (its current memories), or ChatGPT / Claude
+    conversations (each conversation's messages are ingested: extraction, then guarded writes). A
+    conversation import that stops is resumed where it stopped when run again.
+
+    Example: usermem import conversations.json --tenant acme --user alice --store sqlite:///data/usermem.db
+    """
+    from rich.progress import Progress
+
+    from usermem.interfaces.importer import import_conversations, import_export
+
+    text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        cli_output.fail(f"{file}: not JSON ({exc})")
+    if isinstance(data, list):
+        if not tenant or not user:
+            cli_output.fail(say("conversations need --tenant and --user", "导入对话需要 --tenant 和 --user"))
+        with open_memory(store, create=True) as m, Progress(console=cli_output.err_console,
+                                                             disable=as_json) as bar:
+            task = bar.add_task("conversations", total=None)
+            chats = import_conversations(m, tenant, user, data, actor=actor,
+                                         progress=lambda done, total: bar.update(task, completed=done, total=total))
+        if as_json:
+            print(dumps(chats))
+            return
+        console.print(say(f"{chats.source}: {chats.ingested} conversations ingested ({chats.resumed_past} done "
+                          f"before), {chats.written} memories written, {chats.rejected} refused",
+                          f"{chats.source}：导入 {chats.ingested} 段对话（之前已完成 {chats.resumed_past}），"
+                          f"写入 {chats.written} 条记忆，拒绝 {chats.rejected}"))
+        return
+    with open_memory(store, create=True) as m:
+        report = import_export(m, data, tenant=tenant, user_id=user, actor=actor)
+    if as_json:
+        print(dumps(report))
+        return
+    console.print(say(f"{esc(report.tenant)}/{esc(report.user_id)}: {report.written} written, {report.unchanged} "
+                      f"unchanged, {len(report.rejected)} rejected, {report.skipped} without a current value",
+                      f"{esc(report.tenant)}/{esc(report.user_id)}：写入 {report.written}，未变 {report.unchanged}，"
+                      f"拒绝 {len(report.rejected)}，无当前值 {report.skipped}"))
+    for key, reason in report.rejected:
+        console.print(f"  rejected {esc(key)}: {esc(reason)}")
+
+
 @contracts_app.command("list")
-def contracts_list(tenant: TenantOpt = "default", store: StoreOpt = None) -> None:
+def contracts_list(tenant: TenantOpt = "default", store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List the tenant's field contracts.
 
     Example: usermem contracts list --tenant cloudledger
     """
     with open_memory(store) as m:
         unknown, contracts = m.contracts_for(tenant).unknown.value, m.contracts_list(tenant)
+    if as_json:
+        print(dumps({"unknown_fields": unknown, "contracts": contracts}))
+        return
     out = table(f"contracts of {tenant} (unknown fields: {unknown})", "key", "kind", "level", "domain",
                 "sharing", "enabled", "live", "version", "description")
     for c in contracts:
@@ -173,7 +232,8 @@ def contracts_set(
 
 
 @contracts_app.command("history")
-def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt = None) -> None:
+def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt = None,
+                      as_json: JsonOpt = False) -> None:
     """Show the stored versions of a field's contract.
 
     Example: usermem contracts history reply_length --tenant cloudledger
@@ -181,6 +241,9 @@ def contracts_history(key: str, tenant: TenantOpt = "default", store: StoreOpt =
     out = table(f"{tenant}/{key}", "version", "change", "actor", "at", "enabled")
     with open_memory(store) as m:
         versions = m.contract_history(tenant, key)
+    if as_json:
+        print(dumps(versions))
+        return
     for h in versions:
         c = h.get("contract") or {}
         out.add_row(str(h["version"]), cell(h["change"]), cell(h.get("actor") or "-"), f"{h['at']:.0f}",
@@ -239,7 +302,7 @@ def grants_revoke(
 def grants_list(
     tenant: str, user_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = None,
     include_expired: Annotated[bool, typer.Option("--include-expired", help="Also expired grants")] = False,
-    at: AtOpt = None,
+    at: AtOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """List active grants.
 
@@ -249,6 +312,9 @@ def grants_list(
                 "purpose", "expires", "grantee")
     with open_memory(store) as m:
         active = m.grants(tenant, user_id, now=at, include_expired=include_expired)
+    if as_json:
+        print(dumps(active))
+        return
     for g in active:
         out.add_row(cell(g.id), cell(g.user_id), cell(g.level.value if g.level else ",".join(g.fields)),
                     cell(g.purpose), f"{g.expires_at:.0f}", cell(g.grantee or "any"))

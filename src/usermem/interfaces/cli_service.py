@@ -18,6 +18,7 @@ from usermem.errors import ConfigError, ValidationError
 from usermem.interfaces import cli_output
 from usermem.interfaces.cli import app, console, err_console
 from usermem.interfaces.cli_output import cell, esc, say, table
+from usermem.interfaces.cli_params import dumps
 
 keys_app = typer.Typer(help="API keys: one or more per tenant, stored hashed. "
                             "Example: usermem keys create acme --name backend", no_args_is_help=True)
@@ -84,10 +85,14 @@ def serve(
 
     Example: usermem serve --store sqlite:///data/usermem.db --port 8000 --workers 2
     """
-    import uvicorn
+    from usermem.config import missing_extra, redact_url
 
-    from usermem.config import redact_url
-    from usermem.interfaces.api import create_app
+    try:
+        import uvicorn
+
+        from usermem.interfaces.api import create_app
+    except ImportError as exc:
+        raise missing_extra("server", exc) from exc
 
     settings = service_settings(store)
     overrides: dict[str, Any] = {}
@@ -170,7 +175,14 @@ def mcp(
 
     Example: usermem mcp --tenant local --user alice --store sqlite:///data/usermem.db
     """
-    from usermem.interfaces import mcp as mcp_mod
+    from usermem.config import missing_extra
+
+    try:
+        import uvicorn
+
+        from usermem.interfaces import mcp as mcp_mod
+    except ImportError as exc:
+        raise missing_extra("server", exc) from exc
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; use stdio or http", setting="transport")
@@ -180,8 +192,6 @@ def mcp(
     if transport == "stdio":
         mcp_mod.build_server(memory, tenant=tenant, user_id=user).run("stdio")
     elif transport == "http":
-        import uvicorn
-
         err_console.print(f"usermem MCP (streamable HTTP) on http://{esc(host)}:{port}/mcp — "
                           "send Authorization: Bearer <key>")
         uvicorn.run(mcp_mod.http_app(memory, tenant=tenant, user_id=user), host=host, port=port, log_level="warning")
@@ -238,6 +248,7 @@ def keys_create(
 def keys_list(
     store: StoreOpt = None,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts)")] = False,
 ) -> None:
     """List API keys (ids, tenants, rights; never the secrets).
 
@@ -250,6 +261,9 @@ def keys_list(
         keys = KeyRing(m).list(tenant)
     finally:
         m.close()
+    if as_json:  # ApiKey never holds the secret
+        print(dumps(keys))
+        return
     out = table("API keys", "id", "tenant", "admin", "user", "name", "created", "state")
     for k in keys:
         state = "active" if k.active else (

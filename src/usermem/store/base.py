@@ -238,6 +238,7 @@ class Store(Protocol):
 
 def open_store(url: str | None, **options: object) -> Store:
     """Open a backend by URL: sqlite:///path, sqlite:// (private in-memory), postgresql://..."""
+    from usermem.config import missing_extra
     from usermem.errors import ConfigError
 
     if url is None or url in ("", "sqlite://", "sqlite:///:memory:", ":memory:"):
@@ -252,7 +253,7 @@ def open_store(url: str | None, **options: object) -> Store:
         try:
             from usermem.store.postgres import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on installation
-            raise ConfigError(f"PostgreSQL support is not available: {exc}", setting="store_url") from exc
+            raise missing_extra("postgres", exc) from exc
         return PostgresStore(url, **options)  # type: ignore[arg-type]
     scheme = url.split(":", 1)[0]
     raise ConfigError(

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from usermem.config import missing_extra
 from usermem.config import redact_url as redact_url  # moved to usermem.config; re-exported here
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import Kind, MemoryRecord, Source
@@ -163,9 +164,12 @@ class RedisTier:
 
     def __init__(self, url: str, kinds: Iterable[Kind], *, prefix: str = "usermem", cache_ttl: int = 86_400,
                  grace: int = 60, timeout: float = 0.5, near_users: int = 10_000) -> None:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as exc:  # pragma: no cover - depends on installation
+            raise missing_extra("redis", exc) from exc
 
         if "{" in prefix or "}" in prefix or not prefix:
             raise ConfigError(f"key prefix must be non-empty and without braces, got {prefix!r}", setting="key_prefix")
