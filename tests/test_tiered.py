@@ -102,7 +102,12 @@ def test_preferences_are_served_from_redis_and_written_through(tiered):
     # The Redis hash is what answers: change it behind usermem's back and recall shows the change.
     field = tier.user_prefix("acme", "u1") + ":f:reply_length"
     assert tier.client.hget(field, "kind") == "preference"
+    tiered.flush()  # background readers (the derived-attribute refresher) are done
     tier.client.hset(field, "value", '"tampered"')
+    # A tamper behind usermem's back does not move Redis's version counter, so this process's decoded copy
+    # (the near cache, valid while the counter is unchanged) is dropped by hand: what answers next is Redis.
+    assert store.capabilities.drop_local is not None
+    store.capabilities.drop_local("acme", "u1")
     assert [r.value for r in tiered.recall("acme", "u1", kinds=["preference"], now=T0 + 2)] == ["tampered"]
     # A write goes to the store of record and through to Redis.
     assert tiered.write("acme", "u1", "preference", "reply_length", "详细", source="user_confirmed",
