@@ -97,6 +97,7 @@ def test_preferences_are_served_from_redis_and_written_through(tiered):
     assert tiered.write("acme", "u1", "preference", "reply_length", "concise", source="user_confirmed",
                         now=T0).op is Op.ADD
     tiered.write("acme", "u1", "fact", "occupation", "teacher", source="user_confirmed", now=T0)
+    tiered.flush()  # the derived-attribute refresher reads (and fills) in the background: let it finish first
     assert {r.key for r in tiered.recall("acme", "u1", k=10, now=T0 + 1)} == {"reply_length", "occupation"}
     assert store.stats["fills"] == 1
     # The Redis hash is what answers: change it behind usermem's back and recall shows the change.
