@@ -48,7 +48,7 @@ def unavailable(reason: str) -> NoReturn:
     if backends_required():
         pytest.fail(f"{reason} — USERMEM_REQUIRE_BACKENDS=1: a missing backend fails the run instead of skipping",
                     pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)  # also from a module's import-time check
 
 
 def pg_url(database: str = "postgres") -> str:
