@@ -60,7 +60,8 @@ def free_port() -> int:
 class Server:
     """`usermem serve` in a subprocess on a free loopback port."""
 
-    def __init__(self, db: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, db: Path, *extra: str, env: dict[str, str] | None = None,
+                 start_timeout: float = 90) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.db = db
@@ -70,7 +71,7 @@ class Server:
                "--store", f"sqlite:///{db}", "--port", str(self.port), "--log-level", "warning", *workers, *extra]
         full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
-        deadline = time.monotonic() + 90  # generous: a loaded 2-core CI machine starts slowly
+        deadline = time.monotonic() + start_timeout  # generous: a loaded 2-core CI machine starts slowly
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.proc.stderr.read() if self.proc.stderr else ''}")

@@ -6,56 +6,18 @@ workers (not N times the limit); MCP works without sessions (a second request ne
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 
-from apihelp import free_port
+from apihelp import Server
 from usermem.interfaces.api.middleware import SharedRateLimiter
 
 
-class Workers:
-    """`usermem serve --workers 2` in a subprocess (a longer start-up allowance than apihelp.Server: two
-    processes import the service on a shared 2-core machine)."""
-
-    def __init__(self, db: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-c", "from usermem.interfaces.cli import main; main()", "serve", "--store",
-               f"sqlite:///{db}", "--port", str(self.port), "--log-level", "warning", *extra]
-        env = {**os.environ, "COLUMNS": "200", "USERMEM_EMBEDDER": "none"}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
-            try:
-                if httpx.get(self.url + "/health", timeout=0.5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            self.stop()
-            raise RuntimeError("server did not start")
-        self.key = Path(str(db) + ".local-key").read_text().strip()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return int(self.proc.returncode)
-
-
 def test_two_workers_share_the_store_and_the_rate_limit(tmp_path) -> None:
-    srv = Workers(tmp_path / "w.db", "--workers", "2", "--rate-limit", "20")
+    # a longer start-up allowance: two processes import the service on a shared 2-core machine
+    srv = Server(tmp_path / "w.db", "--workers", "2", "--rate-limit", "20", env={"USERMEM_EMBEDDER": "none"},
+                 start_timeout=150)
     try:
         auth = {"Authorization": f"Bearer {srv.key}"}
         pids: set[int] = set()
@@ -96,7 +58,7 @@ def test_two_workers_share_the_store_and_the_rate_limit(tmp_path) -> None:
         assert elapsed < 50, "too slow to tell one budget from two"
         assert allowed <= 20 + elapsed / 3 + 1, (allowed, elapsed)
     finally:
-        assert srv.stop() == 0
+        assert srv.stop(timeout=60) == 0
 
 
 def test_shared_rate_limiter_is_one_budget_across_instances(tmp_path) -> None:
