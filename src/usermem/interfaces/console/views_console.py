@@ -20,7 +20,6 @@ from markupsafe import Markup
 from usermem.engine.grants import Grant
 from usermem.engine.sessions import episode_key
 from usermem.errors import UsermemError, ValidationError
-from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.console import i18n
 from usermem.interfaces.console.charts import decay_series, decay_svg
 from usermem.interfaces.console.web import (
@@ -31,14 +30,13 @@ from usermem.interfaces.console.web import (
     error_page,
     form_data,
     language,
-    login_csrf_ok,
     op,
     redirect,
     refused,
     render,
     secure_headers,
     set_session_cookie,
-    start_session,
+    sign_in,
 )
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, ScoredMemory
 from usermem.policy.contracts import ContractSet, FieldContract, Sensitivity, Sharing
@@ -88,19 +86,8 @@ async def console_home(request: Request) -> Response:
 
 @router.post("/login")
 async def console_login(request: Request) -> Response:
-    form = await form_data(request)
-    lang = language(request)
-    if not login_csrf_ok(request, form):
-        return refused(request, 403, "csrf_failed", None, "/console")
-    keys: KeyRing = request.app.state.keys
-    key = keys.verify(form.get("key", "")[:300])
-    if key is None or not key.admin:
-        return render(request, "login.html", status=401, action="/console/login", field="admin_key",
-                      help="admin_key_help", error=i18n.text("bad_key", lang), title=i18n.text("console", lang))
-    token, _ = await start_session(request, "admin", key)
-    response = redirect("/console/users")
-    set_session_cookie(request, response, "admin", token)
-    return response
+    return await sign_in(request, "admin", lambda key: key.admin, home="/console", after="/console/users",
+                         field="admin_key", help_key="admin_key_help", error_key="bad_key", title_key="console")
 
 
 @router.post("/logout")

@@ -14,7 +14,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from usermem.errors import UsermemError
-from usermem.interfaces.api.keys import KeyRing
 from usermem.interfaces.console import i18n
 from usermem.interfaces.console.views_console import erasure_receipt, export_response, field_label
 from usermem.interfaces.console.web import (
@@ -26,13 +25,12 @@ from usermem.interfaces.console.web import (
     form_data,
     is_user_token,
     language,
-    login_csrf_ok,
     op,
     redirect,
     refused,
     render,
     set_session_cookie,
-    start_session,
+    sign_in,
 )
 from usermem.model import Kind
 from usermem.policy.contracts import ContractSet
@@ -120,19 +118,8 @@ async def me_consent(request: Request, request_id: str, verb: str) -> Response:
 
 @router.post("/login")
 async def me_login(request: Request) -> Response:
-    form = await form_data(request)
-    lang = language(request)
-    if not login_csrf_ok(request, form):
-        return refused(request, 403, "csrf_failed", None, "/me")
-    keys: KeyRing = request.app.state.keys
-    key = keys.verify(form.get("key", "")[:300])
-    if key is None or not is_user_token(key):
-        return render(request, "login.html", status=401, action="/me/login", field="user_token",
-                      help="user_token_help", error=i18n.text("bad_token", lang), title=i18n.text("me", lang))
-    token, _ = await start_session(request, "user", key)
-    response = redirect("/me")
-    set_session_cookie(request, response, "user", token)
-    return response
+    return await sign_in(request, "user", is_user_token, home="/me", after="/me", field="user_token",
+                         help_key="user_token_help", error_key="bad_token", title_key="me")
 
 
 @router.post("/logout")

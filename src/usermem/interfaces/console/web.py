@@ -251,3 +251,20 @@ def refused(request: Request, status: int, message_key: str, session: PageSessio
     lang = language(request)
     return render(request, "error.html", status=status, session=session, message=i18n.text(message_key, lang),
                   code=message_key, back=back)
+
+
+async def sign_in(request: Request, role: Literal["admin", "user"], accepts: Callable[[Any], bool], *, home: str, after: str,
+                  field: str, help_key: str, error_key: str, title_key: str) -> Response:
+    """The sign-in POST shared by /console (admin keys) and /me (user tokens): CSRF, the key, the session."""
+    form = await form_data(request)
+    lang = language(request)
+    if not login_csrf_ok(request, form):
+        return refused(request, 403, "csrf_failed", None, home)
+    key = request.app.state.keys.verify(form.get("key", "")[:300])
+    if key is None or not accepts(key):
+        return render(request, "login.html", status=401, action=f"{home}/login", field=field, help=help_key,
+                      error=i18n.text(error_key, lang), title=i18n.text(title_key, lang))
+    token, _ = await start_session(request, role, key)
+    response = redirect(after)
+    set_session_cookie(request, response, role, token)
+    return response
