@@ -101,7 +101,9 @@ def test_purge_removes_value_bytes_from_the_file(tmp_path):
     for i in range(50):
         m.write("t", "gone", "fact", f"k{i}", f"{marker}-{i}", now=T0)
     m.write("t", "stays", "fact", "city", "Hangzhou", now=T0)
-    m.store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    m.flush()  # the background indexer is done before the checkpoint
+    with m.store.sql() as c:  # under the store's lock: never beside another thread's statement
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert marker.encode() in _file_bytes(db)
     assert m.forget_user("t", "gone", now=T0 + DAY) == 50
     assert m.recall("t", "gone", now=T0 + DAY) == []

@@ -64,6 +64,17 @@ def _insert_audit(conn: sqlite3.Connection, e: AuditEvent) -> None:
     conn.execute(_INSERT_AUDIT, audit_params(e, e.detail_json()))
 
 
+
+def _commit_or_roll_back(c: sqlite3.Connection) -> None:
+    """COMMIT; if SQLite refuses (e.g. a statement still in progress), roll back so the connection is not
+    left inside a transaction that every later BEGIN would trip over, and re-raise."""
+    try:
+        c.execute("COMMIT")
+    except sqlite3.Error:
+        if c.in_transaction:
+            c.execute("ROLLBACK")
+        raise
+
 class SQLiteStore:
     """The embedded default. `path` is a file path or ':memory:' (private to this object)."""
 
@@ -152,7 +163,7 @@ class SQLiteStore:
                 except BaseException:
                     c.execute("ROLLBACK")
                     raise
-                c.execute("COMMIT")
+                _commit_or_roll_back(c)
             except sqlite3.IntegrityError as exc:
                 raise IntegrityError(f"refused by the database: {exc}") from exc
             except sqlite3.Error as exc:
@@ -174,7 +185,10 @@ class SQLiteStore:
                 c.execute("ROLLBACK")
                 raise
             else:
-                c.execute("COMMIT")
+                try:
+                    _commit_or_roll_back(c)
+                except sqlite3.Error as exc:
+                    raise StoreError(f"could not commit the write transaction: {exc}") from exc
 
     def append_audit(self, event: AuditEvent) -> None:
         with self._lock:
