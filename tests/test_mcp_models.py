@@ -68,7 +68,11 @@ def test_tool_schemas_state_descriptions_rules_enums_and_hints():
             assert props["key"]["pattern"] == "^[a-z0-9_.\\-]{1,64}$" and props["key"]["maxLength"] == 64
         if "user_id" in props:
             assert any(x.get("maxLength") == 128 for x in props["user_id"]["anyOf"])
-    assert tools["recall"].annotations.read_only_hint and tools["episodes"].annotations.read_only_hint
+    assert tools["episodes"].annotations.read_only_hint
+    # recall and assemble record when each memory was used (decay), so they are not read-only, and not
+    # destructive either
+    for used in ("recall", "assemble"):
+        assert tools[used].annotations.read_only_hint is False and tools[used].annotations.destructive_hint is False
     assert tools["forget_user"].annotations.destructive_hint and tools["forget"].annotations.destructive_hint
     assert tools["remember"].annotations.destructive_hint is False  # an update keeps the old version
     kinds = tools["recall"].input_schema["$defs"]["Kind"]["enum"]

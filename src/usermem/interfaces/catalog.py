@@ -295,8 +295,9 @@ def _build() -> dict[str, Operation]:
                           "needs_confirmation should be confirmed with the user before relying on them. "
                           "`withheld` lists fields that exist but were not shown (never their values): ask the "
                           "`question` of a needs_grant entry (unless `declined`), then call request_consent; "
-                          "never treat a withheld field as unknown.",
-                    read_only=True),
+                          "never treat a withheld field as unknown. Records when each memory was used "
+                          "(recency keeps it ranked), and changes nothing else.",
+                    read_only=False, destructive=False),
             client="a 404 user is an empty list, as the embedded engine answers; `.withheld` from the response"),
         _op("get", "memories", (V, PD), Http("GET", "/v1/memories/{memory_id}", query=("actor", "now")),
             client="a 404 is None"),
@@ -464,7 +465,8 @@ def _build() -> dict[str, Operation]:
                     fixed={"tenant": "the server's or the key's tenant", "actor": "mcp[:key:<id>]",
                            "now": "server time", "session_id": "none"},
                     guide="A ready-to-insert prompt block (<USER_FACTS>, <USER_PREFERENCES>) with what the current "
-                          "message needs, within a token budget.", read_only=True),
+                          "message needs, within a token budget. Records when each memory was used (recency keeps "
+                          "it ranked), and changes nothing else.", read_only=False, destructive=False),
             client="returns the engine's Assembly (selections as ScoredMemory)"),
         _op("onboarding_questions", "conversation", (V,), Http(
             "GET", "/v1/users/{user_id}/onboarding", query=("language", "now"))),
