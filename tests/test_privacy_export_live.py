@@ -70,10 +70,21 @@ def test_live_l2_field_needs_a_grant(mem):
     mem.set_contract("acme", {"key": "balance", "kind": "fact", "sensitivity": "L3", "live": True,
                               "resolver": "registered:ledger"})
     mem.register_resolver("ledger", lambda t, u, k: 1234.5)
-    assert mem.recall("acme", "u", now=T0) == []
+    hidden = mem.recall("acme", "u", now=T0)
+    assert hidden == []
+    # known but not shown: reported as withheld with its reason and a consent question, never its value
+    assert [(w.key, w.level, w.reason) for w in hidden.withheld] == [("balance", "L3", "needs_grant")]
+    assert hidden.withheld[0].question and "1234" not in repr(hidden.withheld)
     mem.grant("acme", "u", ["balance"], "answer a balance question", now=T0)
     assert [r.value for r in mem.recall("acme", "u", now=T0 + 1, actor="bot")] == [1234.5]
     assert mem.audit("acme", action="read_sensitive")[-1].detail["fields"] == ["balance"]
+
+
+def test_live_field_without_a_value_is_not_reported_withheld(mem):
+    mem.set_contract("acme", {"key": "balance", "kind": "fact", "sensitivity": "L3", "live": True,
+                              "resolver": "registered:ledger"})
+    mem.register_resolver("ledger", lambda t, u, k: None)
+    assert not mem.recall("acme", "u", now=T0).withheld
 
 
 class _Billing(BaseHTTPRequestHandler):

@@ -363,8 +363,9 @@ class RecallPipeline:
             out.append(ScoredMemory(record, score, w, relevance[row.id] if relevance is not None else None,
                                     flag, question, window))
         if self.live is not None:
-            allows = gate.allows if gate is not None else (lambda c: c.sensitivity.value == "L1")
-            extra = self.live.scored(tenant, user_id, now, contracts, allows, kinds, keys)
+            why_not = gate.why_not if gate is not None else (
+                lambda c: None if c.sensitivity.value == "L1" else "needs_grant")
+            extra = self.live.scored(tenant, user_id, now, contracts, why_not, kinds, keys, judge.withheld)
             if extra:
                 out = sorted(out + extra, key=lambda s: (-s.score, -s.memory.created_at, s.memory.id))
                 out = out[:limit] if limit is not None else out

@@ -90,17 +90,25 @@ class LiveResolvers:
             return data["value"]
         return data
 
-    def scored(self, tenant: str, user_id: str, now: float, contracts: ContractSet, allows: Callable[[FieldContract], bool],
-               kinds: Sequence[Kind] | None, keys: Sequence[str] | None) -> list[ScoredMemory]:
-        """Current values of the live fields this recall asks for and may see, as scored memories."""
+    def scored(self, tenant: str, user_id: str, now: float, contracts: ContractSet,
+               why_not: Callable[[FieldContract], str | None], kinds: Sequence[Kind] | None,
+               keys: Sequence[str] | None, withheld: dict[str, str] | None = None) -> list[ScoredMemory]:
+        """Current values of the live fields this recall asks for and may see, as scored memories.
+
+        A live field the reader may not see (`why_not` gives the reason) is resolved all the same, so that
+        when the system of record holds a value the field goes into `withheld` with its reason — "allergy
+        known but not shown" is never answered as "no allergy known". Its value is not returned."""
         out: list[ScoredMemory] = []
         for c in contracts.enabled():
             if not c.live or (kinds is not None and c.kind not in kinds) or (keys is not None and c.key not in keys):
                 continue
-            if not allows(c):
-                continue
+            reason = why_not(c)
             value = self.resolve(tenant, user_id, c)
             if value is None:
+                continue
+            if reason is not None:
+                if withheld is not None:
+                    withheld.setdefault(c.key, reason)
                 continue
             importance = c.effective_importance()
             record = MemoryRecord(id=f"live:{c.key}", tenant=tenant, user_id=user_id, kind=c.kind, key=c.key,
