@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from usermem import Memory, ValidationError
+from usermem import Memory, NotFound, ValidationError
 
 T0 = 1_790_000_000.0
 
@@ -61,8 +61,10 @@ def _free_port() -> int:
 
 def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) -> None:
     m = Memory()
-    hook, secret = m.webhooks.add("acme", receiver.url, now=T0)
-    other, _ = m.webhooks.add("other", receiver.url, ["write"], now=T0)
+    created = m.create_webhook("acme", receiver.url, now=T0)
+    hook, secret = created.webhook, created.secret
+    assert "secret='***'" in repr(created) and secret not in repr(created)
+    other = m.create_webhook("other", receiver.url, ["write"], now=T0).webhook
     m.write("acme", "u1", "preference", "reply_length", "简洁", source="user_confirmed", now=T0 + 1)
     m.write("acme", "u1", "preference", "reply_length", "详细", source="user_confirmed", now=T0 + 2)
     m.write("acme", "u1", "fact", "allergy", "花生", source="user_confirmed", now=T0 + 3)  # L3
@@ -89,19 +91,19 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) ->
         assert hmac.compare_digest(headers["x-usermem-signature"], "sha256=" + expected)
         assert headers["x-usermem-delivery"] == json.loads(body)["id"]
     assert m.webhooks.deliver_due(now=T0 + 11) == []  # delivered once
-    log = m.webhooks.deliveries("acme", hook.id)
+    log = m.webhook_deliveries("acme", hook.id)
     assert len(log) == 7 and all(len(d.attempts) == 1 and d.attempts[0].status == 200 for d in log)
-    assert m.webhooks.deliveries("other", other.id) == []
+    assert m.webhook_deliveries("other", other.id) == []
     assert "secret" not in json.dumps(hook.to_dict())
     m.forget_user("acme", "u1", now=T0 + 20)  # the log held L1 values of u1: erased with the user
-    left = m.webhooks.deliveries("acme", hook.id)
+    left = m.webhook_deliveries("acme", hook.id)
     assert [(d.type, d.payload["action"], d.payload["records"]) for d in left] == [("forget", "forget_user", [])]
 
 
 def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver: Receiver) -> None:
     m = Memory()
     m.webhooks.max_attempts, m.webhooks.disable_after, m.webhooks.base_delay = 3, 4, 30.0
-    down, _ = m.webhooks.add("acme", f"http://127.0.0.1:{_free_port()}/hook", ["write"], now=T0)
+    down = m.create_webhook("acme", f"http://127.0.0.1:{_free_port()}/hook", ["write"], now=T0).webhook
     m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed", now=T0)
     first = m.webhooks.deliver_due(now=T0 + 1)
     assert [d.state for d in first] == ["pending"] and first[0].attempts[0].error == "ConnectError"
@@ -110,32 +112,35 @@ def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver:
     assert m.webhooks.deliver_due(now=T0 + 31)[0].next_at == T0 + 31 + 60  # doubled
     last = m.webhooks.deliver_due(now=T0 + 91)[0]
     assert last.state == "failed" and len(last.attempts) == 3  # gave up after max_attempts
-    assert m.webhooks.get("acme", down.id).failures == 3 and m.webhooks.get("acme", down.id).enabled
+    assert m.get_webhook("acme", down.id).failures == 3 and m.get_webhook("acme", down.id).enabled
     m.write("acme", "u1", "preference", "tone", "cool", source="user_confirmed", now=T0 + 100)
     m.webhooks.deliver_due(now=T0 + 101)
-    hook = m.webhooks.get("acme", down.id)
+    hook = m.get_webhook("acme", down.id)
     assert not hook.enabled and hook.disabled_reason == "4 failed deliveries in a row"
     m.write("acme", "u1", "preference", "tone", "hot", source="user_confirmed", now=T0 + 200)
-    assert m.webhooks.deliveries("acme", down.id)[-1].payload["records"][0]["value"] == "cool"  # none queued
+    assert m.webhook_deliveries("acme", down.id)[-1].payload["records"][0]["value"] == "cool"  # none queued
     # a receiver answering 500 counts as a failure too; 2xx resets the count
     receiver.status = 500
-    ok, _ = m.webhooks.add("acme", receiver.url, ["forget"], now=T0 + 300)
+    ok = m.create_webhook("acme", receiver.url, ["forget"], now=T0 + 300).webhook
     m.forget("acme", "u1", "tone", now=T0 + 301)
     assert m.webhooks.deliver_due(now=T0 + 302)[0].attempts[0].error == "HTTP 500"
     receiver.status = 204
     assert m.webhooks.deliver_due(now=T0 + 332)[0].state == "delivered"
-    assert m.webhooks.get("acme", ok.id).failures == 0
-    m.webhooks.enable("acme", down.id, now=T0 + 400)
-    assert m.webhooks.get("acme", down.id).enabled
+    assert m.get_webhook("acme", ok.id).failures == 0
+    m.enable_webhook("acme", down.id, now=T0 + 400)
+    assert m.get_webhook("acme", down.id).enabled
 
 
 def test_bad_subscriptions_are_refused() -> None:
     m = Memory()
     for url, events in (("ftp://x/y", None), ("http://127.0.0.1/x", ["bogus"]), ("not a url", None)):
         with pytest.raises(ValidationError):
-            m.webhooks.add("acme", url, events, now=T0)
+            m.create_webhook("acme", url, events, now=T0)
     with pytest.raises(ValidationError):
-        m.webhooks.add("acme", "http://127.0.0.1/x", secret="short", now=T0)
-    assert m.webhooks.subscriptions("acme") == []
-    hook, _ = m.webhooks.add("acme", "http://127.0.0.1/x", now=T0)
-    assert m.webhooks.remove("acme", hook.id) and m.webhooks.subscriptions("acme") == []
+        m.create_webhook("acme", "http://127.0.0.1/x", secret="short", now=T0)
+    assert m.list_webhooks("acme") == []
+    hook = m.create_webhook("acme", "http://127.0.0.1/x", now=T0).webhook
+    assert m.delete_webhook("acme", hook.id) and m.list_webhooks("acme") == []
+    assert not m.delete_webhook("acme", hook.id)
+    with pytest.raises(NotFound):
+        m.get_webhook("acme", hook.id)
