@@ -4,59 +4,23 @@ and a subscription disabled after repeated failures. Time is given (`now`), noth
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import socket
-import threading
+import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
 
 import pytest
 
 from usermem import Memory, NotFound, ValidationError
+from webhookhelp import Receiver, free_port, signed_by
 
 T0 = 1_790_000_000.0
-
-
-class Receiver:
-    def __init__(self) -> None:
-        self.got: list[tuple[dict[str, str], bytes]] = []
-        self.status = 200
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
-                outer.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(outer.status)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def payloads(self) -> list[dict[str, Any]]:
-        return [json.loads(body) for _, body in self.got]
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
     yield r
-    r.server.shutdown()
-    r.server.server_close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    r.close()
 
 
 def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) -> None:
@@ -86,9 +50,8 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) ->
     assert events[4]["keys"] == ["reply_length"] and events[4]["records"][0]["value"] == "简洁"
     assert events[5]["consent"] == "approved" and events[5]["keys"] == ["allergy"]
     for headers, body in receiver.got:  # the receiver can check every signature
-        expected = hmac.new(secret.encode(), headers["x-usermem-timestamp"].encode() + b"." + body,
-                            hashlib.sha256).hexdigest()
-        assert hmac.compare_digest(headers["x-usermem-signature"], "sha256=" + expected)
+        assert signed_by(secret, headers, body)
+        assert not signed_by(secret + "x", headers, body)
         assert headers["x-usermem-delivery"] == json.loads(body)["id"]
     assert m.webhooks.deliver_due(now=T0 + 11) == []  # delivered once
     log = m.webhook_deliveries("acme", hook.id)
@@ -103,7 +66,7 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) ->
 def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver: Receiver) -> None:
     m = Memory()
     m.webhooks.max_attempts, m.webhooks.disable_after, m.webhooks.base_delay = 3, 4, 30.0
-    down = m.create_webhook("acme", f"http://127.0.0.1:{_free_port()}/hook", ["write"], now=T0).webhook
+    down = m.create_webhook("acme", f"http://127.0.0.1:{free_port()}/hook", ["write"], now=T0).webhook
     m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed", now=T0)
     first = m.webhooks.deliver_due(now=T0 + 1)
     assert [d.state for d in first] == ["pending"] and first[0].attempts[0].error == "ConnectError"
@@ -144,3 +107,49 @@ def test_bad_subscriptions_are_refused() -> None:
     assert not m.delete_webhook("acme", hook.id)
     with pytest.raises(NotFound):
         m.get_webhook("acme", hook.id)
+
+
+def test_ping_reports_the_receiver_and_leaves_the_subscription_alone(receiver: Receiver) -> None:
+    m = Memory()
+    created = m.create_webhook("acme", receiver.url, ["consent"], actor="ops", now=T0)
+    receiver.status = 204
+    ok = m.ping_webhook("acme", created.webhook.id, now=T0 + 1)
+    assert ok.state == "delivered" and ok.type == "ping" and ok.attempts[0].status == 204
+    headers, body = receiver.got[-1]
+    assert signed_by(created.secret, headers, body) and json.loads(body)["type"] == "ping"
+    down = m.create_webhook("acme", f"http://127.0.0.1:{free_port()}/x", now=T0).webhook
+    m.webhooks.disable_after = 1
+    failed = m.ping_webhook("acme", down.id, now=T0 + 2)
+    assert failed.state == "failed" and failed.attempts[0].error == "ConnectError"
+    assert m.get_webhook("acme", down.id).enabled and m.get_webhook("acme", down.id).failures == 0  # untouched
+    assert [d.type for d in m.webhook_deliveries("acme")] == ["ping", "ping"]
+    with pytest.raises(NotFound):
+        m.ping_webhook("acme", "wh_nope", now=T0)
+    # the audit log records who changed subscriptions, with the URL's host only and never the secret
+    m.delete_webhook("acme", down.id, actor="ops", now=T0 + 3)
+    changes = m.audit("acme", action="webhook_change")
+    assert [(e.detail["change"], e.actor) for e in changes] == [("create", "ops"), ("create", None),
+                                                                ("delete", "ops")]
+    text = json.dumps([e.detail for e in changes])
+    assert created.secret not in text and "/hook" not in text and changes[0].detail["host"] == "127.0.0.1"
+
+
+def test_the_delivery_worker_sends_in_the_background_and_stops(receiver: Receiver) -> None:
+    from usermem.engine.webhooks import DeliveryWorker
+
+    m = Memory()
+    m.create_webhook("acme", receiver.url, ["write"])
+    worker = DeliveryWorker(m.webhooks, 0.02).start()
+    try:
+        m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed")
+        assert receiver.wait_for(1)[0]["records"][0]["value"] == "warm"
+    finally:
+        assert worker.stop(timeout=10) and not worker.running
+    assert worker.passes >= 1
+    allowed = DeliveryWorker(m.webhooks, 0.02, may_deliver=lambda: False).start()  # another process delivers
+    m.write("acme", "u1", "preference", "tone", "cool", source="user_confirmed")
+    until = time.monotonic() + 30
+    while allowed.passes < 3 and time.monotonic() < until:  # three passes that were not allowed to send
+        time.sleep(0.01)
+    assert allowed.stop(timeout=10)
+    assert len(receiver.got) == 1 and m.webhook_deliveries("acme")[-1].state == "pending"
