@@ -96,7 +96,10 @@ def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver:
 
 def test_bad_subscriptions_are_refused() -> None:
     m = Memory()
-    for url, events in (("ftp://x/y", None), ("http://127.0.0.1/x", ["bogus"]), ("not a url", None)):
+    for url, events in (("ftp://x/y", None), ("http://127.0.0.1/x", ["bogus"]), ("not a url", None),
+                        ("http://[::1/x", None), ("http://127.0.0.1:99999/x", None), ("http://a b/x", None),
+                        ("http://127.0.0.1/x\ud800", None), ("http://127.0.0.1/x", []), ("http:///x", None),
+                        ("http://127.0.0.1/x", [1])):
         with pytest.raises(ValidationError):
             m.create_webhook("acme", url, events, now=T0)
     with pytest.raises(ValidationError):

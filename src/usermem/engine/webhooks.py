@@ -149,10 +149,22 @@ class WebhookHub:
             raise ValidationError("webhook url must be a string", field="url")
         if isinstance(events, str):
             events = [events]
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 2048:
-            raise ValidationError("webhook url must be an http(s) URL of at most 2048 characters", field="url")
-        chosen = tuple(dict.fromkeys(events or EVENT_TYPES))
+        scheme, host = "", None
+        try:
+            parts = urlsplit(url)
+            scheme, host = parts.scheme, parts.hostname
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+        except ValueError:
+            host = None
+        if (len(url) > 2048 or not url.isprintable() or any(c.isspace() for c in url)
+                or scheme not in ("http", "https") or not host):
+            raise ValidationError("webhook url must be an http(s) URL with a host, without spaces, of at most 2048 "
+                                  "characters", field="url")
+        if events is not None and not isinstance(events, list | tuple | set | frozenset):
+            events = list(events)
+        if events is not None and not all(isinstance(e, str) for e in events):
+            raise ValidationError(f"events must be event type names: {list(EVENT_TYPES)}", field="events")
+        chosen = tuple(dict.fromkeys(EVENT_TYPES if events is None else events))
         bad = [e for e in chosen if e not in EVENT_TYPES]
         if bad or not chosen:
             raise ValidationError(f"unknown event types {bad}; use {list(EVENT_TYPES)}", field="events")
@@ -164,7 +176,7 @@ class WebhookHub:
         key = secret or secrets.token_urlsafe(32)
         self._save(hook, key, t)
         self._store.put_doc(INDEX_TENANT, INDEX_NS, tenant, {"tenant": tenant}, now=t)
-        self._audit(tenant, "create", hook, actor, t, events=list(chosen), host=parts.hostname)
+        self._audit(tenant, "create", hook, actor, t, events=list(chosen), host=host)
         return WebhookCreated(hook, key)
 
     def subscriptions(self, tenant: str) -> list[Webhook]:
