@@ -54,6 +54,7 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) ->
         assert not signed_by(secret + "x", headers, body)
         assert headers["x-usermem-delivery"] == json.loads(body)["id"]
     assert m.webhooks.deliver_due(now=T0 + 11) == []  # delivered once
+    assert m.store.list_docs("acme", "webhook_pending") == []  # a pass reads the pending index, now empty
     log = m.webhook_deliveries("acme", hook.id)
     assert len(log) == 7 and all(len(d.attempts) == 1 and d.attempts[0].status == 200 for d in log)
     assert m.webhook_deliveries("other", other.id) == []
@@ -61,6 +62,7 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) ->
     m.forget_user("acme", "u1", now=T0 + 20)  # the log held L1 values of u1: erased with the user
     left = m.webhook_deliveries("acme", hook.id)
     assert [(d.type, d.payload["action"], d.payload["records"]) for d in left] == [("forget", "forget_user", [])]
+    assert [d["key"] for d in m.export("acme", "u1", now=T0 + 21)["documents"]["webhook_deliveries"]] == [left[0].id]
 
 
 def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver: Receiver) -> None:
@@ -71,6 +73,7 @@ def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver:
     first = m.webhooks.deliver_due(now=T0 + 1)
     assert [d.state for d in first] == ["pending"] and first[0].attempts[0].error == "ConnectError"
     assert first[0].next_at == T0 + 1 + 30
+    assert [v for _, v in m.store.list_docs("acme", "webhook_pending")] == [{"next_at": T0 + 1 + 30}]
     assert m.webhooks.deliver_due(now=T0 + 30) == []  # not due yet
     assert m.webhooks.deliver_due(now=T0 + 31)[0].next_at == T0 + 31 + 60  # doubled
     last = m.webhooks.deliver_due(now=T0 + 91)[0]

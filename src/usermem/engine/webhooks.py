@@ -47,7 +47,8 @@ from usermem.store.base import Store
 
 EVENT_TYPES = ("write", "revert", "forget", "consent")
 SUBS = "webhooks"
-DELIVERIES = "webhook_deliveries"
+DELIVERIES = "webhook_deliveries"  # the delivery log (the user's documents: exported, erased with the user)
+PENDING = "webhook_pending"  # delivery id → {next_at}: what a delivery pass reads, instead of the whole log
 INDEX_TENANT, INDEX_NS = "__usermem__", "webhook_tenants"
 CACHE_SECONDS = 2.0
 _SEQ = itertools.count()
@@ -258,24 +259,28 @@ class WebhookHub:
                        "keys": list(keys), "records": records or [], **(extra or {})}
             d = Delivery(id=did, webhook_id=hook.id, type=kind, created_at=at, payload=payload, next_at=at)
             self._store.put_doc(tenant, DELIVERIES, did, d.to_dict(), now=at, user_id=user_id)  # erased with the user
+            self._store.put_doc(tenant, PENDING, did, {"next_at": at}, now=at, user_id=user_id)
             queued += 1
         return queued
 
     def deliver_due(self, now: float | None = None, *, tenant: str | None = None) -> list[Delivery]:
         """POST every pending delivery whose time has come; returns the deliveries attempted."""
         t = self._clock() if now is None else now
-        tenants = [tenant] if tenant else [k for k, _ in self._store.list_docs(INDEX_TENANT, INDEX_NS)]
+        tenants = [tenant] if tenant else [k for k, _ in self._store.list_docs(INDEX_TENANT, INDEX_NS,
+                                                                                limit=1_000_000)]
         done: list[Delivery] = []
         with httpx.Client(timeout=self.timeout, transport=self._transport) as http:
             for ten in tenants:
+                due = self._due(ten, t)
+                if not due:
+                    continue
                 subs = {h.id: (h, key) for h, key in self._load(ten)}
-                for d in self.deliveries(ten, limit=0):
-                    if d.state != "pending" or d.next_at > t:
-                        continue
+                for d in due:
                     sub = subs.get(d.webhook_id)
                     if sub is None or not sub[0].enabled:
                         d.state = "skipped"
                         self._store.put_doc(ten, DELIVERIES, d.id, d.to_dict(), now=t, user_id=d.payload["user_id"])
+                        self._store.delete_doc(ten, PENDING, d.id)
                         continue
                     self._attempt(http, ten, d, sub[0], sub[1], t)
                     try:
@@ -286,6 +291,21 @@ class WebhookHub:
         return done
 
     # -- internals -----------------------------------------------------------------------------------------
+
+    def _due(self, tenant: str, t: float) -> list[Delivery]:
+        """The tenant's pending deliveries due at `t`, oldest first (read through the pending index)."""
+        rows: list[Delivery] = []
+        for did, meta in self._store.list_docs(tenant, PENDING, limit=1_000_000):
+            if float(meta.get("next_at", 0.0)) > t:
+                continue
+            doc = self._store.get_doc(tenant, DELIVERIES, did)
+            d = _delivery(doc) if doc is not None else None
+            if d is None or d.state != "pending":  # erased, or finished by another pass
+                self._store.delete_doc(tenant, PENDING, did)
+                continue
+            rows.append(d)
+        rows.sort(key=lambda d: (d.created_at, d.id))
+        return rows
 
     def _attempt(self, http: httpx.Client, tenant: str, d: Delivery, hook: Webhook, key: str, t: float, *,
                  track: bool = True) -> None:
@@ -322,6 +342,10 @@ class WebhookHub:
                               "disabled_reason": f"{failures} failed deliveries in a row" if off
                               else hook.disabled_reason})
         self._store.put_doc(tenant, DELIVERIES, d.id, d.to_dict(), now=t, user_id=d.payload["user_id"])
+        if d.state == "pending":
+            self._store.put_doc(tenant, PENDING, d.id, {"next_at": d.next_at}, now=t, user_id=d.payload["user_id"])
+        else:
+            self._store.delete_doc(tenant, PENDING, d.id)
         self._save(hook, key, t)
 
     def _audit(self, tenant: str, change: str, hook: Webhook, actor: str | None, t: float, **detail: Any) -> None:
