@@ -159,3 +159,19 @@ def test_the_delivery_worker_sends_in_the_background_and_stops(receiver: Receive
         time.sleep(0.01)
     assert allowed.stop(timeout=10)
     assert len(receiver.got) == 1 and m.webhook_deliveries("acme")[-1].state == "pending"
+
+
+def test_purge_drops_finished_deliveries_past_the_retention(receiver: Receiver) -> None:
+    m = Memory()
+    day = 86_400.0
+    m.create_webhook("acme", receiver.url, ["write"], now=T0)
+    m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed", now=T0)
+    m.webhooks.deliver_due(now=T0 + 1)  # delivered
+    m.write("acme", "u1", "preference", "tone", "cool", source="user_confirmed", now=T0 + 10 * day)  # pending
+    m.purge(T0 + 40 * day, retention_days=30)
+    assert [d.payload["records"][0]["value"] for d in m.webhook_deliveries("acme")] == ["cool"]  # still pending
+    m.webhooks.deliver_due(now=T0 + 40 * day)
+    m.purge(T0 + 50 * day, retention_days=30)
+    assert len(m.webhook_deliveries("acme")) == 1  # delivered 10 days ago: kept
+    m.purge(T0 + 71 * day, retention_days=30)
+    assert m.webhook_deliveries("acme") == []

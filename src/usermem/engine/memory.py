@@ -93,6 +93,7 @@ class Memory:
                                     max_attempts=settings.webhook_max_attempts,
                                     disable_after=settings.webhook_disable_after)
         self._ctx.subscribe(self._webhooks.on_change)
+        self._erasure.add_purger(self._webhooks.prune)  # purge drops finished deliveries past the retention
 
     # -- plumbing ------------------------------------------------------------------------------------
 

@@ -235,6 +235,19 @@ class WebhookHub:
         rows.sort(key=lambda d: (d.created_at, d.id))
         return rows[-limit:] if limit else rows
 
+    def prune(self, deleted_before: float, expired_before: float) -> int:
+        """Delete finished deliveries (delivered, failed, skipped) whose last activity is older than
+        `deleted_before` — `purge`'s retention (registered as a purger); pending ones stay. Returns how many."""
+        cutoff = min(deleted_before, expired_before)
+        tenants = [k for k, _ in self._store.list_docs(INDEX_TENANT, INDEX_NS, limit=1_000_000)]
+        n = 0
+        for ten in tenants:
+            for did, v in self._store.list_docs(ten, DELIVERIES, limit=1_000_000):
+                last = max([float(v.get("created_at", 0.0))] + [float(a["at"]) for a in v.get("attempts", [])])
+                if v.get("state") != "pending" and last < cutoff:
+                    n += self._store.delete_doc(ten, DELIVERIES, did)
+        return n
+
     # -- events ------------------------------------------------------------------------------------------
 
     def on_change(self, event: ChangeEvent) -> None:
