@@ -1,12 +1,13 @@
 """Webhooks against a real loopback HTTP receiver (and a port where nothing listens): signed deliveries of
 write / revert / forget / consent events, L2/L3 values never sent, retries with backoff, the delivery log,
-and a subscription disabled after repeated failures. Time is given (`now`), nothing sleeps."""
+and a subscription disabled after repeated failures — on SQLite and PostgreSQL. Time is given (`now`)."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,9 @@ def receiver() -> Iterator[Receiver]:
     r.close()
 
 
-def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) -> None:
-    m = Memory()
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver, make_memory: Any) -> None:
+    m = make_memory()
     created = m.create_webhook("acme", receiver.url, now=T0)
     hook, secret = created.webhook, created.secret
     assert "secret='***'" in repr(created) and secret not in repr(created)
@@ -65,8 +67,9 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver) ->
     assert [d["key"] for d in m.export("acme", "u1", now=T0 + 21)["documents"]["webhook_deliveries"]] == [left[0].id]
 
 
-def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver: Receiver) -> None:
-    m = Memory()
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_receiver_that_is_down_is_retried_with_backoff_then_disabled(receiver: Receiver, make_memory: Any) -> None:
+    m = make_memory()
     m.webhooks.max_attempts, m.webhooks.disable_after, m.webhooks.base_delay = 3, 4, 30.0
     down = m.create_webhook("acme", f"http://127.0.0.1:{free_port()}/hook", ["write"], now=T0).webhook
     m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed", now=T0)
@@ -161,8 +164,9 @@ def test_the_delivery_worker_sends_in_the_background_and_stops(receiver: Receive
     assert len(receiver.got) == 1 and m.webhook_deliveries("acme")[-1].state == "pending"
 
 
-def test_purge_drops_finished_deliveries_past_the_retention(receiver: Receiver) -> None:
-    m = Memory()
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_purge_drops_finished_deliveries_past_the_retention(receiver: Receiver, make_memory: Any) -> None:
+    m = make_memory()
     day = 86_400.0
     m.create_webhook("acme", receiver.url, ["write"], now=T0)
     m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed", now=T0)
