@@ -205,3 +205,24 @@ def test_serve_runs_the_delivery_worker_and_stops_cleanly(tmp_path: Path, receiv
         assert created.secret not in err and "Traceback" not in err
     finally:
         server.stop()
+
+
+def test_serve_with_two_workers_sends_each_event_once(tmp_path: Path, receiver: Receiver) -> None:
+    server = Server(tmp_path / "w.db", "--no-mcp", "--workers", "2",
+                    env={"USERMEM_WEBHOOK_POLL_SECONDS": "0.05", "USERMEM_EMBEDDER": "none"})
+    try:
+        with usermem.Client(server.url, server.key) as c:
+            c.create_webhook(None, receiver.url, ["write"])
+            for i in range(5):
+                c.write(None, "u1", "preference", f"k{i}", i, source="user_confirmed")
+            receiver.wait_for(5)
+            # both workers have run many passes by the time one more event arrives: a duplicate of the first
+            # five would have been sent by then
+            c.write(None, "u1", "preference", "last", 5, source="user_confirmed")
+            events = receiver.wait_for(6)
+            _until(lambda: all(d.state == "delivered" for d in c.webhook_deliveries(None)))
+        ids = [h["x-usermem-delivery"] for h, _ in receiver.got]
+        assert len(ids) == len(set(ids)) == 6, ids
+        assert sorted(e["keys"][0] for e in events) == ["k0", "k1", "k2", "k3", "k4", "last"]
+    finally:
+        server.stop()
