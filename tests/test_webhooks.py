@@ -179,3 +179,25 @@ def test_purge_drops_finished_deliveries_past_the_retention(receiver: Receiver, 
     assert len(m.webhook_deliveries("acme")) == 1  # delivered 10 days ago: kept
     m.purge(T0 + 71 * day, retention_days=30)
     assert m.webhook_deliveries("acme") == []
+
+
+def test_private_receivers_can_be_refused(receiver: Receiver) -> None:
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none", webhook_allow_private_urls=False))
+    for url in ("http://127.0.0.1:9/x", "http://localhost/x", "http://10.1.2.3/x", "http://169.254.169.254/latest",
+                "http://[::1]/x", "http://[fe80::1]/x", "http://0.0.0.0/x", "http://192.168.0.1/x"):
+        with pytest.raises(ValidationError) as exc:
+            m.create_webhook("acme", url, now=T0)
+        assert exc.value.field == "url"
+    public = m.create_webhook("acme", "http://93.184.216.34/hook", ["write"], now=T0).webhook  # a global address
+    assert m.list_webhooks("acme") == [public]
+    m.delete_webhook("acme", public.id, now=T0)
+    # a subscription made while allowed is refused at delivery once the server turns it off, without a request
+    m.webhooks.allow_private = True
+    local = m.create_webhook("acme", receiver.url, ["write"], now=T0).webhook
+    m.webhooks.allow_private = False
+    m.write("acme", "u1", "preference", "tone", "warm", source="user_confirmed", now=T0)
+    sent = m.webhooks.deliver_due(now=T0 + 1)
+    assert [d.attempts[0].error for d in sent] == ["private address refused"] and receiver.got == []
+    assert m.ping_webhook("acme", local.id, now=T0 + 2).state == "failed" and receiver.got == []

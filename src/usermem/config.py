@@ -102,6 +102,7 @@ class Settings:
     webhook_poll_seconds: float = 2.0  # 0: serve does not deliver (another process runs the worker)
     webhook_max_attempts: int = 6  # attempts per delivery before it is marked failed
     webhook_disable_after: int = 10  # failed deliveries in a row before a subscription is disabled
+    webhook_allow_private_urls: bool = True  # False: refuse loopback / private / link-local receivers (SSRF)
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -155,6 +156,8 @@ SETTING_HELP: dict[str, str] = {
     "webhook_poll_seconds": "`usermem serve` delivers due webhook deliveries this often (0: it does not deliver)",
     "webhook_max_attempts": "attempts per webhook delivery (backoff 30 s, doubling, at most 1 h) before it fails",
     "webhook_disable_after": "failed webhook deliveries in a row before the subscription is disabled",
+    "webhook_allow_private_urls": "webhook receivers may be loopback, private or link-local addresses; turn off "
+                                  "when tenants' admins are not trusted with the server's network",
 }
 SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
 URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})

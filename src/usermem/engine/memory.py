@@ -91,7 +91,8 @@ class Memory:
         # Webhook subscriptions (engine/webhooks.py): change events become signed, retried deliveries.
         self._webhooks = WebhookHub(self._ctx.store, self.contracts_for, self._ctx.clock,
                                     max_attempts=settings.webhook_max_attempts,
-                                    disable_after=settings.webhook_disable_after)
+                                    disable_after=settings.webhook_disable_after,
+                                    allow_private=settings.webhook_allow_private_urls)
         self._ctx.subscribe(self._webhooks.on_change)
         self._erasure.add_purger(self._webhooks.prune)  # purge drops finished deliveries past the retention
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import itertools
 import json
 import logging
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -129,11 +131,12 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 class WebhookHub:
     def __init__(self, store: Store, contracts_for: Callable[[str], ContractSet], clock: Clock, *,
                  max_attempts: int = 6, base_delay: float = 30.0, max_delay: float = 3600.0,
-                 disable_after: int = 10, timeout: float = 5.0,
+                 disable_after: int = 10, timeout: float = 5.0, allow_private: bool = True,
                  transport: httpx.BaseTransport | None = None) -> None:
         self._store, self._contracts_for, self._clock = store, contracts_for, clock
         self.max_attempts, self.base_delay, self.max_delay = max_attempts, base_delay, max_delay
         self.disable_after, self.timeout = disable_after, timeout
+        self.allow_private = allow_private  # False: loopback / private / link-local receivers are refused
         self._transport = transport
         self._lock = threading.Lock()
         # tenant -> (read at, [(webhook, secret)]): a short cache so writes do not read the subscriptions each
@@ -161,6 +164,10 @@ class WebhookHub:
                 or scheme not in ("http", "https") or not host):
             raise ValidationError("webhook url must be an http(s) URL with a host, without spaces, of at most 2048 "
                                   "characters", field="url")
+        if not self.allow_private and _private_host(host):
+            raise ValidationError("webhook url must not name a loopback, private or link-local address (or a host "
+                                  "that does not resolve): this server refuses them (webhook_allow_private_urls)",
+                                  field="url")
         if events is not None and not isinstance(events, list | tuple | set | frozenset):
             events = list(events)
         if events is not None and not all(isinstance(e, str) for e in events):
@@ -329,12 +336,15 @@ class WebhookHub:
                    "x-usermem-signature": sign(key, stamp, body)}
         status: int | None = None
         error: str | None = None
-        try:
-            status = http.post(hook.url, content=body, headers=headers).status_code
-            if not 200 <= status < 300:
-                error = f"HTTP {status}"
-        except httpx.HTTPError as exc:
-            error = type(exc).__name__
+        if not self.allow_private and _private_host(urlsplit(hook.url).hostname):
+            error = "private address refused"  # checked again per attempt: DNS may have changed since creation
+        else:
+            try:
+                status = http.post(hook.url, content=body, headers=headers).status_code
+                if not 200 <= status < 300:
+                    error = f"HTTP {status}"
+            except httpx.HTTPError as exc:
+                error = type(exc).__name__
         d.attempts.append(Attempt(at=t, status=status, error=error))
         if not track:  # a ping: logged, never retried, the subscription unchanged
             d.state = "delivered" if error is None else "failed"
@@ -389,6 +399,22 @@ class WebhookHub:
         with self._lock:
             self._subs[tenant] = (time.monotonic(), rows)
         return rows
+
+
+def _private_host(host: str | None) -> bool:
+    """True when `host` is, or resolves to, an address that is not globally routable (loopback, private,
+    link-local, reserved, multicast, unspecified) — or does not resolve."""
+    if not host:
+        return True
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except (OSError, UnicodeError):
+            return True
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    return not addresses or any(not a.is_global or a.is_multicast for a in addresses)
 
 
 def _delivery(v: dict[str, Any]) -> Delivery:
