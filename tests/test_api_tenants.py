@@ -96,6 +96,14 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
     ("POST", "/v1/procedures/{procedure_id}/review"): ("/v1/procedures/{pid}/review", {"json": {"decision": "reject"}}),
     ("POST", "/v1/procedures/{procedure_id}/rollback"): ("/v1/procedures/{pid}/rollback", {"json": {}}),
     ("POST", "/v1/users/{user_id}/procedures/suggest"): ("/v1/users/{u}/procedures/suggest", {"json": {}}),
+    # webhooks (issue 16): {wh} is A's subscription
+    ("POST", "/v1/webhooks"): ("/v1/webhooks", {"json": {"url": "http://127.0.0.1:9/b-hook", "now": T0 + 5}}),
+    ("GET", "/v1/webhooks"): ("/v1/webhooks", {}),
+    ("GET", "/v1/webhooks/{webhook_id}"): ("/v1/webhooks/{wh}", {}),
+    ("DELETE", "/v1/webhooks/{webhook_id}"): ("/v1/webhooks/{wh}", {}),
+    ("POST", "/v1/webhooks/{webhook_id}/enable"): ("/v1/webhooks/{wh}/enable", {"json": {}}),
+    ("POST", "/v1/webhooks/{webhook_id}/ping"): ("/v1/webhooks/{wh}/ping", {"json": {}}),
+    ("GET", "/v1/webhook-deliveries"): ("/v1/webhook-deliveries", {"params": {"webhook_id": "{wh}"}}),
 }
 # Responses that legitimately carry fresh ids or times: compare status and tenant only.
 VOLATILE = {("POST", "/v1/memories"), ("POST", "/v1/memories/batch"), ("POST", "/v1/users/{user_id}/sessions"),
@@ -103,7 +111,7 @@ VOLATILE = {("POST", "/v1/memories"), ("POST", "/v1/memories/batch"), ("POST", "
             ("POST", "/v1/users/{user_id}/ingest"), ("GET", "/v1/audit"), ("POST", "/v1/users/{user_id}/assemble"),
             ("GET", "/v1/users/{user_id}/export"), ("PUT", "/v1/onboarding"),
             ("POST", "/v1/users/{user_id}/consent-requests"),  # a new request in B's own tenant: new id
-            ("POST", "/v1/procedures")}
+            ("POST", "/v1/procedures"), ("POST", "/v1/webhooks")}
 
 
 def _populate(api) -> dict[str, str]:
@@ -121,6 +129,8 @@ def _populate(api) -> dict[str, str]:
                                json={"level": "L2", "purpose": "support"}).json()["id"]
     ids["pid"] = api.http.post("/v1/procedures", headers=h, json={"text": "invoice first", "user_id": "alice"}
                                ).json()["id"]
+    ids["wh"] = api.http.post("/v1/webhooks", headers=h, json={"url": "http://127.0.0.1:9/a-hook", "now": T0}
+                              ).json()["id"]
     assert api.http.put("/v1/contracts/secret_field", headers=h, json={"kind": "fact"}).status_code == 200
     for i in range(3):
         out = api.http.post("/v1/users/alice/pushback", headers=h, json={
@@ -139,7 +149,9 @@ def _snapshot(api) -> dict:
             "verifications": m.pending_verifications("acme", "alice"),
             "onboarding": m.onboarding_questions("acme", "alice"),
             "procedures": m.procedures("acme", user_id="alice"), "rules": m.derivation_rules("acme"),
-            "inference": m.inference_policy("acme")}
+            "inference": m.inference_policy("acme"),
+            "webhooks": [w.to_dict() for w in m.list_webhooks("acme")],
+            "deliveries": [d.to_dict() for d in m.webhook_deliveries("acme")]}
 
 
 @pytest.fixture

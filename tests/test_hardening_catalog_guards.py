@@ -28,7 +28,7 @@ TYPED = (ValidationError, InvalidArgument)
 IDENTIFIERS = {"tenant", "user_id", "session_id", "client_id", "actor", "change_set_id", "grantee", "memory_id",
                "grant_id", "tenant_or_grant_id", "verification_id", "domain", "key", "keys", "fields", "purpose",
                "to_version", "action", "fields_or_level", "request_id", "procedure_id", "proposed_by", "after",
-               "prefix"}
+               "prefix", "webhook_id"}
 REDACTED_TEXT = {
     "transcript": "redacted before it is stored (test_close_session_transcript_is_redacted)",
     "messages": "redacted before storing (add_messages); extract/ingest store only guarded write values",
@@ -53,6 +53,10 @@ NOT_IDENTIFIERS = {
     "canonical": "write value (the same guards as `value`, tests/test_canonical.py)",
     "contract": "field contract (schema-validated; its key is a field key)",
     "questions": "onboarding questions written by the tenant's admin, not about a user",
+    # webhooks (tests/test_webhooks*.py): an operator's endpoint, a closed vocabulary, a signing secret
+    "url": "a webhook receiver URL (http(s) only, at most 2048 characters; the audit keeps its host only)",
+    "events": "enum",
+    "secret": "a signing secret (16-256 printable characters; never returned after creation, never audited)",
     # read-only text, never stored
     "query": "recall ranking text, never stored", "message": "the current message, never stored",
 }
@@ -92,7 +96,8 @@ def _world(memory: Memory) -> World:
     proposed = m.propose_procedure("acme", "先给发票表", user_id="u", now=T0)
     approved = m.propose_procedure("acme", "先给摘要", user_id="u", now=T0)
     m.review_procedure("acme", approved["id"], "approve", evaluation={"name": "e2e", "passed": True}, now=T0)
-    return World(m, {"memory_id": r.memory.id, "session_id": sid, "grant_id": gid,
+    hook = m.create_webhook("acme", "http://127.0.0.1:9/hook", now=T0).webhook  # port 9: nothing answers
+    return World(m, {"webhook_id": hook.id, "memory_id": r.memory.id, "session_id": sid, "grant_id": gid,
                      "verification_id": pushback["verification"]["id"], "request_id": req.id,
                      "procedure_id": proposed["id"], "approved_procedure_id": approved["id"]})
 
@@ -110,6 +115,7 @@ def _valid(world: World, op: str, name: str) -> Any:
         "questions": [], "contract": {"key": "city", "kind": "fact"}, "transcript": "hi",
         "request_id": ids["request_id"], "procedure_id": ids["procedure_id"], "proposed_by": "ops",
         "after": "a", "prefix": "u", "text": "先给发票表", "decision": "reject",
+        "webhook_id": ids["webhook_id"], "url": "http://127.0.0.1:9/hook",
         "rule": {"id": "r.x", "when": {"occupation": ["教师"]}, "then_key": "expertise", "then": {"zh": "熟悉课堂"}},
     }
     if op == "opt_in" and name == "request_id":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -39,7 +40,8 @@ def test_round_trip_gives_the_same_current_memories(tmp_path: Path) -> None:
     data = a.export("acme", "C007", now=T0 + 4 * DAY)
     b = Memory()
     report = import_export(b, json.loads(json.dumps(data)))
-    assert (report.written, report.rejected, report.skipped) == (4, [], 0)  # forgotten: not in the export
+    # 4 current values + reply_length's earlier version; forgotten: not in the export
+    assert (report.written, report.history, report.rejected, report.skipped) == (5, 1, [], 0)
     for later in (T0 + 4 * DAY, T0 + 20 * DAY):  # same values, sources and decayed weights
         assert _current(b, "acme", "C007", later) == _current(a, "acme", "C007", later)
     assert len(_current(b, "acme", "C007", T0 + 4 * DAY)) == 4
@@ -52,7 +54,7 @@ def test_round_trip_gives_the_same_current_memories(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'other.db'}"
     done = CliRunner().invoke(app, ["import", str(path), "--store", url, "--user", "C008", "--json"])
     assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout)["written"] == 4
+    assert json.loads(done.stdout)["written"] == 5
     c = Memory(url)
     assert _current(c, "acme", "C008", T0 + 5 * DAY) == _current(a, "acme", "C007", T0 + 5 * DAY)
     c.close()
@@ -63,11 +65,74 @@ def test_guards_of_the_target_apply_and_bad_files_are_refused() -> None:
     b = Memory()
     b.set_unknown_fields("acme", "reject")
     report = import_export(b, data)
-    assert (report.written, report.rejected) == (3, [("theme", "unknown_field")])  # reported, never forced
+    assert (report.written, report.rejected) == (4, [("theme", "unknown_field")])  # reported, never forced
     with pytest.raises(ValidationError):
         import_export(b, {"format": "something else"})
     with pytest.raises(ValidationError):
         import_export(b, {**data, "fields": {"k": {"current": {"kind": "preference"}}}})
+
+
+def _versions(export: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """Each field's chain without ids (the target makes new ones): what a user would see in history."""
+    keep = ("kind", "value", "source", "confidence", "importance", "created_at", "expires_at", "superseded_at",
+            "event_at", "canonical", "retracted")
+    return {k: [tuple(json.dumps(v[f], ensure_ascii=False) for f in keep) for v in e["history"]]
+            for k, e in export["fields"].items()}
+
+
+def _decisions(export: dict[str, Any]) -> dict[str, list[str]]:
+    """Grants, consents and consent requests without ids: the decisions themselves."""
+    shape = {"grants": ("level", "fields", "purpose", "created_at", "expires_at", "grantee"),
+             "consents": ("field", "domain", "at"),
+             "consent_requests": ("fields", "purpose", "status", "created_at", "decided_at", "decided_by",
+                                  "expires_at", "ttl_seconds", "session_id")}
+    docs = export["documents"]
+    return {ns: sorted(json.dumps([d["value"][f] for f in keep], ensure_ascii=False) for d in docs.get(ns, []))
+            for ns, keep in shape.items()}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_history_grants_and_consents_round_trip(make_memory: Any) -> None:
+    a = Memory()
+    a.write("acme", "C007", "preference", "reply_length", "简洁", source="extracted", now=T0)
+    a.write("acme", "C007", "preference", "reply_length", "详细", source="user_confirmed", now=T0 + DAY,
+            change_set_id="cs-1")
+    a.write("acme", "C007", "fact", "city", "杭州", source="user_confirmed", now=T0 + DAY, change_set_id="cs-1")
+    a.write("acme", "C007", "preference", "reply_length", "适中", source="user_confirmed", now=T0 + 2 * DAY)
+    a.revert("acme", "C007", "reply_length", now=T0 + 3 * DAY)  # back to 详细: a fourth version
+    a.write("acme", "C007", "fact", "allergy", "花生", source="user_confirmed", now=T0)  # L3
+    a.write("acme", "C007", "context", "mood", "tired", source="user_confirmed", now=T0, ttl_seconds=3600)  # expires
+    a.grant("acme", "C007", "L2", "support ticket", ttl=7 * DAY, now=T0 + DAY)
+    a.grant("acme", "C007", ["allergy"], "delivery", ttl=2 * DAY, grantee="key:abc", now=T0 + DAY)
+    a.opt_in("acme", "C007", ["reply_length"], "shop", now=T0 + DAY)
+    req = a.request_consent("acme", "C007", ["allergy"], "推荐午餐", ttl=7 * DAY, now=T0 + 2 * DAY)
+    a.approve_consent("acme", "C007", req.id, actor="user", now=T0 + 2 * DAY + 60)
+    no = a.request_consent("acme", "C007", ["allergy"], "营销", session_id="s-1", now=T0 + 2 * DAY)
+    a.decline_consent("acme", "C007", no.id, actor="user", now=T0 + 2 * DAY + 30)
+    a.request_consent("acme", "C007", ["allergy"], "体检提醒", now=T0 + 3 * DAY)  # still pending
+    at = T0 + 3 * DAY + 1
+    source = json.loads(json.dumps(a.export("acme", "C007", now=at)))
+    current = _current(a, "acme", "C007", at)
+    a.close()
+
+    b = make_memory()
+    report = import_export(b, source)
+    assert report.rejected == [] and report.history == 3  # reply_length's three earlier versions
+    assert (report.grants, report.consents, report.consent_requests) == (2, 1, 3)  # + 1 grant by the approval
+    target = b.export("acme", "C007", now=at)
+    assert _versions(target) == _versions(source)
+    assert _decisions(target) == _decisions(source)
+    assert _current(b, "acme", "C007", at) == current
+    assert [r.value for r in b.history("acme", "C007", "reply_length", now=at)] == ["简洁", "详细", "适中", "详细"]
+    # the replayed change set groups the same writes under a new id: reverting it undoes them together
+    cs = {v["change_set_id"] for v in target["fields"]["city"]["history"]}
+    assert len(cs) == 1 and cs != {"cs-1"}
+    # the approval's grant lets the purpose read the L3 field again; the declined request is remembered
+    assert b.consent_requests("acme", "C007", status="pending", now=at)[0].purpose == "体检提醒"
+    again = import_export(b, source)  # a second import changes nothing
+    assert (again.written, again.history, again.grants, again.consents, again.consent_requests) == (0, 0, 0, 1, 0)
+    assert _versions(b.export("acme", "C007", now=at)) == _versions(source)
+    assert _decisions(b.export("acme", "C007", now=at)) == _decisions(source)
 
 
 def _chatgpt_export() -> list[dict[str, object]]:

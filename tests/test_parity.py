@@ -207,6 +207,8 @@ SAMPLES: dict[str, Any] = {
     "evidence": ["e1"], "proposed_by": "rules", "procedure_id": "ab" * 16, "decision": "edit",
     "evaluation": {"name": "e2e", "passed": True},
     "request_id": "ab" * 16, "prefix": "par-", "after": "par-a",
+    "url": "http://127.0.0.1:9/par-hook", "events": ["write", "consent"], "secret": "par-secret-0123456789",
+    "webhook_id": "wh_par",
 }
 SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}
 

@@ -6,6 +6,7 @@ The public surface is what this module exports; everything else is internal.
 from usermem.config import Settings, load_settings
 from usermem.engine.consent import ConsentRequest
 from usermem.engine.memory import Memory
+from usermem.engine.webhooks import Delivery, Webhook, WebhookCreated
 from usermem.errors import (
     ConfigError,
     ConflictError,
@@ -50,6 +51,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "ConsentRequest",
+    "Delivery",
     "IntegrityError",
     "InvalidArgument",
     "Kind",
@@ -70,6 +72,8 @@ __all__ = [
     "UserPage",
     "UsermemError",
     "ValidationError",
+    "Webhook",
+    "WebhookCreated",
     "Withheld",
     "WithheldReason",
     "WriteRequest",

@@ -98,6 +98,11 @@ class Settings:
     nats_values: str = "l1"  # l1: publish values of L1 fields only | none: never publish values
     nats_queue_size: int = 10_000  # events waiting to be published; beyond it new events are dropped (counted)
     nats_max_age_seconds: float = 86_400.0  # how long the stream keeps events
+    # webhooks (docs/webhooks.md): `usermem serve` delivers due deliveries every webhook_poll_seconds
+    webhook_poll_seconds: float = 2.0  # 0: serve does not deliver (another process runs the worker)
+    webhook_max_attempts: int = 6  # attempts per delivery before it is marked failed
+    webhook_disable_after: int = 10  # failed deliveries in a row before a subscription is disabled
+    webhook_allow_private_urls: bool = True  # False: refuse loopback / private / link-local receivers (SSRF)
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -148,6 +153,11 @@ SETTING_HELP: dict[str, str] = {
     "nats_values": "`l1`: events carry values of L1 fields only; `none`: never values",
     "nats_queue_size": "events waiting to be published; beyond it new events are dropped (counted)",
     "nats_max_age_seconds": "how long the stream keeps events",
+    "webhook_poll_seconds": "`usermem serve` delivers due webhook deliveries this often (0: it does not deliver)",
+    "webhook_max_attempts": "attempts per webhook delivery (backoff 30 s, doubling, at most 1 h) before it fails",
+    "webhook_disable_after": "failed webhook deliveries in a row before the subscription is disabled",
+    "webhook_allow_private_urls": "webhook receivers may be loopback, private or link-local addresses; turn off "
+                                  "when tenants' admins are not trusted with the server's network",
 }
 SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
 URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})
@@ -271,6 +281,10 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError(f"invalid subject prefix {s.nats_subject_prefix!r}", setting="nats_subject_prefix")
     if s.nats_queue_size < 1 or s.nats_max_age_seconds <= 0:
         raise ConfigError("must be positive", setting="nats_queue_size")
+    if s.webhook_poll_seconds < 0:
+        raise ConfigError("must not be negative (0 disables delivery in serve)", setting="webhook_poll_seconds")
+    if s.webhook_max_attempts < 1 or s.webhook_disable_after < 1:
+        raise ConfigError("must be at least 1", setting="webhook_max_attempts")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")

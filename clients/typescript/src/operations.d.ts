@@ -63,6 +63,13 @@ export interface AssemblySelectedOut {
   used_ids: Array<string>;
 }
 
+export interface AttemptOut {
+  at: number;
+  /** Sessions: open or closed. Consent requests: pending (default), approved, declined or all. */
+  status?: number | null;
+  error?: string | null;
+}
+
 export interface AuditEventOut {
   seq?: number | null;
   /** The tenant. Over HTTP/MCP it is the API key's tenant, never read from the request. */
@@ -288,6 +295,25 @@ export interface CountOut {
 
 export interface DeletedOut {
   deleted: boolean;
+}
+
+export interface DeliveryListOut {
+  items: Array<DeliveryOut>;
+}
+
+export interface DeliveryOut {
+  id: string;
+  /** A webhook subscription id (wh_...). */
+  webhook_id: string;
+  /** write | revert | forget | consent | ping */
+  type: string;
+  created_at: number;
+  /** The JSON body sent (values of L1 fields only) */
+  payload: Record<string, unknown>;
+  /** pending | delivered | failed (gave up) | skipped (subscription gone or disabled) */
+  state: string;
+  next_at: number;
+  attempts: Array<AttemptOut>;
 }
 
 export interface DeriveRuleListOut {
@@ -913,6 +939,67 @@ export interface VerificationOut {
   status: string;
   question: Record<string, string>;
   created_at: number;
+}
+
+export interface WebhookActIn {
+  /** Recorded after the key id in the audit log */
+  actor?: string | null;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+}
+
+export interface WebhookCreatedOut {
+  id: string;
+  /** The tenant. Over HTTP/MCP it is the API key's tenant, never read from the request. */
+  tenant: string;
+  /** The receiver: an http(s) URL (at most 2048 characters) that accepts signed JSON POSTs. */
+  url: string;
+  /** Event types to send: write | revert | forget | consent (default: all four). */
+  events: Array<string>;
+  created_at: number;
+  enabled: boolean;
+  /** Failed deliveries in a row (reset by a delivered one or enable) */
+  failures: number;
+  disabled_reason?: string | null;
+  /** The signing secret: returned by this response only, never again */
+  secret: string;
+}
+
+export interface WebhookIn {
+  /** The receiver: an http(s) URL that accepts signed JSON POSTs */
+  url: string;
+  /** write | revert | forget | consent (default: all) */
+  events?: Array<"write" | "revert" | "forget" | "consent"> | null;
+  /** HMAC-SHA256 signing secret (default: a random one); returned once */
+  secret?: string | null;
+  /** Recorded after the key id in the audit log */
+  actor?: string | null;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+}
+
+export interface WebhookListOut {
+  items: Array<WebhookOut>;
+}
+
+export interface WebhookOut {
+  id: string;
+  /** The tenant. Over HTTP/MCP it is the API key's tenant, never read from the request. */
+  tenant: string;
+  /** The receiver: an http(s) URL (at most 2048 characters) that accepts signed JSON POSTs. */
+  url: string;
+  /** Event types to send: write | revert | forget | consent (default: all four). */
+  events: Array<string>;
+  created_at: number;
+  enabled: boolean;
+  /** Failed deliveries in a row (reset by a delivered one or enable) */
+  failures: number;
+  disabled_reason?: string | null;
+}
+
+export interface WebhookPingIn {
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
 }
 
 export interface WhoAmI {
@@ -1814,6 +1901,69 @@ export interface PurgeParams {
   retention_days?: number | null;
 }
 
+export interface CreateWebhookParams {
+  /** The receiver: an http(s) URL that accepts signed JSON POSTs */
+  url: string;
+  /** write | revert | forget | consent (default: all) */
+  events?: Array<"write" | "revert" | "forget" | "consent"> | null;
+  /** HMAC-SHA256 signing secret (default: a random one); returned once */
+  secret?: string | null;
+  /** Recorded after the key id in the audit log */
+  actor?: string | null;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface ListWebhooksParams {
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface GetWebhookParams {
+  webhook_id: string;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface DeleteWebhookParams {
+  webhook_id: string;
+  /** Who acts, recorded in the audit log (over HTTP after the calling key: key:<id>:<actor>). */
+  actor?: string | null;
+  /** Judge at this time (Unix seconds) instead of the server clock: imports, replays, tests. */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface EnableWebhookParams {
+  webhook_id: string;
+  /** Recorded after the key id in the audit log */
+  actor?: string | null;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface PingWebhookParams {
+  webhook_id: string;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface WebhookDeliveriesParams {
+  /** A webhook subscription id (wh_...). */
+  webhook_id?: string | null;
+  /** How many entries at most. */
+  limit?: number;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
 export interface WhoamiParams {
 }
 
@@ -1958,6 +2108,20 @@ export interface UsermemOperations {
   audit(params?: AuditParams): Promise<AuditOut>;
   /** POST /v1/purge — `purge`: Physically delete soft-deleted and expired rows older than the retention period. */
   purge(params?: PurgeParams): Promise<PurgeOut>;
+  /** POST /v1/webhooks — `create_webhook`: Subscribe an http(s) URL to the tenant's change events (write, revert, forget, consent; default all). Returns the subscription and its HMAC-SHA256 signing secret — the only time the secret is returned. */
+  createWebhook(params: CreateWebhookParams): Promise<WebhookCreatedOut>;
+  /** GET /v1/webhooks — `list_webhooks`: The tenant's webhook subscriptions (never their secrets). */
+  listWebhooks(params?: ListWebhooksParams): Promise<WebhookListOut>;
+  /** GET /v1/webhooks/{webhook_id} — `get_webhook`: One webhook subscription: URL, events, enabled, consecutive failures (never its secret). */
+  getWebhook(params: GetWebhookParams): Promise<WebhookOut>;
+  /** DELETE /v1/webhooks/{webhook_id} — `delete_webhook`: Delete a webhook subscription (its pending deliveries are skipped); False when there was none. */
+  deleteWebhook(params: DeleteWebhookParams): Promise<DeletedOut>;
+  /** POST /v1/webhooks/{webhook_id}/enable — `enable_webhook`: Re-enable a webhook subscription disabled after repeated failures (its failure count restarts). */
+  enableWebhook(params: EnableWebhookParams): Promise<WebhookOut>;
+  /** POST /v1/webhooks/{webhook_id}/ping — `ping_webhook`: Send one signed `ping` event to the subscription now and return the logged delivery (delivered or failed, with the receiver's status): a test of the receiver, never retried. */
+  pingWebhook(params: PingWebhookParams): Promise<DeliveryOut>;
+  /** GET /v1/webhook-deliveries — `webhook_deliveries`: The delivery log, oldest first (the last `limit`): each delivery's event, state and attempts. */
+  webhookDeliveries(params?: WebhookDeliveriesParams): Promise<DeliveryListOut>;
   /** GET /v1/whoami — `whoami`: The tenant and rights of the calling key */
   whoami(params?: WhoamiParams): Promise<WhoAmI>;
   /** POST /v1/redact — `redact`: Redact PII (ID numbers, phones, cards, e-mail...) from text before it leaves your system */

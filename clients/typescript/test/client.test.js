@@ -155,6 +155,42 @@ describe("live usermem serve", live, () => {
       (e) => e instanceof RemoteError && e.status === 404);
   });
 
+  test("webhooks: the secret once, never listed; serve's worker POSTs a signed write event", async () => {
+    const got = [];
+    const receiver = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk) => { body += chunk; });
+      req.on("end", () => { got.push({ headers: req.headers, body }); res.writeHead(204).end(); });
+    });
+    await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+      const hook = await c().createWebhook({ url, events: ["write"] });
+      assert.ok(hook.secret.length >= 32 && hook.id.startsWith("wh_"));
+      const listed = await c().listWebhooks({});
+      assert.ok(listed.items.some((h) => h.id === hook.id) && !JSON.stringify(listed).includes(hook.secret));
+      assert.equal((await c().getWebhook({ webhook_id: hook.id })).url, url);
+      const u = uid("wh");
+      await c().write({ user_id: u, kind: "preference", key: "tone", value: "warm", source: "user_confirmed" });
+      const deadline = Date.now() + 30_000;
+      while (!got.some((g) => JSON.parse(g.body).user_id === u) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const event = got.find((g) => JSON.parse(g.body).user_id === u);
+      assert.ok(event, "the delivery worker of usermem serve sent the write");
+      const { createHmac } = await import("node:crypto");
+      const mac = createHmac("sha256", hook.secret).update(`${event.headers["x-usermem-timestamp"]}.${event.body}`);
+      assert.equal(event.headers["x-usermem-signature"], `sha256=${mac.digest("hex")}`);
+      assert.equal(JSON.parse(event.body).records[0].value, "warm");
+      const log = await c().webhookDeliveries({ webhook_id: hook.id });
+      assert.ok(log.items.length >= 1 && log.items.every((d) => d.webhook_id === hook.id));
+      assert.equal((await c().deleteWebhook({ webhook_id: hook.id })).deleted, true);
+      await assert.rejects(c().getWebhook({ webhook_id: hook.id }), NotFound);
+    } finally {
+      receiver.close();
+    }
+  });
+
   test("tenant isolation: another tenant's key neither sees, changes nor forgets these memories", async () => {
     const u = uid("t");
     const other = new Client({ url: URL_, apiKey: OTHER });

@@ -1,5 +1,6 @@
-// Type-level test of index.d.ts / operations.d.ts (not run by node --test): compile with
-//   npx -p typescript@5 tsc --noEmit --strict --target es2022 --lib es2022,dom --module nodenext \
+// Type-level test of index.d.ts / operations.d.ts (not run by node --test; tests/test_ts_types.py compiles it with
+// Debian's tsc, node-typescript): compile with
+//   tsc --noEmit --strict --target es2022 --lib es2022,dom --module nodenext \
 //     --moduleResolution nodenext typecheck/usage.ts
 // The @ts-expect-error lines must be errors (a required parameter missing, a method without an HTTP route).
 import Client, { ValidationError, UsermemError, RateLimited, type RecallOut, type WriteResultOut } from "../src/index.js";
@@ -26,10 +27,17 @@ async function main(): Promise<void> {
     if (e instanceof RateLimited) console.log(e.retryAfter);
     if (e instanceof UsermemError) console.log(e.problem?.detail);
   }
+  const hook = await c.createWebhook({ url: "https://example.com/hook", events: ["write", "forget"] });
+  console.log(hook.id, hook.secret.length);
+  for (const h of (await c.listWebhooks({})).items) console.log(h.url, h.enabled, h.failures);
+  const ping = await c.pingWebhook({ webhook_id: hook.id });
+  console.log(ping.state, ping.attempts[0]?.status);
   const raw = await c.call("history", { user_id: "alice", key: "city" });
   console.log(raw.items.length);
   // @ts-expect-error user_id is required
   await c.recall({ k: 3 });
+  // @ts-expect-error url is required
+  await c.createWebhook({ events: ["write"] });
   // @ts-expect-error no such method
   await c.contractsFor({});
 }

@@ -18,7 +18,7 @@ FORMAT = "usermem.export/1"
 # Document namespaces that hold per-user data (sessions, grants, ...). Features that keep per-user
 # documents add their namespace here so exports stay complete.
 USER_DOC_NAMESPACES: list[str] = ["sessions", "api_session_messages", "grants", "consents", "consent_requests",
-                                  "verifications", "pushback", "onboarding"]
+                                  "verifications", "pushback", "onboarding", "webhook_deliveries"]
 
 
 def export_user(ctx: EngineContext, tenant: str, user_id: str, *, now: float | None = None,

@@ -16,7 +16,7 @@ from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
 from usermem.engine.sessions import CloseHook, MessagesAdded, Session, SessionClosed, Transcript, episodes
-from usermem.engine.webhooks import WebhookHub
+from usermem.engine.webhooks import Delivery, Webhook, WebhookCreated, WebhookHub
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.events.payload import record_payload
@@ -89,8 +89,12 @@ class Memory:
         self._live = engine.live
         self._consent = engine.consent
         # Webhook subscriptions (engine/webhooks.py): change events become signed, retried deliveries.
-        self._webhooks = WebhookHub(self._ctx.store, self.contracts_for, self._ctx.clock)
+        self._webhooks = WebhookHub(self._ctx.store, self.contracts_for, self._ctx.clock,
+                                    max_attempts=settings.webhook_max_attempts,
+                                    disable_after=settings.webhook_disable_after,
+                                    allow_private=settings.webhook_allow_private_urls)
         self._ctx.subscribe(self._webhooks.on_change)
+        self._erasure.add_purger(self._webhooks.prune)  # purge drops finished deliveries past the retention
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -104,9 +108,46 @@ class Memory:
 
     @property
     def webhooks(self) -> WebhookHub:
-        """Per-tenant webhook subscriptions for change events: add/list/remove/enable, the delivery log and
-        `deliver_due(now)` (docs/webhooks.md)."""
+        """The webhook hub (engine/webhooks.py): the operations below use it; `deliver_due(now)` sends what is
+        due (`usermem serve` runs it in the background, docs/webhooks.md)."""
         return self._webhooks
+
+    # -- webhooks (docs/webhooks.md) ------------------------------------------------------------------------
+
+    def create_webhook(self, tenant: str, url: str, events: Iterable[str] | None = None, *,
+                       secret: str | None = None, actor: str | None = None,
+                       now: float | None = None) -> WebhookCreated:
+        """Subscribe an http(s) URL to the tenant's change events (write, revert, forget, consent; default all).
+        Returns the subscription and its HMAC-SHA256 signing secret — the only time the secret is returned."""
+        return self._webhooks.add(tenant, url, events, secret=secret, actor=actor, now=self._ctx.now(now))
+
+    def list_webhooks(self, tenant: str) -> list[Webhook]:
+        """The tenant's webhook subscriptions (never their secrets)."""
+        return self._webhooks.subscriptions(tenant)
+
+    def get_webhook(self, tenant: str, webhook_id: str) -> Webhook:
+        """One webhook subscription: URL, events, enabled, consecutive failures (never its secret)."""
+        return self._webhooks.get(tenant, webhook_id)
+
+    def delete_webhook(self, tenant: str, webhook_id: str, *, actor: str | None = None,
+                       now: float | None = None) -> bool:
+        """Delete a webhook subscription (its pending deliveries are skipped); False when there was none."""
+        return self._webhooks.remove(tenant, webhook_id, actor=actor, now=self._ctx.now(now))
+
+    def enable_webhook(self, tenant: str, webhook_id: str, *, actor: str | None = None,
+                       now: float | None = None) -> Webhook:
+        """Re-enable a webhook subscription disabled after repeated failures (its failure count restarts)."""
+        return self._webhooks.enable(tenant, webhook_id, actor=actor, now=self._ctx.now(now))
+
+    def webhook_deliveries(self, tenant: str, webhook_id: str | None = None, *, limit: int = 100) -> list[Delivery]:
+        """The delivery log, oldest first (the last `limit`): each delivery's event, state and attempts."""
+        limit = int_arg("limit", limit, 1, 10_000)
+        return self._webhooks.deliveries(tenant, webhook_id, limit=limit)
+
+    def ping_webhook(self, tenant: str, webhook_id: str, *, now: float | None = None) -> Delivery:
+        """Send one signed `ping` event to the subscription now and return the logged delivery (delivered or
+        failed, with the receiver's status): a test of the receiver, never retried."""
+        return self._webhooks.ping(tenant, webhook_id, now=self._ctx.now(now))
 
     def _hook(self, tenant: str, user_id: str, kind: str, now: float | None, *, keys: Iterable[str] = (),
               results: Iterable[WriteResult] = (), **extra: Any) -> None:

@@ -29,9 +29,10 @@ from typing import Any, Literal
 from usermem.model import Kind, Source
 from usermem.policy.validate import ID_PATTERN, KEY_PATTERN, MAX_TTL_SECONDS
 
-Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel", "admin"]
+Area = Literal["memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel", "admin",
+               "webhooks"]
 AREAS: tuple[Area, ...] = ("memories", "lifecycle", "sessions", "privacy", "contracts", "conversation", "usermodel",
-                           "admin")
+                           "admin", "webhooks")
 HttpMethod = Literal["GET", "POST", "PUT", "DELETE"]
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
@@ -113,6 +114,11 @@ PARAM_DOCS: Mapping[str, str] = {
     "request_id": "A consent request id (from request_consent, consent_requests or a withheld entry).",
     "prefix": "Only user ids starting with this text.",
     "after": "Only user ids after this one (paging: the previous page's next_after).",
+    "url": "The receiver: an http(s) URL (at most 2048 characters) that accepts signed JSON POSTs.",
+    "events": "Event types to send: write | revert | forget | consent (default: all four).",
+    "secret": "The HMAC-SHA256 signing secret, 16-256 printable characters (default: a random one). Returned "
+              "once, at creation; never listed or logged.",
+    "webhook_id": "A webhook subscription id (wh_...).",
 }
 
 # Constraints per parameter name, stated once (the engine's own rules: policy/validate.py), as pydantic
@@ -125,6 +131,8 @@ PARAM_RULES: Mapping[str, Mapping[str, Any]] = {
     "limit": {"ge": 1, "le": 1000},
     "ttl_seconds": {"gt": 0, "le": MAX_TTL_SECONDS, "allow_inf_nan": False},
     "text": {"min_length": 1, "max_length": 20_000},
+    "url": {"max_length": 2048},
+    "secret": {"min_length": 16, "max_length": 256},
 }
 
 # Parameters that are points in time. Over MCP they accept Unix seconds or an ISO-8601 date-time
@@ -514,6 +522,22 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/purge", body=("now", "retention_days"), from_key=(), admin=True, user_bound_ok=False),
             client="admin key; server-wide maintenance that can never shorten the server's retention "
                    "(docs/api.md)"),
+        # -- webhooks (engine/webhooks.py, docs/webhooks.md): tenant-wide, admin keys not bound to a user ----
+        _op("create_webhook", "webhooks", (V,), Http(
+            "POST", "/v1/webhooks", body=("url", "events", "secret", "actor", "now"), admin=True,
+            user_bound_ok=False),
+            client="the result carries the signing secret: the only time it is returned"),
+        _op("list_webhooks", "webhooks", (V,), Http("GET", "/v1/webhooks", admin=True, user_bound_ok=False)),
+        _op("get_webhook", "webhooks", (V, NF), Http(
+            "GET", "/v1/webhooks/{webhook_id}", admin=True, user_bound_ok=False)),
+        _op("delete_webhook", "webhooks", (V,), Http(
+            "DELETE", "/v1/webhooks/{webhook_id}", query=("actor", "now"), admin=True, user_bound_ok=False)),
+        _op("enable_webhook", "webhooks", (V, NF), Http(
+            "POST", "/v1/webhooks/{webhook_id}/enable", body=("actor", "now"), admin=True, user_bound_ok=False)),
+        _op("ping_webhook", "webhooks", (V, NF), Http(
+            "POST", "/v1/webhooks/{webhook_id}/ping", body=("now",), admin=True, user_bound_ok=False)),
+        _op("webhook_deliveries", "webhooks", (V,), Http(
+            "GET", "/v1/webhook-deliveries", query=("webhook_id", "limit"), admin=True, user_bound_ok=False)),
         _op("contracts_for", "contracts", (V,), None,
             no_http="returns the in-process ContractSet (remote: contracts_list and contract)"),
     ]
@@ -527,7 +551,8 @@ IN_PROCESS: Mapping[str, str] = {
     "store": "the storage backend object",
     "contracts": "the default in-process ContractSet (remote: contracts_list / contract)",
     "events": "this process's event-bus state (docs/events.md)",
-    "webhooks": "the webhook hub object (engine/webhooks.py, docs/webhooks.md); no HTTP/CLI/client binding yet",
+    "webhooks": "the webhook hub object (engine/webhooks.py): deliver_due is the background worker's step "
+                "(`usermem serve`, `usermem webhooks deliver`); subscriptions are the *_webhook operations",
     "understanding": "the in-process conversation pipelines object",
     "subscribe": "registers an in-process change listener",
     "on_session_closed": "registers an in-process close hook",

@@ -61,6 +61,7 @@ def _register() -> None:
         cli_storage,
         cli_understand,
         cli_usermodel,
+        cli_webhooks,
     )
 
 

@@ -92,6 +92,14 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     "rollback_procedure": CliCommand("procedures rollback", params=AT),
     "suggest_procedures": CliCommand("procedures suggest", params=AT),
     "suggest_derivation_rules": CliCommand("rules suggest", params=AT),
+    # -- webhooks
+    "create_webhook": CliCommand("webhooks add", params=AT),
+    "list_webhooks": CliCommand("webhooks list"),
+    "get_webhook": CliCommand("webhooks show"),
+    "delete_webhook": CliCommand("webhooks delete", params=AT),
+    "enable_webhook": CliCommand("webhooks enable", params=AT),
+    "ping_webhook": CliCommand("webhooks ping", params=AT),
+    "webhook_deliveries": CliCommand("webhooks deliveries", params={"webhook_id": "webhook_id"}),
     # -- admin
     "audit": CliCommand("audit", params={"user_id": "user"}),
     "purge": CliCommand("purge", params=AT),

@@ -114,7 +114,8 @@ def import_(
     actor: Annotated[str | None, typer.Option("--actor", help="Recorded in history and the audit log")] = "import",
     as_json: JsonOpt = False,
 ) -> None:
-    """Import into this store: a user's usermem export (its current memories), or ChatGPT / Claude
+    """Import into this store: a user's usermem export (memories with their history, consents, consent requests
+    and grants, through this store's guards), or ChatGPT / Claude
     conversations (each conversation's messages are ingested: extraction, then guarded writes). A
     conversation import that stops is resumed where it stopped when run again.
 
@@ -150,10 +151,17 @@ def import_(
     if as_json:
         print(dumps(report))
         return
-    console.print(say(f"{esc(report.tenant)}/{esc(report.user_id)}: {report.written} written, {report.unchanged} "
-                      f"unchanged, {len(report.rejected)} rejected, {report.skipped} without a current value",
-                      f"{esc(report.tenant)}/{esc(report.user_id)}：写入 {report.written}，未变 {report.unchanged}，"
-                      f"拒绝 {len(report.rejected)}，无当前值 {report.skipped}"))
+    console.print(say(f"{esc(report.tenant)}/{esc(report.user_id)}: {report.written} written ({report.history} "
+                      f"earlier versions), {report.unchanged} unchanged, {len(report.rejected)} rejected, "
+                      f"{report.skipped} without a current value; {report.grants} grants, {report.consents} "
+                      f"consents, {report.consent_requests} consent requests",
+                      f"{esc(report.tenant)}/{esc(report.user_id)}：写入 {report.written}（其中历史版本 "
+                      f"{report.history}），未变 {report.unchanged}，拒绝 {len(report.rejected)}，无当前值 "
+                      f"{report.skipped}；授权 {report.grants}，同意 {report.consents}，同意请求 "
+                      f"{report.consent_requests}"))
+    if report.not_replayed:
+        console.print(say("  not replayed (the source instance's conversations): ", "  未重放（源实例的会话数据）：")
+                      + esc(", ".join(f"{ns} {n}" for ns, n in sorted(report.not_replayed.items()))))
     for key, reason in report.rejected:
         console.print(f"  rejected {esc(key)}: {esc(reason)}")
 

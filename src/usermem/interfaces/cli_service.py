@@ -123,12 +123,15 @@ def serve(
     console.print(f"  console  {base}/console  (admin key)   my memory: {base}/me  (user token)", soft_wrap=True)
     if with_mcp:
         console.print(f"  mcp      {base}/mcp  (streamable HTTP; Authorization: Bearer <key>)", soft_wrap=True)
+    if settings.webhook_poll_seconds > 0:
+        console.print(f"  webhooks due deliveries sent every {settings.webhook_poll_seconds:g} s (docs/webhooks.md)",
+                      soft_wrap=True)
     console.print(f"  example key for tenant {LOCAL_TENANT!r} (admin): [bold]{shown}[/bold]", soft_wrap=True)
     console.print(f"  try: curl -H 'Authorization: Bearer {example if shown == example else '<key>'}' "
                   f"{base}/v1/whoami", soft_wrap=True)
     if workers == 1:
         application = create_app(memory, close_memory=True, close_timeout=float(graceful_seconds),
-                                 mcp_path="/mcp" if with_mcp else None, host=settings.host)
+                                 mcp_path="/mcp" if with_mcp else None, host=settings.host, deliver_webhooks=True)
         uvicorn.run(application, host=settings.host, port=settings.port, log_level=log_level,
                     timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
         return
@@ -147,9 +150,12 @@ def _serve_workers(memory: Memory, settings: Settings, workers: int, with_mcp: b
     memory.close()  # every worker opens its own (the schema is migrated and the key made by now)
     fd, limiter_path = tempfile.mkstemp(prefix="usermem-ratelimit-")
     os.close(fd)
+    fd, lock_path = tempfile.mkstemp(prefix="usermem-webhooks-")
+    os.close(fd)
     overrides = {"store_url": settings.store_url, "host": settings.host, "port": settings.port,
                  "rate_limit_per_minute": settings.rate_limit_per_minute}
-    os.environ[SPEC_ENV] = WorkerSpec(overrides, limiter_path, with_mcp, float(graceful_seconds)).to_env()
+    os.environ[SPEC_ENV] = WorkerSpec(overrides, limiter_path, with_mcp, float(graceful_seconds),
+                                      webhook_lock_path=lock_path).to_env()
     console.print(f"  workers  {workers} processes (rate limits shared, MCP without sessions, /metrics per worker)",
                   soft_wrap=True)
     try:
@@ -158,8 +164,9 @@ def _serve_workers(memory: Memory, settings: Settings, workers: int, with_mcp: b
                     timeout_graceful_shutdown=graceful_seconds, access_log=log_level == "debug")
     finally:
         os.environ.pop(SPEC_ENV, None)
-        with contextlib.suppress(OSError):
-            os.unlink(limiter_path)
+        for path in (limiter_path, lock_path):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 @app.command()

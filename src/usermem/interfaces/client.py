@@ -33,6 +33,7 @@ from usermem.engine.consent import ConsentRequest
 from usermem.engine.grants import Grant
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.sessions import Session, SessionClosed, Transcript
+from usermem.engine.webhooks import Delivery, Webhook, WebhookCreated
 from usermem.interfaces import client_calls as C
 from usermem.interfaces.client_calls import Call, RateLimited, RemoteError, RetryPolicy
 from usermem.model import (
@@ -391,6 +392,31 @@ class Client:
     def suggest_derivation_rules(self, tenant: str | None, *, now: float | None = None) -> list[dict[str, Any]]:
         return self._run(C.suggest_derivation_rules(**_args(locals())))
 
+    def create_webhook(self, tenant: str | None, url: str, events: Iterable[str] | None = None, *,
+                       secret: str | None = None, actor: str | None = None, now: float | None = None) -> WebhookCreated:
+        return self._run(C.create_webhook(**_args(locals())))
+
+    def list_webhooks(self, tenant: str | None) -> list[Webhook]:
+        return self._run(C.list_webhooks(**_args(locals())))
+
+    def get_webhook(self, tenant: str | None, webhook_id: str) -> Webhook:
+        return self._run(C.get_webhook(**_args(locals())))
+
+    def delete_webhook(self, tenant: str | None, webhook_id: str, *, actor: str | None = None,
+                       now: float | None = None) -> bool:
+        return self._run(C.delete_webhook(**_args(locals())))
+
+    def enable_webhook(self, tenant: str | None, webhook_id: str, *, actor: str | None = None,
+                       now: float | None = None) -> Webhook:
+        return self._run(C.enable_webhook(**_args(locals())))
+
+    def ping_webhook(self, tenant: str | None, webhook_id: str, *, now: float | None = None) -> Delivery:
+        return self._run(C.ping_webhook(**_args(locals())))
+
+    def webhook_deliveries(self, tenant: str | None, webhook_id: str | None = None, *,
+                           limit: int = 100) -> list[Delivery]:
+        return self._run(C.webhook_deliveries(**_args(locals())))
+
     def audit(self, tenant: str | None, *, user_id: str | None = None, action: str | None = None,
               since: float | None = None, until: float | None = None, limit: int = 100,
               after_seq: int | None = None) -> list[AuditEvent]:
@@ -715,6 +741,31 @@ class AsyncClient:
 
     async def suggest_derivation_rules(self, tenant: str | None, *, now: float | None = None) -> list[dict[str, Any]]:
         return await self._run(C.suggest_derivation_rules(**_args(locals())))
+
+    async def create_webhook(self, tenant: str | None, url: str, events: Iterable[str] | None = None, *,
+                             secret: str | None = None, actor: str | None = None, now: float | None = None) -> WebhookCreated:
+        return await self._run(C.create_webhook(**_args(locals())))
+
+    async def list_webhooks(self, tenant: str | None) -> list[Webhook]:
+        return await self._run(C.list_webhooks(**_args(locals())))
+
+    async def get_webhook(self, tenant: str | None, webhook_id: str) -> Webhook:
+        return await self._run(C.get_webhook(**_args(locals())))
+
+    async def delete_webhook(self, tenant: str | None, webhook_id: str, *, actor: str | None = None,
+                             now: float | None = None) -> bool:
+        return await self._run(C.delete_webhook(**_args(locals())))
+
+    async def enable_webhook(self, tenant: str | None, webhook_id: str, *, actor: str | None = None,
+                             now: float | None = None) -> Webhook:
+        return await self._run(C.enable_webhook(**_args(locals())))
+
+    async def ping_webhook(self, tenant: str | None, webhook_id: str, *, now: float | None = None) -> Delivery:
+        return await self._run(C.ping_webhook(**_args(locals())))
+
+    async def webhook_deliveries(self, tenant: str | None, webhook_id: str | None = None, *,
+                                 limit: int = 100) -> list[Delivery]:
+        return await self._run(C.webhook_deliveries(**_args(locals())))
 
     async def audit(self, tenant: str | None, *, user_id: str | None = None, action: str | None = None,
                     since: float | None = None, until: float | None = None, limit: int = 100,

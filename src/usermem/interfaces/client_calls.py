@@ -20,6 +20,7 @@ from usermem.engine.consent import ConsentRequest
 from usermem.engine.grants import Grant
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.sessions import Session, SessionClosed, Transcript
+from usermem.engine.webhooks import Delivery, Webhook, WebhookCreated
 from usermem.engine.write import check_ids
 from usermem.interfaces.wire import audit_from_json, record_from_json, result_from_json, scored_from_json
 from usermem.model import (
@@ -748,3 +749,43 @@ def suggest_procedures(tenant: str | None, user_id: str, *, now: float | None = 
 
 def suggest_derivation_rules(tenant: str | None, *, now: float | None = None) -> Call[list[dict[str, Any]]]:
     return Call("POST", "/v1/derivation-rules/suggest", lambda d: list(d["items"]), _tenant(tenant), json=_q(now=now))
+
+
+# -- webhooks -------------------------------------------------------------------------------------------
+
+def create_webhook(tenant: str | None, url: str, events: Iterable[str] | None = None, *, secret: str | None = None,
+                   actor: str | None = None, now: float | None = None) -> Call[WebhookCreated]:
+    return Call("POST", "/v1/webhooks", WebhookCreated.from_dict, _tenant(tenant),
+                json=_q(url=url, events=None if events is None else _fields(events), secret=secret, actor=actor,
+                        now=now))
+
+
+def list_webhooks(tenant: str | None) -> Call[list[Webhook]]:
+    return Call("GET", "/v1/webhooks", lambda d: [Webhook.from_dict(h) for h in d["items"]], _tenant(tenant))
+
+
+def get_webhook(tenant: str | None, webhook_id: str) -> Call[Webhook]:
+    return Call("GET", f"/v1/webhooks/{_seg(webhook_id, 'webhook_id')}", Webhook.from_dict, _tenant(tenant))
+
+
+def delete_webhook(tenant: str | None, webhook_id: str, *, actor: str | None = None,
+                   now: float | None = None) -> Call[bool]:
+    return Call("DELETE", f"/v1/webhooks/{_seg(webhook_id, 'webhook_id')}", lambda d: bool(d["deleted"]),
+                _tenant(tenant), params=_q(actor=actor, now=now))
+
+
+def enable_webhook(tenant: str | None, webhook_id: str, *, actor: str | None = None,
+                   now: float | None = None) -> Call[Webhook]:
+    return Call("POST", f"/v1/webhooks/{_seg(webhook_id, 'webhook_id')}/enable", Webhook.from_dict,
+                _tenant(tenant), json=_q(actor=actor, now=now))
+
+
+def ping_webhook(tenant: str | None, webhook_id: str, *, now: float | None = None) -> Call[Delivery]:
+    return Call("POST", f"/v1/webhooks/{_seg(webhook_id, 'webhook_id')}/ping", Delivery.from_dict,
+                _tenant(tenant), json=_q(now=now))
+
+
+def webhook_deliveries(tenant: str | None, webhook_id: str | None = None, *,
+                       limit: int = 100) -> Call[list[Delivery]]:
+    return Call("GET", "/v1/webhook-deliveries", lambda d: [Delivery.from_dict(x) for x in d["items"]],
+                _tenant(tenant), params=_q(webhook_id=webhook_id, limit=limit))

@@ -1,11 +1,24 @@
 """`usermem import` of a usermem export (format usermem.export/1, `Memory.export` / `usermem export`).
 
-Each field's current value is written into the target instance as it was: same kind, value, source,
-importance, confidence, event time, canonical form and expiry, at its original time (`now` = the version's
-created_at), so decay and ranking come out the same. Every write goes through the target's guards (PII,
-forbidden keys, contracts, source priority): what the target refuses is reported, never forced. History
-and documents (sessions, grants, consents) are not replayed: grants and consents are decisions made in the
-source instance, and history keeps its original ids there.
+What is replayed into the target instance, each through the target's own operations and guards (PII,
+forbidden keys, contracts, source priority) — what the target refuses is reported, never forced:
+
+- **memories, with their history**: every version of a field, oldest first, at its original time (`now` =
+  the version's created_at) with its kind, value, source, importance, confidence, event time, canonical
+  form, change set and expiry — so the target has the same chain of versions (new ids), the same current
+  value and the same decay. A field the target already holds gets its current value only (a second import
+  adds no history: re-running an import changes nothing);
+- **consents** (opt-ins per domain) at their original time;
+- **consent requests**: asked again at their original time, then approved or declined as the user did
+  (`decided_by`, `decided_at`), so an approval makes its grant again; pending ones stay pending;
+- **grants** not made by an approval, at their original time and duration, for the same reader (a grant
+  bound to a key of the source instance stays bound to that key id: no key of the target can use it until
+  an operator grants again).
+
+Change sets keep their grouping under new ids (an id of the source never groups writes of another user).
+
+Not replayed, and reported: sessions and their messages, verifications, pushback and onboarding state
+(they belong to the source instance's conversations).
 """
 
 from __future__ import annotations
@@ -14,60 +27,179 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from usermem.engine.memory import Memory
-from usermem.errors import ValidationError
+from usermem.errors import UsermemError, ValidationError
+from usermem.model import new_id
 
 EXPORT_FORMAT = "usermem.export/1"
+REPLAYED_DOCUMENTS = ("grants", "consents", "consent_requests")
 
 
 @dataclass
 class ImportReport:
     tenant: str
     user_id: str
-    written: int = 0
-    unchanged: int = 0
+    written: int = 0  # versions written (ADD / UPDATE), history included
+    unchanged: int = 0  # NOOP: the target already held it
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
-    skipped: int = 0  # fields without a current value (forgotten, expired)
+    skipped: int = 0  # fields without a current value and no history replayed (forgotten, expired)
+    history: int = 0  # superseded versions replayed (part of `written`)
+    grants: int = 0
+    consents: int = 0
+    consent_requests: int = 0
+    not_replayed: dict[str, int] = field(default_factory=dict)  # document namespace → documents left out
 
     def to_dict(self) -> dict[str, Any]:
         return {"tenant": self.tenant, "user_id": self.user_id, "written": self.written,
-                "unchanged": self.unchanged, "skipped": self.skipped,
+                "unchanged": self.unchanged, "skipped": self.skipped, "history": self.history,
+                "grants": self.grants, "consents": self.consents, "consent_requests": self.consent_requests,
+                "not_replayed": dict(self.not_replayed),
                 "rejected": [{"key": k, "reason": r} for k, r in self.rejected]}
 
 
 def import_export(memory: Memory, data: Any, *, tenant: str | None = None, user_id: str | None = None,
                   actor: str | None = "import") -> ImportReport:
-    """Write the current memories of a usermem export into `memory` (optionally as another tenant/user)."""
+    """Replay a usermem export into `memory` (optionally as another tenant/user): memories with their history,
+    consents, consent requests and grants (module docstring)."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
         raise ValidationError(f"not a usermem export (expected format {EXPORT_FORMAT!r})", field="format")
     fields = data.get("fields")
     if not isinstance(fields, dict):
         raise ValidationError("export has no 'fields' object", field="fields")
+    documents = data.get("documents") or {}
+    if not isinstance(documents, dict):
+        raise ValidationError("export's 'documents' is not an object", field="documents")
     report = ImportReport(tenant=tenant or str(data.get("tenant")), user_id=user_id or str(data.get("user_id")))
-    currents = []
+    _memories(memory, fields, report, actor)
+    approved_grants = _consent_requests(memory, _docs(documents, "consent_requests"), report)
+    _consents(memory, _docs(documents, "consents"), report)
+    _grants(memory, _docs(documents, "grants"), approved_grants, report, actor)
+    for ns, docs in documents.items():
+        if ns not in REPLAYED_DOCUMENTS and isinstance(docs, list) and docs:
+            report.not_replayed[str(ns)] = len(docs)
+    return report
+
+
+def _docs(documents: dict[str, Any], ns: str) -> list[dict[str, Any]]:
+    docs = documents.get(ns) or []
+    if not isinstance(docs, list):
+        raise ValidationError(f"export's documents.{ns} is not a list", field="documents")
+    out = [d.get("value") for d in docs if isinstance(d, dict)]
+    if not all(isinstance(v, dict) for v in out):
+        raise ValidationError(f"export's documents.{ns} holds a malformed document", field="documents")
+    return out  # type: ignore[return-value]
+
+
+def _memories(memory: Memory, fields: dict[str, Any], report: ImportReport, actor: str | None) -> None:
+    """Every version to replay, oldest first across fields (a field the target holds: its current only)."""
+    todo: list[tuple[float, str, int, dict[str, Any], bool]] = []  # (at, key, position, version, superseded)
     for key, entry in fields.items():
-        cur = entry.get("current") if isinstance(entry, dict) else None
-        if not isinstance(cur, dict):
+        if not isinstance(entry, dict):
+            raise ValidationError(f"field {key!r} of the export is malformed", field="fields")
+        cur, history = entry.get("current"), entry.get("history") or []
+        if not isinstance(history, list) or not all(isinstance(v, dict) for v in history):
+            raise ValidationError(f"field {key!r} of the export has a malformed history", field="fields")
+        held = bool(memory.store.history(report.tenant, report.user_id, str(key)))
+        versions = history if history and not held else ([cur] if isinstance(cur, dict) else [])
+        if not versions:
             report.skipped += 1
             continue
-        currents.append((key, cur))
-    for key, cur in sorted(currents, key=lambda kc: (float(kc[1].get("created_at") or 0), kc[0])):
+        current_id = cur.get("id") if isinstance(cur, dict) else None
+        for i, v in enumerate(versions):
+            superseded = v.get("id") != current_id and bool(v.get("superseded_at") or v.get("superseded_by"))
+            todo.append((_time(v.get("created_at"), key), str(key), i, v, superseded))
+    change_sets: dict[str, str] = {}  # the source's change sets, as new ids: grouped alike, never shared with
+    for at, key, _, v, superseded in sorted(todo, key=lambda t: t[:3]):  # another user's writes in the target
+        cs = v.get("change_set_id")
+        if cs is not None:
+            cs = change_sets.setdefault(str(cs), new_id())
         try:
-            at = float(cur["created_at"])
-            expires = cur.get("expires_at")
+            expires = v.get("expires_at")
             result = memory.write(
-                report.tenant, report.user_id, str(cur["kind"]), key, cur["value"], source=str(cur["source"]),
-                importance=float(cur["importance"]), confidence=float(cur["confidence"]), now=at,
-                event_at=cur.get("event_at"), canonical=cur.get("canonical"), actor=actor,
+                report.tenant, report.user_id, str(v["kind"]), key, v["value"], source=str(v["source"]),
+                importance=float(v["importance"]), confidence=float(v["confidence"]), now=at,
+                event_at=v.get("event_at"), canonical=v.get("canonical"), actor=actor,
+                change_set_id=cs,
                 ttl_seconds=float(expires) - at if expires is not None else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValidationError(f"field {key!r} of the export is malformed: {exc}", field="fields") from None
         if result.op.value in ("ADD", "UPDATE"):
             report.written += 1
+            report.history += superseded
         elif result.op.value == "NOOP":
             report.unchanged += 1
         else:
             report.rejected.append((key, result.reason.value if result.reason else (result.detail or "rejected")))
-    return report
+
+
+def _time(value: Any, where: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{where}: a time of the export is not a number", field="fields") from None
+
+
+def _consent_requests(memory: Memory, docs: list[dict[str, Any]], report: ImportReport) -> set[str]:
+    """Ask again and answer as the user did; returns the source's grant ids that the approvals made again."""
+    remade: set[str] = set()
+    if not docs:
+        return remade
+    first = min(_time(d.get("created_at"), "consent_requests") for d in docs)  # as of then: none expired yet
+    held = {(r.purpose, tuple(r.fields), r.created_at)
+            for r in memory.consent_requests(report.tenant, report.user_id, status=None, now=first)}
+    for d in sorted(docs, key=lambda d: _time(d.get("created_at"), "consent_requests")):
+        created = _time(d.get("created_at"), "consent_requests")
+        fields = tuple(str(f) for f in d.get("fields") or ())
+        if (d.get("purpose"), fields, created) in held:
+            if d.get("grant_id"):
+                remade.add(str(d["grant_id"]))
+            continue
+        try:
+            req = memory.request_consent(report.tenant, report.user_id, list(fields), str(d.get("purpose")),
+                                         float(d.get("ttl_seconds") or 1800.0), domain=d.get("domain"),
+                                         session_id=d.get("session_id"), actor=d.get("requested_by"), now=created)
+            status, decided = d.get("status"), d.get("decided_at")
+            if status in ("approved", "declined") and req.status == "pending" and decided is not None:
+                answer = memory.approve_consent if status == "approved" else memory.decline_consent
+                answer(report.tenant, report.user_id, req.id, actor=d.get("decided_by"),
+                       now=_time(decided, "consent_requests"))
+        except UsermemError as exc:
+            report.rejected.append((f"consent_request:{d.get('id')}", str(exc)))
+            continue
+        report.consent_requests += 1
+        if d.get("status") == "approved" and d.get("grant_id"):
+            remade.add(str(d["grant_id"]))
+    return remade
+
+
+def _consents(memory: Memory, docs: list[dict[str, Any]], report: ImportReport) -> None:
+    for d in sorted(docs, key=lambda d: _time(d.get("at"), "consents")):
+        try:
+            memory.opt_in(report.tenant, report.user_id, [str(d.get("field"))], str(d.get("domain")),
+                          actor=d.get("actor"), now=_time(d.get("at"), "consents"))
+        except UsermemError as exc:
+            report.rejected.append((f"consent:{d.get('field')}@{d.get('domain')}", str(exc)))
+            continue
+        report.consents += 1
+
+
+def _grants(memory: Memory, docs: list[dict[str, Any]], remade: set[str], report: ImportReport,
+            actor: str | None) -> None:
+    held = {(g.level.value if g.level else None, tuple(sorted(g.fields)), g.purpose, g.created_at, g.expires_at)
+            for g in memory.grants(report.tenant, report.user_id, include_expired=True)}
+    for d in sorted(docs, key=lambda d: _time(d.get("created_at"), "grants")):
+        if str(d.get("id")) in remade:
+            continue  # made again by the approval of its consent request
+        created, expires = _time(d.get("created_at"), "grants"), _time(d.get("expires_at"), "grants")
+        fields = tuple(sorted(str(f) for f in d.get("fields") or ()))
+        if (d.get("level"), fields, d.get("purpose"), created, expires) in held or expires <= created:
+            continue
+        try:
+            memory.grant(report.tenant, report.user_id, d.get("level") or list(fields), str(d.get("purpose")),
+                         expires - created, actor=actor, grantee=d.get("grantee"), now=created)
+        except UsermemError as exc:
+            report.rejected.append((f"grant:{d.get('id')}", str(exc)))
+            continue
+        report.grants += 1
 
 
 # -- conversation exports (ChatGPT, Claude) --------------------------------------------------------------

@@ -38,7 +38,8 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
                readiness_checks: dict[str, Callable[[], None]] | None = None,
                close_memory: bool | None = None, inline_engine: bool | None = None,
                close_timeout: float = 20.0, mcp_path: str | None = None, host: str = "127.0.0.1",
-               limiter: RateLimiter | None = None, mcp_stateless: bool = False) -> FastAPI:
+               limiter: RateLimiter | None = None, mcp_stateless: bool = False,
+               deliver_webhooks: bool = False, may_deliver: Callable[[], bool] | None = None) -> FastAPI:
     """Build the app. With no `memory`, one is opened from `settings` (or the environment) and closed on shutdown.
 
     `mcp_path` (e.g. "/mcp") also serves the MCP tools there over streamable HTTP, authenticated by API key.
@@ -48,6 +49,10 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     (needed when several processes answer the same port: a session would live in one of them only).
 
     `readiness_checks` adds named callables that raise when a backend is down (the store is always checked).
+
+    `deliver_webhooks`: run the webhook delivery worker (engine/webhooks.py DeliveryWorker) while the app is up,
+    every `settings.webhook_poll_seconds` (0 turns it off); `may_deliver` is asked before each pass (several
+    worker processes let one deliver). `usermem serve` turns it on.
     """
     owned = memory is None
     if memory is None:
@@ -60,12 +65,22 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     mcp_box: dict[str, Any] = {}
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if "server" in mcp_box:
-            async with mcp_box["server"].session_manager.run():
+    async def lifespan(app_: FastAPI) -> AsyncIterator[None]:
+        worker = None
+        if deliver_webhooks and settings.webhook_poll_seconds > 0:
+            from usermem.engine.webhooks import DeliveryWorker
+
+            worker = DeliveryWorker(memory.webhooks, settings.webhook_poll_seconds, may_deliver=may_deliver).start()
+        app_.state.webhook_worker = worker
+        try:
+            if "server" in mcp_box:
+                async with mcp_box["server"].session_manager.run():
+                    yield
+            else:
                 yield
-        else:
-            yield
+        finally:
+            if worker is not None:  # stopped before the engine closes: no pass runs on a closed store
+                worker.stop()
         # uvicorn has drained in-flight requests by now (graceful shutdown); close the engine last. Every
         # acknowledged write is already committed; closing only drains derived work (the vector-index queue).
         # Bound it, so a long backlog cannot keep a terminating server alive (`usermem reindex` repairs).
@@ -75,6 +90,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     app = FastAPI(title="usermem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.memory = memory
+    app.state.webhook_worker = None
     app.state.keys = keys or KeyRing(memory.store)
     app.state.metrics = Metrics()
     app.state.limiter = limiter if limiter is not None else RateLimiter(per_minute)

@@ -18,6 +18,7 @@ from usermem.interfaces.api import (
     routes_privacy,
     routes_sessions,
     routes_usermodel,
+    routes_webhooks,
 )
 from usermem.interfaces.api.routing import user_exists
 
@@ -30,6 +31,7 @@ AREA_ROUTERS: dict[str, APIRouter] = {
     "conversation": routes_conversation.router,
     "usermodel": routes_usermodel.router,
     "admin": routes_admin.router,
+    "webhooks": routes_webhooks.router,
 }
 
 router = APIRouter()

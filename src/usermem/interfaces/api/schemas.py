@@ -802,3 +802,69 @@ class ProcedureListOut(BaseModel):
 
 class SuggestIn(_In):
     now: Time | None = NOW_FIELD
+
+
+# -- webhooks (docs/webhooks.md) --------------------------------------------------------------------------
+
+WebhookEvent = Literal["write", "revert", "forget", "consent"]  # = engine.webhooks.EVENT_TYPES
+
+
+class WebhookIn(_In):
+    url: str = Field(max_length=2048, description="The receiver: an http(s) URL that accepts signed JSON POSTs",
+                     examples=["https://example.com/usermem-hook"])
+    events: list[WebhookEvent] | None = Field(None, min_length=1, max_length=4,
+                                              description="write | revert | forget | consent (default: all)")
+    secret: str | None = Field(None, min_length=16, max_length=256,
+                               description="HMAC-SHA256 signing secret (default: a random one); returned once")
+    actor: str | None = ACTOR_FIELD
+    now: Time | None = NOW_FIELD
+
+
+class WebhookOut(BaseModel):
+    id: str
+    tenant: str
+    url: str
+    events: list[str]
+    created_at: float
+    enabled: bool
+    failures: int = Field(description="Failed deliveries in a row (reset by a delivered one or enable)")
+    disabled_reason: str | None = None
+
+
+class WebhookCreatedOut(WebhookOut):
+    secret: str = Field(description="The signing secret: returned by this response only, never again")
+
+
+class WebhookListOut(BaseModel):
+    items: list[WebhookOut]
+
+
+class WebhookActIn(_In):
+    actor: str | None = ACTOR_FIELD
+    now: Time | None = NOW_FIELD
+
+
+class WebhookPingIn(_In):
+    now: Time | None = NOW_FIELD
+
+
+class AttemptOut(BaseModel):
+    at: float
+    status: int | None = None
+    error: str | None = None
+
+
+class DeliveryOut(BaseModel):
+    id: str
+    webhook_id: str
+    type: str = Field(description="write | revert | forget | consent | ping")
+    created_at: float
+    payload: dict[str, Any] = Field(description="The JSON body sent (values of L1 fields only)")
+    state: str = Field(description="pending | delivered | failed (gave up) | skipped (subscription gone or "
+                                   "disabled)")
+    next_at: float
+    attempts: list[AttemptOut]
+
+
+class DeliveryListOut(BaseModel):
+    items: list[DeliveryOut]
