@@ -34,9 +34,10 @@ def _started(make):  # type: ignore[no-untyped-def]
         pytest.fail(f"the local cluster could not be started: {exc}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def pg_pair(cluster_root: Path) -> Iterator[PgPair]:
-    pair = _started(lambda: PgPair(cluster_root / "pg"))
+@pytest.fixture(scope="module")
+def pg_pair(cluster_root: Path, request: pytest.FixtureRequest) -> Iterator[PgPair]:
+    """A fresh pair per module (the fault tests crash the primary)."""
+    pair = _started(lambda: PgPair(cluster_root / f"pg-{request.module.__name__.rpartition('.')[2]}"))
     try:
         _started(pair.start)
         yield pair

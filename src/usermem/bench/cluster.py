@@ -239,7 +239,8 @@ class RedisCluster:
 
     @property
     def url(self) -> str:
-        return f"redis+cluster://127.0.0.1:{self.ports[0]}/0"
+        """Every node as a seed: an instance (re)starts while any one of them answers."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports) + "/0"
 
     def urls(self) -> list[str]:
         return [f"redis://127.0.0.1:{p}/0" for p in self.ports]
@@ -255,8 +256,7 @@ class RedisCluster:
                  "--save", "", "--appendonly", "no", "--dir", str(self.root)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for p in self.ports:
-            client = redis.Redis(port=p)
-            wait_until(f"redis-server on {p} answers", lambda c=client: bool(c.ping()), 20)
+            wait_until(f"redis-server on {p} answers", partial(redis.Redis(port=p).ping), 20)
         r = subprocess.run([self.cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in self.ports],
                             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                            capture_output=True, text=True, timeout=60, check=False)
@@ -433,8 +433,12 @@ class Instances:
         cmd = [sys.executable, "-c", "from usermem.interfaces.cli import main; main()", "serve", "--store",
                self.store_url, "--port", str(port), "--log-level", "warning", "--workers", str(self.workers),
                "--rate-limit", "0", "--key-file", str(self.root / "local-key"), "--no-mcp"]
+        # The same usermem as this process (a source checkout on PYTHONPATH, not only the installed one).
+        source = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join([source, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
         with open(log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **self.env, "PYTHONPATH": path},
                                     cwd=self.root, start_new_session=True)  # its own group: kill -9 takes workers
         return Instance(port, proc, log)
 
@@ -491,3 +495,54 @@ def temp_root(prefix: str = "usermem-cluster-") -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     path.chmod(0o755)
     return path
+
+
+# -- all of it together ------------------------------------------------------------------------------------------
+
+@dataclass
+class Deployment:
+    """Instances of `usermem serve` on the PostgreSQL pair (reads on the replica), the Redis Cluster (the
+    `tiered` preset) and the JetStream cluster (an R3 stream, created before the instances start)."""
+
+    pg: PgPair
+    redis: RedisCluster
+    nats: NatsCluster
+    instances: Instances
+    key: str
+    stream: str
+    tenant: str = "local"
+
+    @classmethod
+    def start(cls, pg: PgPair, redis: RedisCluster, nats: NatsCluster, root: Path, *, instances: int = 2,
+              stream: str = "UMCLUSTER", prefix: str = "umcluster") -> Deployment:
+        nats.add_stream(stream, [f"{prefix}.>"], replicas=3)
+        leader = int(str(nats.stream_info(stream).cluster.leader).lstrip("n"))
+        store_url = pg.url(read_replica=f"127.0.0.1:{pg.replica_port}")
+        env = {"USERMEM_PRESET": "tiered", "USERMEM_REDIS_URL": redis.url, "USERMEM_KEY_PREFIX": "umcluster",
+               "USERMEM_NATS_URL": nats.url(leader), "USERMEM_NATS_STREAM": stream,
+               "USERMEM_NATS_SUBJECT_PREFIX": prefix, "USERMEM_EMBEDDER": "none",
+               "USERMEM_HYBRID_LEXICAL_WEIGHT": "0", "HF_HUB_OFFLINE": "1"}
+        # The first instance migrates the schema and makes the key (root/local-key) the others reuse.
+        group = Instances(store_url, env, root).start(1)
+        if instances > 1:
+            group.start(instances - 1)
+        key = (root / "local-key").read_text(encoding="utf-8").strip()
+        return cls(pg, redis, nats, group, key, stream)
+
+    def stream_leader(self) -> int:
+        return int(str(self.nats.stream_info(self.stream).cluster.leader).lstrip("n"))
+
+    def stream_messages(self) -> int:
+        return int(self.nats.stream_info(self.stream).state.messages)
+
+    def current_values(self, port: int | None = None) -> set[tuple[str, str, str]]:
+        """(user, key, value) of every current memory of the tenant, read from the server on `port`."""
+        import psycopg
+
+        with psycopg.connect(self.pg.url(port), autocommit=True, connect_timeout=3) as c:
+            rows = c.execute("SELECT user_id, key, value #>> '{}' FROM memories WHERE tenant = %s"
+                             " AND superseded_by IS NULL AND deleted_at IS NULL", (self.tenant,)).fetchall()
+        return {(str(u), str(k), str(v)) for u, k, v in rows}
+
+    def stop(self) -> None:
+        self.instances.stop()

@@ -72,7 +72,7 @@ class RoundRobin:
 @dataclass
 class Phase:
     name: str
-    requests: int  # at most this many requests (all clients together)
+    requests: int  # this many client iterations (a write and its read, or a recall), more while the fault runs
     seconds: float  # and at most this long
     fault: Callable[[], Any] | None = None  # run in a background thread when the phase starts
     fault_name: str = ""
@@ -123,9 +123,11 @@ def _error_of(resp: httpx.Response | None, exc: BaseException | None) -> str | N
     return None if resp.status_code < 400 else f"http_{resp.status_code}"
 
 
-def run_phases(rr: RoundRobin, phases: Sequence[Phase], *, clients: int = 4, users: int = 20) -> LoadRun:
-    """Drive the phases in order (see the module docstring). Never raises for request failures."""
-    run = LoadRun()
+def run_phases(rr: RoundRobin, phases: Sequence[Phase], *, clients: int = 4, users: int = 20,
+               run: LoadRun | None = None) -> LoadRun:
+    """Drive the phases in order (see the module docstring). Never raises for request failures.
+    `run`: the record to fill (a fault may watch it, e.g. to strike once some writes were acknowledged)."""
+    run = run if run is not None else LoadRun()
     t0 = time.monotonic()
     seq = itertools.count()
     for phase in phases:
@@ -156,7 +158,7 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
     samples: list[Sample] = []
     stale = [0]
 
-    def timed(op: str, method: str, path: str, **kw: Any) -> httpx.Response | None:
+    def timed(op: str, method: str, path: str, ok: tuple[int, ...] = (), **kw: Any) -> httpx.Response | None:
         begin = time.monotonic()
         resp: httpx.Response | None = None
         exc: BaseException | None = None
@@ -165,17 +167,20 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
         except (httpx.HTTPError, NoInstance) as e:
             exc = e
         end = time.monotonic()
-        s = Sample(begin - t0, phase.name, op, (end - begin) * 1000, _error_of(resp, exc))
+        error = None if resp is not None and resp.status_code in ok else _error_of(resp, exc)
+        s = Sample(begin - t0, phase.name, op, (end - begin) * 1000, error)
         with lock:
             samples.append(s)
         return resp if s.error is None else None
 
     def client() -> None:
-        while time.monotonic() < deadline and next(budget) < phase.requests:
+        # Until the request budget is spent and the fault is over (the load covers the whole fault), or the time.
+        while time.monotonic() < deadline and (next(budget) < phase.requests
+                                               or (fault_thread is not None and fault_thread.is_alive())):
             i = next(seq)
-            user = f"u{i % users}"
+            user = f"u{(i // 3) % users}"  # every user gets writes and recalls
             if i % 3 == 2:
-                timed("recall", "GET", f"/v1/users/{user}/memories", params={"k": 5})
+                timed("recall", "GET", f"/v1/users/{user}/memories", (404,), params={"k": 5})  # 404: no such user yet
                 continue
             kind = "preference" if i % 2 else "fact"
             key, value = f"k{i}", f"v{i} {phase.name}"
@@ -213,9 +218,9 @@ def _records(body: Any) -> list[dict[str, Any]]:
     if isinstance(body, list):
         return [r for r in body if isinstance(r, dict)]
     if isinstance(body, dict):
-        for name in ("memories", "records", "results", "items"):
-            if isinstance(body.get(name), list):
-                return [r.get("record", r) if isinstance(r, dict) else {} for r in body[name]]
+        items = body.get("items")  # RecallOut: items of {memory, score, ...}
+        if isinstance(items, list):
+            return [r.get("memory", r) for r in items if isinstance(r, dict)]
     return []
 
 
