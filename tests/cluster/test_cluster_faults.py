@@ -59,7 +59,7 @@ def test_load_with_node_faults(deployment: Deployment, acked: list[tuple[str, st
 
     def kill_redis_primary() -> None:
         d.redis.stop_node(redis_victim)
-        wait_until("a replica took over the stopped primary's slots", d.redis.healthy, 30, interval=0.1)
+        wait_until("a replica took over the stopped primary's slots", d.redis.failed_over, 30, interval=0.1)
 
     def kill_nats_leader() -> None:
         d.nats.stop_node(nats_victim)
@@ -87,10 +87,12 @@ def test_load_with_node_faults(deployment: Deployment, acked: list[tuple[str, st
     assert not missing, f"{len(missing)} acknowledged writes lost: {sorted(missing)[:5]}"
     # Read-your-writes through the other instance, in every phase (replica reads fenced by the WAL position).
     assert all(p.stale_reads == 0 for p in run.phases), summary
-    # Errors only where a fault makes them unavoidable: the requests in flight on the killed instance.
+    # Errors only where a fault makes them unavoidable: requests on the killed instance — per client the one in
+    # flight, and at most one more sent on its open connection while the dead process's sockets were closing.
     assert by["baseline"].error_count == 0 and by["after"].error_count == 0, summary
     assert by["instance restart"].error_count == 0, summary  # refused connections move on to the other one
-    assert by["kill -9 instance"].error_count <= CLIENTS, summary
+    assert by["kill -9 instance"].error_count <= 2 * CLIENTS, summary
+    assert set(by["kill -9 instance"].errors) <= {"ReadError", "RemoteProtocolError", "WriteError"}, summary
     assert all(not k.startswith("http_5") for p in run.phases for k in p.errors if p.name != "redis node down"), \
         summary
     # Redis: the tier fails over; requests fall back to the store of record meanwhile (no 5xx).

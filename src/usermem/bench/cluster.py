@@ -234,6 +234,7 @@ class RedisCluster:
         self.root = root
         self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
+        self.n_primaries = primaries
         self.ports = free_ports(REDIS_PORTS, primaries * (1 + replicas), also=(10_000,))
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -295,6 +296,10 @@ class RedisCluster:
     def stop_node(self, port: int) -> None:
         """The fault: a node disappears (SIGKILL, nothing saved)."""
         _kill(self.procs[port], signal.SIGKILL)
+
+    def failed_over(self) -> bool:
+        """A replica of every stopped primary took over: as many primaries as at the start, all slots served."""
+        return len(self.primaries()) == self.n_primaries and self.healthy()
 
     def stop(self) -> None:
         for proc in self.procs.values():

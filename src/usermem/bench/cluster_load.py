@@ -64,9 +64,11 @@ class RoundRobin:
         raise NoInstance(f"no instance of {self.urls} accepted the connection")
 
     def close(self) -> None:
+        """Close the calling thread's connections (each thread has its own)."""
         c = getattr(self._local, "client", None)
         if c is not None:
             c.close()
+            self._local.client = None
 
 
 @dataclass
@@ -265,7 +267,8 @@ def plot(run: LoadRun, path: Path, title: str) -> Path | None:
         ts = [s.t for s in run.samples if s.phase == p.name]
         if ts:
             top.axvspan(min(ts), max(ts), alpha=0.08 if i % 2 else 0.16, color="grey")
-            top.text(min(ts), top.get_ylim()[1] if top.get_ylim()[1] > 0 else 1, p.name, fontsize=7, va="top")
+            top.text(min(ts), 0.98 if i % 2 == 0 else 0.91, p.name, fontsize=7, va="top",
+                     transform=top.get_xaxis_transform())
     top.set_yscale("log")
     top.set_xlabel("seconds since start")
     top.set_ylabel("ms (log)")
