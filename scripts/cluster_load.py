@@ -57,7 +57,8 @@ def main() -> None:
             wait_until("a new stream leader", lambda: dep.stream_leader() != nats_victim, 60, interval=0.2)
 
         n, s = args.iterations, args.seconds
-        phases = [Phase("baseline", n, s), Phase("kill -9 instance", n, s, kill_instance, "kill -9 of instance 1"),
+        events = measure_events(dep)
+        phases = [Phase("writes only", n, s, writes_only=True), Phase("baseline", n, s), Phase("kill -9 instance", n, s, kill_instance, "kill -9 of instance 1"),
                   Phase("instance restart", n, s, lambda: dep.instances.restart(0), "instance 1 restarted"),
                   Phase("redis node down", n, s, kill_redis, f"Redis primary :{redis_victim} killed"),
                   Phase("nats node down", n, s, kill_nats, f"NATS stream leader :{nats_victim} killed"),
@@ -68,7 +69,7 @@ def main() -> None:
         elapsed = time.monotonic() - started
         wait_until("an event per acknowledged write", lambda: dep.stream_messages() >= len(run.acked), 60)
         missing = set(run.acked) - dep.current_values()
-        capacity = measure(dep, run, elapsed)
+        capacity = {**measure(dep, run, elapsed), **events}
         capacity["acknowledged_writes_lost"] = len(missing)
         paths = write_report(run, out, title="usermem cluster load run", conditions={
             "instances": "2 x usermem serve --workers 1", "clients": args.clients, "users": args.users,
@@ -95,17 +96,38 @@ def measure(d: Deployment, run: LoadRun, elapsed: float) -> dict[str, float]:
         rows, users = c.execute("SELECT count(*), count(DISTINCT user_id) FROM memories").fetchone() or (0, 0)
         size = c.execute("SELECT pg_total_relation_size('memories') + pg_total_relation_size('audit')").fetchone()
     total = int(size[0]) if size else 0
-    base = next(p for p in run.phases if p.name == "baseline")
+    base = next(p for p in run.phases if p.name == "writes only")
     writes = base.by_op["write"].get("n", 0)
     per_memory = total / rows if rows else 0.0
     return {"memory_rows": rows, "users": users, "memories_per_user": round(rows / users, 1) if users else 0,
             "bytes_per_memory_with_audit_and_indexes": round(per_memory),
             "users_per_gb_at_200_memories": round(2**30 / (per_memory * 200)) if per_memory else 0,
-            "baseline_writes_per_s": round(writes / base.seconds, 1) if base.seconds else 0,
-            "baseline_writes_per_s_per_core": round(writes / base.seconds / (os.cpu_count() or 1), 1)
-            if base.seconds else 0,
-            "events_per_s_over_run": round(d.stream_messages() / elapsed, 1) if elapsed else 0,
+            "writes_per_s": round(writes / base.seconds, 1) if base.seconds else 0,
+            "writes_per_s_per_core": round(writes / base.seconds / (os.cpu_count() or 1), 1) if base.seconds else 0,
+            "write_p95_ms": base.by_op["write"].get("p95_ms", 0),
+            "change_events_per_s_over_run": round(d.stream_messages() / elapsed, 1) if elapsed else 0,
             "run_seconds": round(elapsed, 1)}
+
+
+def measure_events(d: Deployment, n: int = 5000) -> dict[str, float]:
+    """usermem's EventBus publishing to the R3 stream (every publish acknowledged by JetStream): events/s."""
+    from usermem.events.bus import EventBus
+
+    bus = EventBus(d.nats.url(d.stream_leader()), stream=d.stream, subject_prefix="umcluster", name="capacity")
+    try:
+        if not bus.wait_connected(30):
+            raise RuntimeError("the event bus did not connect")
+        started = time.monotonic()
+        for i in range(n):
+            bus.publish(f"umcluster.capacity.e{i % 50}", b'{"op":"write","seq":%d}' % i)
+        if not bus.flush(120):
+            raise RuntimeError("the event bus did not publish everything in 120 s")
+        elapsed = time.monotonic() - started
+        stats = bus.stats()
+    finally:
+        bus.close()
+    return {"events_published": int(stats["published"]), "events_failed": int(stats["failed"]),
+            "events_per_s_r3": round(stats["published"] / elapsed, 1)}
 
 
 if __name__ == "__main__":

@@ -122,6 +122,7 @@ def test_primary_crash_and_promotion_by_the_runbook(deployment: Deployment,
         _, r = rr.request("POST", "/v1/memories", json={"user_id": "p0", "kind": "fact", "key": "lost",
                                                          "value": "x", "source": "user_confirmed"})
         assert r.status_code == 503 and "PostgreSQL" in r.text, r.text
+        assert httpx.get(d.instances.urls[0] + "/ready", timeout=15).status_code == 503  # runbook step 1
         # Runbook step 2: promote the replica; step 3: point the instances at it and restart them one by one.
         d.pg.promote()
         d.instances.store_url = d.pg.url(d.pg.replica_port)

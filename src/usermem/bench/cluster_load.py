@@ -78,6 +78,7 @@ class Phase:
     seconds: float  # and at most this long
     fault: Callable[[], Any] | None = None  # run in a background thread when the phase starts
     fault_name: str = ""
+    writes_only: bool = False  # only writes, no read-back or recall (to measure write throughput)
 
 
 @dataclass
@@ -181,7 +182,7 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
                                                or (fault_thread is not None and fault_thread.is_alive())):
             i = next(seq)
             user = f"u{(i // 3) % users}"  # every user gets writes and recalls
-            if i % 3 == 2:
+            if i % 3 == 2 and not phase.writes_only:
                 timed("recall", "GET", f"/v1/users/{user}/memories", (404,), params={"k": 5})  # 404: no such user yet
                 continue
             kind = "preference" if i % 2 else "fact"
@@ -192,6 +193,8 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
                 continue
             with lock:
                 run.acked.append((user, key, value))
+            if phase.writes_only:
+                continue
             got = timed("read_own", "GET", f"/v1/users/{user}/memories", params={"keys": key, "k": 5})
             if got is not None and value not in {r.get("value") for r in _records(got.json())}:
                 with lock:
