@@ -103,6 +103,9 @@ def test_load_with_node_faults(deployment: Deployment, acked: list[tuple[str, st
     info = d.nats.stream_info(d.stream)
     assert info.config.num_replicas == 3 and info.cluster.leader != f"n{nats_victim}"
     wait_until("every instance is ready again", lambda: _ready(d.instances.urls), 30, interval=0.2)
+    for url in d.instances.urls:  # the Redis tier's own readiness check is among them: its errors cleared
+        checks = httpx.get(url + "/ready", timeout=5).json()["checks"]
+        assert [v for k, v in checks.items() if k.startswith("tier:")] == ["ok"] and checks["store"] == "ok", checks
     assert {"json", "md", "png"} <= set(paths) and paths["png"].stat().st_size > 10_000
     assert "| redis node down |" in paths["md"].read_text(encoding="utf-8")
 
