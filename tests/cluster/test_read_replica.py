@@ -13,6 +13,7 @@ import pytest
 
 from usermem.bench.cluster import PgPair, free_ports
 from usermem.errors import ConfigError
+from usermem.store.base import read_scope
 from usermem.store.postgres import PostgresStore, parse_lsn, replica_conninfo
 
 pytestmark = [pytest.mark.postgres, pytest.mark.cluster]
@@ -91,3 +92,46 @@ def test_a_replica_that_does_not_answer_falls_back_to_the_primary(pg_pair: PgPai
     finally:
         store.close()
         m.close()
+
+
+def test_a_read_scope_asks_the_primary_once_and_again_after_its_own_write(pg_pair: PgPair) -> None:
+    url = pg_pair.url(read_replica=f"127.0.0.1:{pg_pair.replica_port}", schema="scope")
+    a, b = _memory(url), _memory(url)
+    stats = a.store.replica_stats  # type: ignore[attr-defined]
+    try:
+        b.write("acme", "u", "fact", "city", "Hangzhou", source="user_confirmed", now=T0)
+        with read_scope():  # begins after b's acknowledged write: sees it, with one WAL position for all reads
+            fences, reads = stats["fences"], stats["replica_reads"] + stats["primary_reads"]
+            for _ in range(3):
+                assert [r.value for r in a.recall("acme", "u", k=5, now=T0 + 1)] == ["Hangzhou"]
+            assert a.history("acme", "u", "city")[0].value == "Hangzhou"
+            assert stats["fences"] == fences + 1 and stats["replica_reads"] + stats["primary_reads"] >= reads + 4
+            a.write("acme", "u", "fact", "city", "Shanghai", source="user_confirmed", now=T0 + 2)
+            assert [r.value for r in a.recall("acme", "u", k=5, now=T0 + 3)] == ["Shanghai"]  # its own write
+            assert stats["fences"] >= fences + 2  # asked again after the write (reads inside the write may too)
+            after = stats["fences"]
+            a.recall("acme", "u", k=5, now=T0 + 3)
+            assert stats["fences"] == after
+        a.recall("acme", "u", k=5, now=T0 + 4)  # outside a scope: every read asks
+        assert stats["fences"] >= after + 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_each_http_request_is_one_read_scope(pg_pair: PgPair) -> None:
+    import apihelp
+
+    url = pg_pair.url(read_replica=f"127.0.0.1:{pg_pair.replica_port}", schema="httpscope")
+    api = apihelp.make_api(_memory(url))
+    stats = api.memory.store.replica_stats  # type: ignore[attr-defined]
+    try:
+        r = api.http.post("/v1/memories", headers=api.h(api.key_a), json={
+            "user_id": "u", "kind": "fact", "key": "city", "value": "Hangzhou", "source": "user_confirmed"})
+        assert r.status_code == 200, r.text
+        fences, reads = stats["fences"], stats["replica_reads"]
+        got = api.http.get("/v1/users/u/memories", headers=api.h(api.key_a), params={"k": 5})
+        assert got.status_code == 200 and got.json()["items"][0]["memory"]["value"] == "Hangzhou"
+        assert stats["fences"] == fences + 1 and stats["replica_reads"] >= reads + 2, stats
+    finally:
+        api.memory.close()

@@ -26,6 +26,8 @@ before it began, on any instance (a user reads their own writes, also through an
 a load balancer): it first asks the primary for its current WAL position (``pg_current_wal_lsn()``, a
 cheap statement) and goes to the replica only when the replica has replayed that far
 (``pg_last_wal_replay_lsn()``, remembered between reads since it only grows), else to the primary.
+Inside ``store.base.read_scope()`` (the HTTP API opens one per request) the position is asked once,
+at the scope's first read, and asked again after any write of the scope.
 Writes always go to the primary. A replica that does not answer sends reads back to the primary
 (counted in `replica_stats`); when the primary is down, reads fail like writes (promote the replica:
 docs/runbook-failover.md).
@@ -54,7 +56,7 @@ from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
 from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, current_read_scope
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
 from usermem.store.sql import POSTGRES, users_query
 
@@ -248,6 +250,7 @@ class PostgresStore:
         self._kwargs = kwargs
         self._closed = False
         self._lock = threading.Lock()
+        self._replica: ConnectionPool[psycopg.Connection[Any]] | None = None  # opened below (read_replica)
         safe = _redact_url(url)
         try:
             first = psycopg.connect(conninfo, autocommit=True, **kwargs)
@@ -281,11 +284,11 @@ class PostgresStore:
             raise ConfigError(f"cannot open a connection pool to {safe}: {exc}", setting="store_url") from None
         # The read replica (module docstring): its own pool, opened without waiting (it may be down now).
         self.read_replica = opts.get("read_replica") or None
-        self._replica: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._replayed = 0  # the replica's replay position last seen (it only grows)
         self._replica_down_until = 0.0  # after a replica error, reads skip it for _REPLICA_BACKOFF seconds
         self._stats_lock = threading.Lock()
-        self.replica_stats = {"replica_reads": 0, "primary_reads": 0, "behind": 0, "replica_errors": 0}
+        self.replica_stats = {"replica_reads": 0, "primary_reads": 0, "behind": 0, "replica_errors": 0,
+                              "fences": 0}  # fences: WAL positions asked of the primary
         if self.read_replica is not None:
             self._replica = ConnectionPool(
                 replica_conninfo(conninfo, self.read_replica), min_size=lo, max_size=max(lo, hi),
@@ -365,13 +368,27 @@ class PostgresStore:
 
     @contextmanager
     def _conn(self, what: str, tenant: str | None = None, *, write: bool = False,
-              pipeline: bool = False) -> Iterator[psycopg.Connection[Any]]:
+              pipeline: bool = False, reading: bool = False) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection; `write=True` wraps the block in one transaction.
 
         `pipeline=True` sends statements whose results are not read (BEGIN, the lock, inserts, audit,
         COMMIT) without waiting, so a write costs about three round trips instead of eight; an error of
         a queued statement surfaces at the next read or at commit, and the transaction rolls back.
+        Unless `reading` (a read of `_reading`), the block may have written: the read scope's WAL fence
+        is dropped afterwards, so later reads of the scope see it (module docstring, read replica).
         """
+        try:
+            with self._connection(what, tenant, write=write, pipeline=pipeline) as conn:
+                yield conn
+        finally:
+            if not reading and self._replica is not None:
+                scope = current_read_scope()
+                if scope is not None:
+                    scope.fence = None
+
+    @contextmanager
+    def _connection(self, what: str, tenant: str | None, *, write: bool,
+                    pipeline: bool) -> Iterator[psycopg.Connection[Any]]:
         with _errors(what), self._pool.connection() as conn:
             if write and pipeline:
                 with conn.pipeline(), conn.transaction():
@@ -524,6 +541,7 @@ class PostgresStore:
             self.replica_stats[name] += 1
 
     def _primary_lsn(self) -> int:
+        self._count_read("fences")
         with _errors("WAL position"), self._pool.connection() as c:
             row = c.execute("SELECT pg_current_wal_lsn()::text").fetchone()
         return parse_lsn(str(row[0])) if row else 0
@@ -547,7 +565,15 @@ class PostgresStore:
         replica = self._replica
         if replica is not None and time.monotonic() >= self._replica_down_until:
             try:
-                need = 0 if lag_tolerant else self._primary_lsn()
+                scope = None if lag_tolerant else current_read_scope()
+                if lag_tolerant:
+                    need = 0
+                elif scope is not None and scope.fence is not None:
+                    need = scope.fence  # asked at this operation's first read (store.base.read_scope)
+                else:
+                    need = self._primary_lsn()
+                    if scope is not None:
+                        scope.fence = need
                 if self._replica_has(replica, need):
                     with replica.connection(timeout=_REPLICA_TIMEOUT) as conn:
                         if self.rls:
@@ -561,7 +587,7 @@ class PostgresStore:
                 self._replica_down_until = time.monotonic() + _REPLICA_BACKOFF
                 log.warning("read replica %s failed (%s); reading from the primary for %.0f s", self.read_replica,
                             str(exc).strip() or type(exc).__name__, _REPLICA_BACKOFF)
-        with self._conn(what, tenant) as c:
+        with self._conn(what, tenant, reading=True) as c:
             result = fn(c)
         if replica is not None:
             self._count_read("primary_reads")
