@@ -10,7 +10,7 @@ RUNSTAMP:= $(VENV)/.installed-run
 DATA    := data
 PORT    ?= 8000
 
-.PHONY: run test bench lint demo services browser node clean-venv typecheck
+.PHONY: run test test-cluster bench lint demo services browser node clean-venv typecheck
 
 # The dev install (tests, lint, benchmarks): everything.
 $(STAMP): pyproject.toml
@@ -51,6 +51,11 @@ node:
 
 test: $(STAMP) services browser node
 	@bash scripts/run_tests.sh
+
+# The cluster and fault tests (tests/cluster/, never collected by `make test`): a PostgreSQL primary + replica,
+# a Redis Cluster, a JetStream cluster and usermem instances, all on loopback, started and stopped by the tests.
+test-cluster: $(STAMP) services
+	@bash scripts/run_tests.sh tests/cluster
 
 bench: $(STAMP) services
 	$(BIN)/usermem bench --out reports

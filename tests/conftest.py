@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,15 @@ def pytest_report_header(config) -> str:
     if backends.backends_required():
         return "backends: required (USERMEM_REQUIRE_BACKENDS=1) — a missing PostgreSQL, Redis or NATS fails the run"
     return "backends: optional — a missing PostgreSQL, Redis or NATS skips its tests (set USERMEM_REQUIRE_BACKENDS=1 to fail)"
+
+
+_CLUSTER = Path(__file__).resolve().parent / "cluster"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/cluster/ (`make test-cluster`) starts its own cluster: collected only when named on the command
+    line (`pytest tests/cluster`), never by `make test`."""
+    if collection_path != _CLUSTER:
+        return None
+    named = [Path(str(a).split("::")[0]).resolve() for a in config.args]
+    return None if any(p == _CLUSTER or _CLUSTER in p.parents for p in named) else True

@@ -102,3 +102,33 @@ def test_tiered_preset_on_redis_cluster(cluster, tmp_path):
         m.close()
         plain.close()
         backends.drop_schema(tmp_path)
+
+
+def test_cluster_url_with_several_seed_nodes():
+    from usermem.errors import ConfigError
+    from usermem.store.redis import cluster_seeds
+
+    assert cluster_seeds("redis+cluster://127.0.0.1:7000,127.0.0.1:7001,h3:7002/0") == [
+        ("127.0.0.1", 7000), ("127.0.0.1", 7001), ("h3", 7002)]
+    assert cluster_seeds("redis+cluster://user:p%40ss@[::1]:7000/0") == [("::1", 7000)]
+    assert cluster_seeds("redis+cluster://node/0") == [("node", 6379)]
+    with pytest.raises(ConfigError, match="host:port"):
+        cluster_seeds("redis+cluster://a:7000,:7001/0")
+
+
+def test_tiered_store_starts_while_the_first_seed_node_is_down(cluster, tmp_path):
+    port = int(cluster.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    url = f"redis+cluster://127.0.0.1:{dead},127.0.0.1:{port}/0"
+    settings = Settings().with_overrides(store_url=backends.postgres_url(tmp_path), redis_url=url,
+                                         preset="tiered", key_prefix="seeds")
+    m = Memory(settings=settings)
+    try:
+        m.write("acme", "u", "preference", "likes", "tea", source="user_confirmed", now=T0)
+        assert [r.value for r in m.recall("acme", "u", k=5, now=T0 + 1)] == ["tea"]
+        assert m.store.stats["tier_errors"] == 0
+    finally:
+        m.close()
+        backends.drop_schema(tmp_path)

@@ -8,7 +8,8 @@ decay. It knows how to keep versions, find the current one under a lock, and del
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
@@ -260,6 +261,33 @@ def open_store(url: str | None, **options: object) -> Store:
         f"unknown store scheme {scheme!r} in {url!r}; use sqlite:///path/to/file.db or postgresql://user@host/db",
         setting="store_url",
     )
+
+
+@dataclass
+class ReadScope:
+    """The reads of one operation (an HTTP request): a store with a read replica asks the primary for its
+    WAL position once per scope instead of once per statement (store/postgres.py). `fence` is that position
+    (None: not asked yet, or a write of this scope committed since, so the next read asks again)."""
+
+    fence: int | None = None
+
+
+_READ_SCOPE: ContextVar[ReadScope | None] = ContextVar("usermem_read_scope", default=None)
+
+
+@contextmanager
+def read_scope() -> Iterator[ReadScope]:
+    """Group the reads of one operation (every write acknowledged before the scope began stays visible)."""
+    scope = ReadScope()
+    token = _READ_SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _READ_SCOPE.reset(token)
+
+
+def current_read_scope() -> ReadScope | None:
+    return _READ_SCOPE.get()
 
 
 def chunked(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:

@@ -17,7 +17,20 @@ Same semantics as the SQLite reference (store/sqlite.py):
 URL options (stripped before connecting, everything else goes to libpq):
 ``schema=<name>`` use (and create) that schema instead of the connection's default,
 ``rls=on`` enable and use row-level security, ``pool_min``/``pool_max`` pool size,
-``purge_vacuum=full|plain|none`` what purge runs after deleting (default full).
+``purge_vacuum=full|plain|none`` what purge runs after deleting (default full),
+``read_replica=host:port`` a streaming replica of this database that serves reads (below).
+
+Read replica (``read_replica=host:port``; same database, user and options, another server). Reads that
+tolerate lag (`users`, `count`) go to the replica. Every other read must see every write acknowledged
+before it began, on any instance (a user reads their own writes, also through another instance behind
+a load balancer): it first asks the primary for its current WAL position (``pg_current_wal_lsn()``, a
+cheap statement) and goes to the replica only when the replica has replayed that far
+(``pg_last_wal_replay_lsn()``, remembered between reads since it only grows), else to the primary.
+Inside ``store.base.read_scope()`` (the HTTP API opens one per request) the position is asked once,
+at the scope's first read, and asked again after any write of the scope.
+Writes always go to the primary. A replica that does not answer sends reads back to the primary
+(counted in `replica_stats`); when the primary is down, reads fail like writes (promote the replica:
+docs/runbook-failover.md).
 """
 
 from __future__ import annotations
@@ -28,10 +41,10 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -43,7 +56,7 @@ from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
 from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, current_read_scope
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
 from usermem.store.sql import POSTGRES, users_query
 
@@ -56,8 +69,12 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TABLES = ("memories", "audit", "documents")
 _VECTOR_TABLES = ("relevance_vectors", "relevance_generation")  # migration 0004, where pgvector exists
 log = logging.getLogger("usermem.store")
+_T = TypeVar("_T")
 _NOT_YET = re.compile(r"(\d+) are dead but not yet removable|(\d+) dead row versions cannot be removed yet")
-_URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum")
+_URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum", "read_replica")
+_REPLICA_TIMEOUT = 2.0  # seconds a read waits for a replica connection before it goes to the primary
+_REPLICA_BACKOFF = 5.0  # seconds reads skip a replica that failed
+_HOST_PORT = re.compile(r"^([A-Za-z0-9._-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 
 
 # -- values ----------------------------------------------------------------------------------------------
@@ -133,6 +150,24 @@ def split_url(url: str) -> tuple[str, dict[str, str]]:
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), parts.fragment)), ours
 
 
+def parse_lsn(text: str) -> int:
+    """A PostgreSQL WAL position ('16/B374D848') as an integer, comparable with <."""
+    hi, _, lo = text.partition("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def replica_conninfo(conninfo: str, host_port: str) -> str:
+    """The primary's connection string with the host and port of the replica (`host:port`)."""
+    m = _HOST_PORT.match(host_port)
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        raise ConfigError(f"read_replica must be host:port, got {host_port!r}", setting="store_url")
+    host = m.group(1).strip("[]")
+    try:
+        return psycopg.conninfo.make_conninfo(conninfo, host=host, port=m.group(2))
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(f"invalid PostgreSQL URL: {exc}", setting="store_url") from None
+
+
 def _truthy(v: object) -> bool:
     return str(v).lower() in ("1", "on", "true", "yes")
 
@@ -172,6 +207,13 @@ class _PgTx:
         _insert_audit(self._conn, event)
 
 
+def _score_rows(conn: psycopg.Connection[Any], text: str, args: Sequence[Any]) -> list[ScoreRow]:
+    # The recall hot path: binary results and rows built straight into ScoreRow (about 35% faster
+    # than text rows for a user with 1,000 memories).
+    with conn.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make) as cur:
+        return cur.execute(text, args).fetchall()
+
+
 def _insert_audit(conn: psycopg.Connection[Any], e: AuditEvent) -> None:
     conn.execute(_INSERT_AUDIT, audit_params(e, _detail_json(e)))
 
@@ -208,6 +250,7 @@ class PostgresStore:
         self._kwargs = kwargs
         self._closed = False
         self._lock = threading.Lock()
+        self._replica: ConnectionPool[psycopg.Connection[Any]] | None = None  # opened below (read_replica)
         safe = _redact_url(url)
         try:
             first = psycopg.connect(conninfo, autocommit=True, **kwargs)
@@ -239,6 +282,19 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=connect_timeout + 5)
         except PoolTimeout as exc:
             raise ConfigError(f"cannot open a connection pool to {safe}: {exc}", setting="store_url") from None
+        # The read replica (module docstring): its own pool, opened without waiting (it may be down now).
+        self.read_replica = opts.get("read_replica") or None
+        self._replayed = 0  # the replica's replay position last seen (it only grows)
+        self._replica_down_until = 0.0  # after a replica error, reads skip it for _REPLICA_BACKOFF seconds
+        self._stats_lock = threading.Lock()
+        self.replica_stats = {"replica_reads": 0, "primary_reads": 0, "behind": 0, "replica_errors": 0,
+                              "fences": 0}  # fences: WAL positions asked of the primary
+        if self.read_replica is not None:
+            self._replica = ConnectionPool(
+                replica_conninfo(conninfo, self.read_replica), min_size=lo, max_size=max(lo, hi),
+                kwargs={**kwargs, "autocommit": True}, open=False, timeout=_REPLICA_TIMEOUT,
+                name=f"usermem-{self._schema_name}-replica")
+            self._replica.open(wait=False)
 
     # -- schema ----------------------------------------------------------------------------------------
 
@@ -312,13 +368,27 @@ class PostgresStore:
 
     @contextmanager
     def _conn(self, what: str, tenant: str | None = None, *, write: bool = False,
-              pipeline: bool = False) -> Iterator[psycopg.Connection[Any]]:
+              pipeline: bool = False, reading: bool = False) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection; `write=True` wraps the block in one transaction.
 
         `pipeline=True` sends statements whose results are not read (BEGIN, the lock, inserts, audit,
         COMMIT) without waiting, so a write costs about three round trips instead of eight; an error of
         a queued statement surfaces at the next read or at commit, and the transaction rolls back.
+        Unless `reading` (a read of `_reading`), the block may have written: the read scope's WAL fence
+        is dropped afterwards, so later reads of the scope see it (module docstring, read replica).
         """
+        try:
+            with self._connection(what, tenant, write=write, pipeline=pipeline) as conn:
+                yield conn
+        finally:
+            if not reading and self._replica is not None:
+                scope = current_read_scope()
+                if scope is not None:
+                    scope.fence = None
+
+    @contextmanager
+    def _connection(self, what: str, tenant: str | None, *, write: bool,
+                    pipeline: bool) -> Iterator[psycopg.Connection[Any]]:
         with _errors(what), self._pool.connection() as conn:
             if write and pipeline:
                 with conn.pipeline(), conn.transaction():
@@ -464,58 +534,113 @@ class PostgresStore:
                 c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
         return total
 
+    # -- read routing (module docstring: read replica) -------------------------------------------------
+
+    def _count_read(self, name: str) -> None:
+        with self._stats_lock:
+            self.replica_stats[name] += 1
+
+    def _primary_lsn(self) -> int:
+        self._count_read("fences")
+        with _errors("WAL position"), self._pool.connection() as c:
+            row = c.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        return parse_lsn(str(row[0])) if row else 0
+
+    def _replica_has(self, replica: ConnectionPool[psycopg.Connection[Any]], lsn: int) -> bool:
+        """Whether the replica has replayed the WAL up to `lsn` (asked only when not known already)."""
+        if self._replayed >= lsn:
+            return True
+        with replica.connection(timeout=_REPLICA_TIMEOUT) as c:
+            row = c.execute("SELECT pg_last_wal_replay_lsn()::text").fetchone()
+        if row is None or row[0] is None:  # not (or no longer) a standby: never trusted for fenced reads
+            return False
+        seen = parse_lsn(str(row[0]))
+        with self._stats_lock:
+            self._replayed = max(self._replayed, seen)
+        return seen >= lsn
+
+    def _reading(self, what: str, tenant: str | None, fn: Callable[[psycopg.Connection[Any]], _T], *,
+                 lag_tolerant: bool = False) -> _T:
+        """Run the read `fn` on the replica when it may (module docstring), else on the primary."""
+        replica = self._replica
+        if replica is not None and time.monotonic() >= self._replica_down_until:
+            try:
+                scope = None if lag_tolerant else current_read_scope()
+                if lag_tolerant:
+                    need = 0
+                elif scope is not None and scope.fence is not None:
+                    need = scope.fence  # asked at this operation's first read (store.base.read_scope)
+                else:
+                    need = self._primary_lsn()
+                    if scope is not None:
+                        scope.fence = need
+                if self._replica_has(replica, need):
+                    with replica.connection(timeout=_REPLICA_TIMEOUT) as conn:
+                        if self.rls:
+                            conn.execute("SELECT set_config('usermem.tenant', %s, false)", (tenant or "*",))
+                        result = fn(conn)
+                    self._count_read("replica_reads")
+                    return result
+                self._count_read("behind")
+            except (psycopg.OperationalError, PoolTimeout) as exc:  # the replica is away or cancelled the read
+                self._count_read("replica_errors")
+                self._replica_down_until = time.monotonic() + _REPLICA_BACKOFF
+                log.warning("read replica %s failed (%s); reading from the primary for %.0f s", self.read_replica,
+                            str(exc).strip() or type(exc).__name__, _REPLICA_BACKOFF)
+        with self._conn(what, tenant, reading=True) as c:
+            result = fn(c)
+        if replica is not None:
+            self._count_read("primary_reads")
+        return result
+
     # -- reads -----------------------------------------------------------------------------------------
 
     def live(self, q: LiveQuery) -> list[MemoryRecord]:
         text, args = POSTGRES.live(q)
-        with self._conn("live", q.tenant) as c, c.cursor(binary=True) as cur:
-            rows = cur.execute(text, args).fetchall()
-        return [_record(r) for r in rows]
+
+        def read(c: psycopg.Connection[Any]) -> list[Any]:
+            with c.cursor(binary=True) as cur:
+                return cur.execute(text, args).fetchall()
+        return [_record(r) for r in self._reading("live", q.tenant, read)]
 
     def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
-        # The recall hot path: binary results and rows built straight into ScoreRow (about 35% faster
-        # than text rows for a user with 1,000 memories).
         text, args = POSTGRES.live(q, scores=True)
-        with self._conn("live_scores", q.tenant) as c, \
-                c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make) as cur:
-            return cur.execute(text, args).fetchall()
+        return self._reading("live_scores", q.tenant, lambda c: _score_rows(c, text, args))
 
     def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]:
         """See StoreCapabilities.ranked (the `memories_rank` index)."""
         if not batches:
             return []
         text, args = POSTGRES.ranked(q, batches)
-        with self._conn("ranked", q.tenant) as c, \
-                c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make) as cur:
-            return cur.execute(text, args).fetchall()
+        return self._reading("ranked", q.tenant, lambda c: _score_rows(c, text, args))
 
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         if not ids:
             return []
-        with self._conn("get_many", tenant) as c, c.cursor(binary=True) as cur:
-            rows = cur.execute(_GET_MANY, (tenant, list(ids))).fetchall()
+        def read(c: psycopg.Connection[Any]) -> list[Any]:
+            with c.cursor(binary=True) as cur:
+                return cur.execute(_GET_MANY, (tenant, list(ids))).fetchall()
+        rows = self._reading("get_many", tenant, read)
         found = {r[0]: _record(r) for r in rows}
         return [found[i] for i in ids if i in found]
 
     def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
-        with self._conn("get", tenant) as c:
-            row = c.execute(_GET, (tenant, memory_id)).fetchone()
+        row = self._reading("get", tenant, lambda c: c.execute(_GET, (tenant, memory_id)).fetchone())
         return _record(row) if row else None
 
     def history(self, tenant: str, user_id: str, key: str) -> list[MemoryRecord]:
-        with self._conn("history", tenant) as c:
-            rows = c.execute(_Q["history"], (tenant, user_id, key)).fetchall()
+        rows = self._reading("history", tenant,
+                             lambda c: c.execute(_Q["history"], (tenant, user_id, key)).fetchall())
         return [_record(r) for r in rows]
 
     def by_change_set(self, tenant: str, change_set_id: str) -> list[MemoryRecord]:
-        with self._conn("by_change_set", tenant) as c:
-            rows = c.execute(_Q["by_change_set"], (tenant, change_set_id)).fetchall()
+        rows = self._reading("by_change_set", tenant,
+                             lambda c: c.execute(_Q["by_change_set"], (tenant, change_set_id)).fetchall())
         return [_record(r) for r in rows]
 
     def audit_log(self, q: AuditQuery) -> list[AuditEvent]:
         text, args = POSTGRES.audit_log(q)
-        with self._conn("audit_log", q.tenant) as c:
-            rows = c.execute(text, args).fetchall()
+        rows = self._reading("audit_log", q.tenant, lambda c: c.execute(text, args).fetchall())
         return [audit_from_row(r, r[10]) for r in rows]
 
     # -- documents -------------------------------------------------------------------------------------
@@ -527,8 +652,7 @@ class PostgresStore:
             c.execute(_Q["put_doc"], (tenant, namespace, key, user_id, jsonb, raw, now, expires_at))
 
     def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
-        with self._conn("get_doc", tenant) as c:
-            row = c.execute(_Q["get_doc"], (tenant, namespace, key)).fetchone()
+        row = self._reading("get_doc", tenant, lambda c: c.execute(_Q["get_doc"], (tenant, namespace, key)).fetchone())
         if row is None or (now is not None and row[2] is not None and row[2] <= now):
             return None
         return dict(_value_of(row[0], row[1]))
@@ -536,8 +660,7 @@ class PostgresStore:
     def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
                   limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
         text, args = POSTGRES.list_docs(tenant, namespace, user_id, now, limit)
-        with self._conn("list_docs", tenant) as c:
-            rows = c.execute(text, args).fetchall()
+        rows = self._reading("list_docs", tenant, lambda c: c.execute(text, args).fetchall())
         return [(r[0], dict(_value_of(r[1], r[2]))) for r in rows]
 
     def delete_doc(self, tenant: str, namespace: str, key: str) -> bool:
@@ -553,16 +676,15 @@ class PostgresStore:
     def users(self, tenant: str, limit: int = 1000, *, prefix: str | None = None,
               after: str | None = None) -> list[str]:
         name, args = users_query(tenant, limit, prefix, after)
-        with self._conn("users", tenant) as c:
-            rows = c.execute(_Q[name], args).fetchall()
+        rows = self._reading("users", tenant, lambda c: c.execute(_Q[name], args).fetchall(), lag_tolerant=True)
         return [r[0] for r in rows]
 
     def count(self, tenant: str | None = None) -> int:
-        with self._conn("count", tenant) as c:
+        def read(c: psycopg.Connection[Any]) -> Any:
             if tenant is None:
-                row = c.execute(_Q["count"]).fetchone()
-            else:
-                row = c.execute(_Q["count_tenant"], (tenant,)).fetchone()
+                return c.execute(_Q["count"]).fetchone()
+            return c.execute(_Q["count_tenant"], (tenant,)).fetchone()
+        row = self._reading("count", tenant, read, lag_tolerant=True)
         return int(row[0]) if row else 0
 
     def ping(self) -> None:
@@ -577,6 +699,8 @@ class PostgresStore:
             if not self._closed:
                 self._closed = True
                 self._pool.close()
+                if self._replica is not None:
+                    self._replica.close()
 
     # -- bulk loading for benchmarks and imports -------------------------------------------------------
 

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 from usermem.config import missing_extra
 from usermem.config import redact_url as redact_url  # moved to usermem.config; re-exported here
@@ -157,6 +158,22 @@ return 0
 """
 
 
+def cluster_seeds(url: str) -> list[tuple[str, int]]:
+    """The seed nodes of `redis+cluster://[user:pass@]host:port[,host:port...]/db`: any one that answers is
+    enough for the client to discover the cluster (so an instance starts while a listed node is down)."""
+    netloc = urlsplit(url).netloc.rpartition("@")[2]
+    seeds = []
+    for part in netloc.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep:
+            host, port = part.strip(), "6379"
+        if not host or not port.isdigit():
+            raise ConfigError(f"Redis Cluster nodes must be host:port, got {part!r} in {redact_url(url)!r}",
+                              setting="redis_url")
+        seeds.append((host.strip("[]"), int(port)))
+    return seeds
+
+
 class RedisTier:
     """A Redis serving cache (write-through, rebuilt from the store of record on a miss)."""
 
@@ -188,9 +205,19 @@ class RedisTier:
             if self.cluster:  # Redis Cluster: keys of a user share one hash slot (docs/scaling.md)
                 from redis.cluster import RedisCluster
 
-                self.client = RedisCluster.from_url(url.replace("+cluster", "", 1), socket_timeout=timeout,
-                                                    socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0),
-                                                    decode_responses=True)
+                options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout,
+                                           "retry": Retry(NoBackoff(), 0), "decode_responses": True}
+                seeds = cluster_seeds(url)
+                if len(seeds) > 1:  # several seed nodes: the client starts while any one of them answers
+                    from redis.cluster import ClusterNode
+
+                    parts = urlsplit(url)
+                    self.client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in seeds],  # type: ignore[no-untyped-call]
+                                               username=unquote(parts.username) if parts.username else None,
+                                               password=unquote(parts.password) if parts.password else None,
+                                               ssl=url.startswith("rediss"), **options)
+                else:
+                    self.client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
             else:
                 self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                                    retry=Retry(NoBackoff(), 0), decode_responses=True)

@@ -1,4 +1,5 @@
-"""Pure-ASGI pieces on the request path: body size limit, latency metrics, per-key rate limiting."""
+"""Pure-ASGI pieces on the request path: body size limit, latency metrics, per-key rate limiting, the read
+scope of each request (store.base.read_scope)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from usermem.interfaces.api.problems import problem_response
+from usermem.store.base import read_scope
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -84,7 +86,8 @@ class BodyLimitAndMetrics:
                         raise _TooLarge()
                 return message
 
-            with contextlib.suppress(_TooLarge):
+            # One read scope per request: with a read replica, the primary's WAL position is asked once.
+            with contextlib.suppress(_TooLarge), read_scope():
                 await self.app(scope, receive_wrapper, send_wrapper)
             if state["too_large"]:
                 state["too_large"] = False
