@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,6 +100,9 @@ class Settings:
     nats_values: str = "l1"  # l1: publish values of L1 fields only | none: never publish values
     nats_queue_size: int = 10_000  # events waiting to be published; beyond it new events are dropped (counted)
     nats_max_age_seconds: float = 86_400.0  # how long the stream keeps events
+    federate_domain: str | None = None  # apply other domains' changes (docs/federation.md); None: do not federate
+    federate_instance: str | None = None  # this instance's durable consumer name (default: the domain)
+    federate_notice_window_seconds: float = 300.0  # a remote change overriding a local one this recent: a notice
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -148,6 +153,9 @@ SETTING_HELP: dict[str, str] = {
     "nats_values": "`l1`: events carry values of L1 fields only; `none`: never values",
     "nats_queue_size": "events waiting to be published; beyond it new events are dropped (counted)",
     "nats_max_age_seconds": "how long the stream keeps events",
+    "federate_domain": "this instance's domain: apply other domains' changes by contract (docs/federation.md)",
+    "federate_instance": "name of this instance's durable JetStream consumer (default: the domain)",
+    "federate_notice_window_seconds": "a remote change overriding a local one made this recently raises a notice",
 }
 SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
 URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})
@@ -271,6 +279,12 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError(f"invalid subject prefix {s.nats_subject_prefix!r}", setting="nats_subject_prefix")
     if s.nats_queue_size < 1 or s.nats_max_age_seconds <= 0:
         raise ConfigError("must be positive", setting="nats_queue_size")
+    for name in ("federate_domain", "federate_instance"):
+        value = getattr(s, name)
+        if value is not None and not re.fullmatch(r"[a-z0-9_.-]{1,64}", value):
+            raise ConfigError(f"must match [a-z0-9_.-]{{1,64}}, got {value!r:.80}", setting=name)
+    if not math.isfinite(s.federate_notice_window_seconds) or s.federate_notice_window_seconds < 0:
+        raise ConfigError("must be a finite number of seconds ≥ 0", setting="federate_notice_window_seconds")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")
