@@ -17,7 +17,7 @@ from test_events_nats import _delete_stream, _stream_state, wait_for
 from usermem import Memory
 from usermem.config import Settings
 from usermem.engine.compose import compose
-from usermem.events.federation import LocalHub, Relay
+from usermem.events.federation import LocalHub
 from usermem.model import Kind, MemoryRecord, Source
 from usermem.store.base import OutboxEntry, Store, VersionStamp
 from usermem.store.sqlite import SQLiteStore
@@ -172,13 +172,13 @@ def test_a_relay_restarted_after_a_crash_publishes_what_was_left(nats_settings: 
     m = Memory(settings=nats_settings)
     outbox = m.store.capabilities.outbox
     assert outbox is not None
-    relay = m._engine.relay  # noqa: SLF001 - the test plays the crash: the relay stops before publishing
+    relay = m._engine.relay
     assert relay is not None
     relay.close()
     m.write("t", "u1", "preference", "city", "Paris", now=T0)
     assert len(outbox.pending()) == 1
     path = m.store.url
-    m._engine.relay = None  # noqa: SLF001
+    m._engine.relay = None
     m.close()
     assert _stream_state(nats_settings.nats_stream)[0] == 0  # committed, not yet announced
     again = Memory(settings=nats_settings.with_overrides(store_url=path))
