@@ -30,6 +30,7 @@ time only: `understand` (pydantic models, ~0.5 s) when the conversation pipeline
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -63,6 +64,8 @@ from usermem.relevance.embed import Embedder, make_embedder
 from usermem.relevance.vectors import open_index
 from usermem.store.base import Store
 from usermem.store.tiered import build_store
+
+log = logging.getLogger("usermem.federation")
 
 if TYPE_CHECKING:
     from usermem.events.federation import Consumer, Relay
@@ -212,6 +215,9 @@ class Engine:
                                   setting="nats_url")
             name = instance or self.ctx.settings.federate_instance or domain
             transport = NatsTransport(self.events.bus, durable="usermem-fed-" + name.replace(".", "_"))
+            if not self.events.bus.wait_connected(catch_up_timeout):
+                log.warning("usermem federation: NATS is unreachable; serving before catching up on missed "
+                            "changes (they are applied when the connection comes up)")
         fed = self.federation
         if fed is None:
             fed = self.use_outbox(transport, new_id())

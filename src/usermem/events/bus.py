@@ -596,6 +596,10 @@ class EventBus:
 
     async def _shutdown(self) -> None:
         nc = self._nc
+        pulls, self._pulls = list(self._pulls.values()), {}
+        for psub in pulls:  # a pull subscription's pending fetch would hold the drain up
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(psub.unsubscribe(), 1.0)
         if nc is not None:
             try:
                 await nc.drain()
