@@ -7,9 +7,7 @@ NATS tests (durable consumers on the real server, a partition) are at the end.""
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +15,6 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-import backends
-from test_events_nats import _delete_stream, wait_for
-from usermem import Memory
 from usermem.config import Settings
 from usermem.engine.compose import Engine, compose
 from usermem.engine.federation import NOTICES

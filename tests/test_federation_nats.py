@@ -78,7 +78,7 @@ def test_an_instance_that_was_down_catches_up_before_serving(fed_settings: Setti
 def test_a_partition_heals_converged_with_a_notice_and_nothing_lost(fed_settings: Settings, tmp_path: Path) -> None:
     app, mini = _instance(fed_settings, tmp_path, "app"), _instance(fed_settings, tmp_path, "mini")
     try:
-        consumer = mini._engine.consumer  # noqa: SLF001 - the test cuts mini off: its consumer stops
+        consumer = mini._engine.consumer
         assert consumer is not None
         consumer.stop()
         app.write(TENANT, USER, "preference", "city", "Paris", client_id="app")
