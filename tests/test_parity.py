@@ -206,7 +206,7 @@ SAMPLES: dict[str, Any] = {
     "rule": {"id": "par-r", "then_key": "expertise", "when": {"occupation": ["x"]}}, "text": "invoice first",
     "evidence": ["e1"], "proposed_by": "rules", "procedure_id": "ab" * 16, "decision": "edit",
     "evaluation": {"name": "e2e", "passed": True},
-    "request_id": "ab" * 16, "prefix": "par-", "after": "par-a",
+    "request_id": "ab" * 16, "prefix": "par-", "after": "par-a", "notice_id": "cd" * 16,
 }
 SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}
 

@@ -281,11 +281,12 @@ class Engine:
             self.derived.flush(timeout)
 
     def close(self) -> None:
-        if self.consumer is not None:
-            self.consumer.stop()
-        if self.relay is not None:
-            self.relay.drain(2.0)
-            self.relay.close()
+        consumer, relay, self.consumer, self.relay = self.consumer, self.relay, None, None
+        if consumer is not None:
+            consumer.stop()
+        if relay is not None:  # what is still in the outbox goes out (a second close has nothing to do)
+            relay.drain(2.0)
+            relay.close()
         if self.events is not None:
             self.events.close()
         self.live.close()
