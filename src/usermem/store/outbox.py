@@ -38,7 +38,7 @@ class SqlOutbox:
         self._conn = conn
         p = dialect.mark
         self._insert_applied = (f"INSERT INTO applied_events (event_id, tenant, applied_at) VALUES ({p},{p},{p})"
-                                " ON CONFLICT (event_id) DO NOTHING RETURNING event_id")
+                                " ON CONFLICT (tenant, event_id) DO NOTHING RETURNING event_id")
         self._insert_stamp = (f"INSERT INTO version_clock (tenant, memory_id, hlc, client_id, origin, event_id)"
                               f" VALUES ({p},{p},{p},{p},{p},{p}) ON CONFLICT (tenant, memory_id) DO NOTHING")
 

@@ -6,19 +6,23 @@
 -- version_clock: the hybrid-logical-clock stamp of each version written while federation is on (local or
 --   applied from another domain): the order conflicts are decided by (policy/hlc.py). No user id, no value.
 CREATE TABLE outbox (
-    seq        bigserial PRIMARY KEY,
-    event_id   text NOT NULL UNIQUE,
     tenant     text NOT NULL,
+    seq        bigserial NOT NULL,
+    event_id   text NOT NULL,
     user_id    text NOT NULL,
     subject    text NOT NULL,
     payload    text NOT NULL,
-    created_at double precision NOT NULL
+    created_at double precision NOT NULL,
+    PRIMARY KEY (tenant, seq),   -- tenant leads every key (tests/test_postgres_store.py); seq is global
+    UNIQUE (tenant, event_id)
 );
 CREATE INDEX outbox_user ON outbox (tenant, user_id);
+CREATE INDEX outbox_order ON outbox (seq);
 CREATE TABLE applied_events (
-    event_id   text PRIMARY KEY,
     tenant     text NOT NULL,
-    applied_at double precision NOT NULL
+    event_id   text NOT NULL,
+    applied_at double precision NOT NULL,
+    PRIMARY KEY (tenant, event_id)
 );
 CREATE TABLE version_clock (
     tenant    text NOT NULL,

@@ -16,9 +16,10 @@ CREATE TABLE outbox (
 );
 CREATE INDEX outbox_user ON outbox (tenant, user_id);
 CREATE TABLE applied_events (
-    event_id   TEXT PRIMARY KEY,
     tenant     TEXT NOT NULL,
-    applied_at REAL NOT NULL
+    event_id   TEXT NOT NULL,
+    applied_at REAL NOT NULL,
+    PRIMARY KEY (tenant, event_id)
 );
 CREATE TABLE version_clock (
     tenant    TEXT NOT NULL,
