@@ -191,3 +191,58 @@ def test_a_relay_restarted_after_a_crash_publishes_what_was_left(nats_settings: 
         again.close()
 
 
+
+
+def _backend_settings(backend: str, path: Path) -> Settings:
+    base = Settings().with_overrides(embedder="none", hybrid_lexical_weight=0.0)
+    if backend == "sqlite":
+        return base.with_overrides(store_url=f"sqlite:///{path}/s.db")
+    if backend == "postgres":
+        return base.with_overrides(store_url=backends.postgres_url(path))
+    return backends.tiered_settings(path, base)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "tiered"])
+def test_staging_and_applying_on_every_backend(backend: str, tmp_path: Path) -> None:
+    """The outbox row and the stamps are written through the change's own transaction, also under the tiered
+    store's wrapper; a remote event applies once. Two engines with separate stores (schemas / files)."""
+    from usermem.events.payload import decode
+
+    paths = [tmp_path / "a", tmp_path / "b"]
+    for p in paths:
+        p.mkdir()
+    engines = [compose(_backend_settings(backend, p)) for p in paths]
+    hub = LocalHub()
+    try:
+        feds = []
+        for name, engine in zip(("app", "mini"), engines, strict=True):
+            fed = engine.use_outbox(hub.transport(name), name)
+            assert engine.relay is not None
+            engine.relay.close()
+            fed.domain = name
+            feds.append(fed)
+        a, b = engines
+        a.write.write("t", "u1", _request("reply_length", "concise"), now=T0)
+        outbox = a.ctx.store.capabilities.outbox
+        assert outbox is not None
+        (entry,) = outbox.pending()
+        record = json.loads(entry.payload)["records"][0]
+        assert record["value"] == "concise" and record["hlc"] and json.loads(entry.payload)["domain"] == "app"
+        assert a.relay is not None
+        a.relay.pump()
+        a.relay.pump()
+        assert outbox.pending() == []
+        change = decode(hub.transports[1].inbox.popleft())
+        assert feds[1].apply(change, now=T0 + 1) == "applied"
+        assert feds[1].apply(change, now=T0 + 1) == "duplicate"
+        got = b.recall.recall("t", "u1", 5, now=T0 + 2)
+        assert [(s.memory.key, s.memory.value, s.memory.id) for s in got] == [
+            ("reply_length", "concise", record["id"])]
+        b_outbox = b.ctx.store.capabilities.outbox
+        assert b_outbox is not None and b_outbox.pending() == []  # an applied change is not announced again
+    finally:
+        for engine in engines:
+            engine.close()
+        if backend != "sqlite":
+            for p in paths:
+                backends.drop_schema(p)

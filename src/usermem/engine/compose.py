@@ -285,7 +285,8 @@ class Engine:
         if consumer is not None:
             consumer.stop()
         if relay is not None:  # what is still in the outbox goes out (a second close has nothing to do)
-            relay.drain(2.0)
+            if self.events is None or self.events.bus.connected:  # NATS away: it waits in the outbox
+                relay.drain(2.0)
             relay.close()
         if self.events is not None:
             self.events.close()

@@ -31,10 +31,10 @@ from usermem.engine.context import EngineContext, new_id
 from usermem.engine.erasure import ErasurePipeline
 from usermem.engine.grants import GrantsPipeline
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.errors import ConfigError, NotFound, ValidationError
+from usermem.errors import ConfigError, InvalidArgument, NotFound, ValidationError
 from usermem.model import AuditEvent, ChangeEvent, Kind, MemoryRecord, Source, WriteRequest, WriteResult
 from usermem.policy.hlc import ZERO, Hlc, Order, Skip, admit, deserves_notice, observe, tick, wins
-from usermem.policy.validate import check_identifier, check_key
+from usermem.policy.validate import InputProblem, check_identifier, check_key
 from usermem.policy.wording import changed_elsewhere
 from usermem.store.base import Outbox, OutboxEntry, VersionStamp, WriteTx
 
@@ -229,7 +229,7 @@ class Federation:
             for rec in change.records:
                 try:
                     outcome = self._apply_record(tx, change, rec, at, contracts, consents)
-                except (KeyError, TypeError, ValueError) as exc:
+                except (KeyError, TypeError, ValueError, InputProblem, InvalidArgument, ValidationError) as exc:
                     self._bump("bad_records")
                     log.warning("federation: ignoring a malformed record of event %s: %s", change.event_id, exc)
                     continue
@@ -267,7 +267,16 @@ class Federation:
         if skip is not None:
             return skip
         assert change.domain is not None
+        retracted = bool(rec.get("retracted"))
+        if not retracted:  # this instance's own validation and guards, as for a local write
+            checked = self.write.prepare(WriteRequest(
+                kind=kind.value, key=key, value=rec.get("value"), source=str(rec["source"]),
+                importance=rec.get("importance"), confidence=rec.get("confidence"), client_id=rec.get("client_id"),
+                event_at=rec.get("event_at"), canonical=rec.get("canonical")), contracts)
+            if isinstance(checked, WriteResult):
+                return Skip.REFUSED
         memory_id = str(rec["id"])
+        check_identifier("memory id", memory_id)
         clock = Hlc.parse(str(rec["hlc"]))
         self.observe(clock, at)
         if tx.get(memory_id) is not None:  # this version is here already (its event was applied)

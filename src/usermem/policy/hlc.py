@@ -104,6 +104,7 @@ class Skip(StrEnum):
     NO_VALUE = "no_value"  # the event carried no value (L2/L3, private, or nats_values = "none")
     UNKNOWN_FIELD = "unknown_field"  # no contract here and unknown fields are rejected
     SESSION_BOUND = "session_bound"  # context memories belong to a session of the instance that has it
+    REFUSED = "refused"  # this instance's own validation and guards refuse it (forbidden key, PII, limits...)
 
 
 def admit(*, sharing: Sharing | None, consented: bool, has_value: bool, retracted: bool,
