@@ -6,6 +6,7 @@ NATS tests (durable consumers on the real server, a partition) are at the end.""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -349,3 +350,18 @@ def test_remote_records_pass_this_instances_guards(pair: tuple[Node, Node]) -> N
 
     assert b.fed.apply(decode(encode(raw)), now=b.now) == "applied"  # the event, not the record
     assert b.current("nickname") is None and b.fed.counts["skipped_refused"] == 1
+
+
+def test_an_erasure_drops_queued_events_that_carry_erased_values(pair: tuple[Node, Node]) -> None:
+    a, b = pair
+    a.write("city", "Paris")
+    a.write("reply_length", "concise")
+    outbox = a.engine.ctx.store.capabilities.outbox
+    assert outbox is not None and len(outbox.pending()) == 2  # not published yet (NATS slow, say)
+    a.now += 1
+    a.engine.erasure.forget(TENANT, USER, keys=["city"], now=a.now)
+    actions = [(json.loads(e.payload)["action"], json.loads(e.payload)["keys"]) for e in outbox.pending()]
+    assert actions == [("write", ["reply_length"]), ("forget", ["city"])]  # Paris never leaves
+    _deliver_all([a, b])
+    assert all("Paris" not in data.decode() for _, data in a.transport.hub.log)
+    assert b.current("reply_length") == "concise" and b.current("city") is None

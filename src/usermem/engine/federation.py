@@ -5,7 +5,8 @@
   the change event to the store's outbox (`store.capabilities.outbox`), so the event commits or rolls back
   with the change. A relay (events/federation.py) publishes the outbox and removes what the bus
   acknowledged. Erasures (`forget`, `forget_range`, `forget_user`) are written to the outbox right after
-  they commit (their own transaction: the store's soft delete is one call).
+  they commit (their own transaction: the store's soft delete is one call), after dropping the user's queued
+  events that carry what was erased.
 * **Incoming.** `apply(change)` applies a remote event in one transaction, exactly once (the event id goes
   into `applied_events` in the same transaction; a duplicate applies nothing): each record is admitted by
   the field's contract here (`shared` applies; `explicit_opt_in` only when the user opted the field in for
@@ -21,6 +22,7 @@ Stores without an outbox cannot federate (ConfigError). Everything takes an inje
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -188,6 +190,8 @@ class Federation:
         if event.action in ERASE_ACTIONS and not quiet:
             if event.action == "forget_user":
                 self.outbox.discard_user(event.tenant, event.user_id)  # queued events may carry values
+            elif event.memory_ids:
+                self._discard_carrying(event.tenant, event.user_id, frozenset(event.memory_ids))
             event_id = new_id()
             subject, payload = self.encode(event, event_id, self.domain, {})
             with self.ctx.store.transaction(event.tenant, event.user_id) as tx:
@@ -195,6 +199,22 @@ class Federation:
             self._bump("staged")
         if self.wake is not None:
             self.wake()
+
+    def _discard_carrying(self, tenant: str, user_id: str, ids: frozenset[str]) -> None:
+        """forget(key) / forget_range: drop the user's queued events that carry an erased version (as the
+        stream's copies are erased: a batch event that also carried other keys goes whole)."""
+        doomed = []
+        for entry in self.outbox.pending(100_000):
+            if entry.tenant != tenant or entry.user_id != user_id:
+                continue
+            try:
+                records = json.loads(entry.payload).get("records") or []
+            except ValueError:
+                continue
+            if any(isinstance(r, dict) and r.get("id") in ids for r in records):
+                doomed.append(entry.event_id)
+        if doomed:
+            self.outbox.remove(doomed)
 
     # -- incoming ------------------------------------------------------------------------------------
 
