@@ -365,3 +365,15 @@ def test_an_erasure_drops_queued_events_that_carry_erased_values(pair: tuple[Nod
     _deliver_all([a, b])
     assert all("Paris" not in data.decode() for _, data in a.transport.hub.log)
     assert b.current("reply_length") == "concise" and b.current("city") is None
+
+
+def test_an_unacceptable_event_is_refused_once_not_retried(pair: tuple[Node, Node]) -> None:
+    a, b = pair
+    a.write("city", "Paris")
+    a.pump()
+    raw = decode(b.transport.inbox.popleft()).raw
+    raw["user_id"] = "13800138000"  # a phone number as a user id: refused by the identifier guard
+    from usermem.events.payload import encode
+
+    b.consumer.handle([_Once(encode(raw))])
+    assert b.consumer.counts["rejected"] == 1 and b.consumer.counts["errors"] == 0

@@ -68,7 +68,8 @@ class Pulled:
         self._bus.call(self._msg.ack(), 5.0)
 
     def nak(self) -> None:
-        self._bus.call(self._msg.nak(), 5.0)
+        """Redeliver later (after a second, so a failing apply does not spin)."""
+        self._bus.call(self._msg.nak(delay=1.0), 5.0)
 
 
 @dataclass

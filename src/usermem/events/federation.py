@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from usermem.errors import InvalidArgument, ValidationError
 from usermem.events.bus import EventBus
 from usermem.events.payload import BadPayload, RemoteChange, decode, encode, subject_for, to_payload
 from usermem.events.ports import ContractsFor, Delivery, PendingOf, RemoveAcked, Transport
@@ -151,7 +152,7 @@ class Consumer:
         self.poll = poll
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.counts = {"delivered": 0, "applied": 0, "bad_payloads": 0, "errors": 0}
+        self.counts = {"delivered": 0, "applied": 0, "bad_payloads": 0, "rejected": 0, "errors": 0}
 
     def handle(self, deliveries: Sequence[Delivery]) -> int:
         for d in deliveries:
@@ -165,6 +166,11 @@ class Consumer:
                 continue
             try:
                 self.apply(change)
+            except (ValidationError, InvalidArgument) as exc:  # the event itself is unacceptable: never retried
+                self.counts["rejected"] += 1
+                log.warning("usermem federation: refusing event %s: %s", change.event_id, exc)
+                d.ack()
+                continue
             except Exception:
                 self.counts["errors"] += 1
                 log.exception("usermem federation: applying event %s failed; it will be redelivered",
