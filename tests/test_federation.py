@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from usermem import Memory
 from usermem.config import Settings
 from usermem.engine.compose import Engine, compose
 from usermem.engine.federation import NOTICES
@@ -377,3 +378,26 @@ def test_an_unacceptable_event_is_refused_once_not_retried(pair: tuple[Node, Nod
 
     b.consumer.handle([_Once(encode(raw))])
     assert b.consumer.counts["rejected"] == 1 and b.consumer.counts["errors"] == 0
+
+
+def test_federation_settings_are_checked() -> None:
+    from usermem.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        compose(_settings(federate_domain="Mini App"))
+    assert exc.value.setting == "federate_domain"
+    with pytest.raises(ConfigError) as exc:
+        compose(_settings(federate_domain="miniapp"))  # the events travel on NATS: nats_url is needed
+    assert exc.value.setting == "federate_domain"
+    with pytest.raises(ConfigError) as exc:
+        compose(_settings(federate_notice_window_seconds=-1.0))
+    assert exc.value.setting == "federate_notice_window_seconds"
+    m = Memory(settings=_settings())
+    try:
+        with pytest.raises(ConfigError):
+            m.federate("miniapp")  # no nats_url and no transport
+        assert m.federation is None and m.federation_notices(TENANT, USER) == []
+        with pytest.raises(NotFound):
+            m.keep_local(TENANT, USER, "n1")
+    finally:
+        m.close()
