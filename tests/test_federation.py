@@ -401,3 +401,31 @@ def test_federation_settings_are_checked() -> None:
             m.keep_local(TENANT, USER, "n1")
     finally:
         m.close()
+
+
+def test_notices_over_http_and_keep_local() -> None:
+    from apihelp import make_api
+    from usermem.engine.federation import Notice
+
+    api = make_api()
+    try:
+        m = api.memory
+        r = m.write(TENANT, USER, "preference", "reply_length", "concise", source="user_confirmed", now=T0)
+        m.write(TENANT, USER, "preference", "reply_length", "detailed", source="user_confirmed", now=T0 + 1)
+        assert r.memory is not None
+        notice = Notice("ab" * 16, "reply_length", T0 + 1, "miniapp", r.memory.id, "cd" * 16,
+                        {"zh": "您的回复长度已在另一台设备上改为「详细」。", "en": "changed on another device"})
+        m.store.put_doc(TENANT, NOTICES, notice.id, notice.to_dict(), now=T0 + 1, user_id=USER)
+        h = api.h(api.admin_a)
+        got = api.http.get(f"/v1/users/{USER}/federation/notices", headers=h, params={"now": T0 + 2})
+        assert got.status_code == 200 and [n["id"] for n in got.json()["items"]] == [notice.id]
+        kept = api.http.post(f"/v1/users/{USER}/federation/notices/{notice.id}/keep", headers=h,
+                             json={"now": T0 + 3})
+        assert kept.status_code == 200, kept.text
+        assert kept.json()["memory"]["value"] == "concise"
+        assert [x.value for x in m.recall(TENANT, USER, now=T0 + 4)] == ["concise"]
+        again = api.http.post(f"/v1/users/{USER}/federation/notices/{notice.id}/keep", headers=h,
+                              json={"now": T0 + 5})
+        assert again.status_code == 404 and again.json()["code"] == "notice_not_found"
+    finally:
+        api.memory.close()
