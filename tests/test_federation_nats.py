@@ -16,6 +16,7 @@ from usermem import Memory
 from usermem.config import Settings
 
 TENANT, USER = "acme", "u1"
+pytestmark = pytest.mark.nats
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def _record(i: int, user: str = "u1") -> MemoryRecord:
                         created_at=T0 + i)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         s: Store = SQLiteStore(str(tmp_path / "o.db"))
@@ -149,6 +149,7 @@ def nats_settings(tmp_path: Path) -> Iterator[Settings]:
     _delete_stream(stream)
 
 
+@pytest.mark.nats
 def test_changes_are_published_from_the_outbox_over_nats(nats_settings: Settings) -> None:
     m = Memory(settings=nats_settings)
     try:
@@ -168,6 +169,7 @@ def test_changes_are_published_from_the_outbox_over_nats(nats_settings: Settings
         m.close()
 
 
+@pytest.mark.nats
 def test_a_relay_restarted_after_a_crash_publishes_what_was_left(nats_settings: Settings) -> None:
     m = Memory(settings=nats_settings)
     outbox = m.store.capabilities.outbox
@@ -202,7 +204,8 @@ def _backend_settings(backend: str, path: Path) -> Settings:
     return backends.tiered_settings(path, base)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres", "tiered"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                                     pytest.param("tiered", marks=[pytest.mark.postgres, pytest.mark.redis])])
 def test_staging_and_applying_on_every_backend(backend: str, tmp_path: Path) -> None:
     """The outbox row and the stamps are written through the change's own transaction, also under the tiered
     store's wrapper; a remote event applies once. Two engines with separate stores (schemas / files)."""
