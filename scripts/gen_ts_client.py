@@ -31,6 +31,7 @@ ABSENT: dict[str, Any] = {
     "history": {"items": []},
     "episodes": {"items": []},
     "consent_requests": {"items": []},
+    "federation_notices": {"items": []},
     "forget": {"deleted": 0},
     "forget_user": {"deleted": 0},
     "forget_range": {"deleted": 0},

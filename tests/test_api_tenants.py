@@ -16,6 +16,9 @@ CALLS: dict[tuple[str, str], tuple[str, dict]] = {
     ("POST", "/v1/memories/batch"): ("/v1/memories/batch", {"json": {"user_id": "{u}", "now": T0 + 5, "writes": [
         {"kind": "fact", "key": "city", "value": "Nowhere"}]}}),
     ("GET", "/v1/memories/{memory_id}"): ("/v1/memories/{mid}", {}),
+    ("GET", "/v1/users/{user_id}/federation/notices"): ("/v1/users/alice/federation/notices", {}),
+    ("POST", "/v1/users/{user_id}/federation/notices/{notice_id}/keep"): (
+        "/v1/users/alice/federation/notices/n1/keep", {"json": {"now": T0 + 5}}),
     ("GET", "/v1/users/{user_id}/memories"): ("/v1/users/{u}/memories", {}),
     ("GET", "/v1/users/{user_id}/memories/{key}/history"): ("/v1/users/{u}/memories/city/history", {}),
     ("DELETE", "/v1/users/{user_id}/memories/{key}"): ("/v1/users/{u}/memories/city", {}),

@@ -17,6 +17,7 @@ import pytest
 from apihelp import T0, make_api
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
+from usermem.engine.federation import NOTICES, Notice
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.interfaces.catalog import OPERATIONS
 
@@ -28,7 +29,7 @@ TYPED = (ValidationError, InvalidArgument)
 IDENTIFIERS = {"tenant", "user_id", "session_id", "client_id", "actor", "change_set_id", "grantee", "memory_id",
                "grant_id", "tenant_or_grant_id", "verification_id", "domain", "key", "keys", "fields", "purpose",
                "to_version", "action", "fields_or_level", "request_id", "procedure_id", "proposed_by", "after",
-               "prefix", "webhook_id"}
+               "prefix", "webhook_id", "notice_id"}
 REDACTED_TEXT = {
     "transcript": "redacted before it is stored (test_close_session_transcript_is_redacted)",
     "messages": "redacted before storing (add_messages); extract/ingest store only guarded write values",
@@ -97,6 +98,9 @@ def _world(memory: Memory) -> World:
     approved = m.propose_procedure("acme", "先给摘要", user_id="u", now=T0)
     m.review_procedure("acme", approved["id"], "approve", evaluation={"name": "e2e", "passed": True}, now=T0)
     hook = m.create_webhook("acme", "http://127.0.0.1:9/hook", now=T0).webhook  # port 9: nothing answers
+    # A "changed on another device" notice about city (federation), as a remote apply leaves it.
+    notice = Notice("ab" * 16, "city", T0, "mini", r.memory.id, "cd" * 16, {"zh": "…", "en": "…"})
+    m.store.put_doc("acme", NOTICES, notice.id, notice.to_dict(), now=T0, user_id="u")
     return World(m, {"webhook_id": hook.id, "memory_id": r.memory.id, "session_id": sid, "grant_id": gid,
                      "verification_id": pushback["verification"]["id"], "request_id": req.id,
                      "procedure_id": proposed["id"], "approved_procedure_id": approved["id"]})
@@ -116,6 +120,7 @@ def _valid(world: World, op: str, name: str) -> Any:
         "request_id": ids["request_id"], "procedure_id": ids["procedure_id"], "proposed_by": "ops",
         "after": "a", "prefix": "u", "text": "先给发票表", "decision": "reject",
         "webhook_id": ids["webhook_id"], "url": "http://127.0.0.1:9/hook",
+        "notice_id": "ab" * 16,
         "rule": {"id": "r.x", "when": {"occupation": ["教师"]}, "then_key": "expertise", "then": {"zh": "熟悉课堂"}},
     }
     if op == "opt_in" and name == "request_id":

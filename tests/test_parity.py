@@ -209,6 +209,7 @@ SAMPLES: dict[str, Any] = {
     "request_id": "ab" * 16, "prefix": "par-", "after": "par-a",
     "url": "http://127.0.0.1:9/par-hook", "events": ["write", "consent"], "secret": "par-secret-0123456789",
     "webhook_id": "wh_par",
+    "notice_id": "cd" * 16,
 }
 SESSION_OPS = {"close_session", "touch_session", "get_session", "session_context", "add_messages"}
 

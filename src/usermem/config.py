@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,6 +105,9 @@ class Settings:
     webhook_max_attempts: int = 6  # attempts per delivery before it is marked failed
     webhook_disable_after: int = 10  # failed deliveries in a row before a subscription is disabled
     webhook_allow_private_urls: bool = True  # False: refuse loopback / private / link-local receivers (SSRF)
+    federate_domain: str | None = None  # apply other domains' changes (docs/federation.md); None: do not federate
+    federate_instance: str | None = None  # this instance's durable consumer name (default: the domain)
+    federate_notice_window_seconds: float = 300.0  # a remote change overriding a local one this recent: a notice
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -158,6 +163,9 @@ SETTING_HELP: dict[str, str] = {
     "webhook_disable_after": "failed webhook deliveries in a row before the subscription is disabled",
     "webhook_allow_private_urls": "webhook receivers may be loopback, private or link-local addresses; turn off "
                                   "when tenants' admins are not trusted with the server's network",
+    "federate_domain": "this instance's domain: apply other domains' changes by contract (docs/federation.md)",
+    "federate_instance": "name of this instance's durable JetStream consumer (default: the domain)",
+    "federate_notice_window_seconds": "a remote change overriding a local one made this recently raises a notice",
 }
 SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
 URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})
@@ -285,6 +293,12 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("must not be negative (0 disables delivery in serve)", setting="webhook_poll_seconds")
     if s.webhook_max_attempts < 1 or s.webhook_disable_after < 1:
         raise ConfigError("must be at least 1", setting="webhook_max_attempts")
+    for name in ("federate_domain", "federate_instance"):
+        value = getattr(s, name)
+        if value is not None and not re.fullmatch(r"[a-z0-9_.-]{1,64}", value):
+            raise ConfigError(f"must match [a-z0-9_.-]{{1,64}}, got {value!r:.80}", setting=name)
+    if not math.isfinite(s.federate_notice_window_seconds) or s.federate_notice_window_seconds < 0:
+        raise ConfigError("must be a finite number of seconds ≥ 0", setting="federate_notice_window_seconds")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")

@@ -464,6 +464,13 @@ export interface IngestIn {
   actor?: string | null;
 }
 
+export interface KeepLocalIn {
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** Recorded after the key id in the audit log */
+  actor?: string | null;
+}
+
 export interface MemoryListOut {
   items: Array<MemoryOut>;
 }
@@ -529,6 +536,23 @@ export interface MessagesOut {
   session: SessionOut;
   stored_messages: number;
   results: Array<WriteResultOut>;
+}
+
+export interface NoticeListOut {
+  items: Array<NoticeOut>;
+}
+
+export interface NoticeOut {
+  id: string;
+  /** The attribute, one per memory line: [a-z0-9_.-]{1,64}, e.g. 'city', 'reply_length'. */
+  key: string;
+  at: number;
+  /** The reader's domain (e.g. 'logistics'): fields of other domains follow their sharing rules. */
+  domain: string;
+  local_memory_id: string;
+  remote_memory_id: string;
+  /** The onboarding questions: {id, field, kind, question: {zh, en}, ...}. */
+  questions: Record<string, string>;
 }
 
 export interface NowIn {
@@ -1323,6 +1347,25 @@ export interface RevertChangeSetParams {
   tenant?: string;
 }
 
+export interface FederationNoticesParams {
+  user_id: string;
+  /** Judge at this time (Unix seconds) instead of the server clock: imports, replays, tests. */
+  now?: number | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
+export interface KeepLocalParams {
+  user_id: string;
+  notice_id: string;
+  /** Judge at this time (Unix seconds) instead of the server clock */
+  now?: number | null;
+  /** Recorded after the key id in the audit log */
+  actor?: string | null;
+  /** The tenant, sent as X-Usermem-Tenant and checked by the server (default: the API key's tenant). */
+  tenant?: string;
+}
+
 export interface OpenSessionParams {
   user_id: string;
   /** The client or device that produced it. */
@@ -2002,6 +2045,10 @@ export interface UsermemOperations {
   revert(params: RevertParams): Promise<WriteResultOut>;
   /** POST /v1/change-sets/{change_set_id}/revert — `revert_change_set`: Undo every write of a change set at once (all or nothing unless partial=True). */
   revertChangeSet(params: RevertChangeSetParams): Promise<ChangeSetRevertOut>;
+  /** GET /v1/users/{user_id}/federation/notices — `federation_notices`: The user's open "changed on another device" notices (a remote change replaced a value set here within `federate_notice_window_seconds`): id, key, at, domain, the two memory ids, questions zh/en. */
+  federationNotices(params: FederationNoticesParams): Promise<NoticeListOut>;
+  /** POST /v1/users/{user_id}/federation/notices/{notice_id}/keep — `keep_local`: "Keep this device's value" for a notice: writes it again (it then wins on every instance). */
+  keepLocal(params: KeepLocalParams): Promise<WriteResultOut>;
   /** POST /v1/users/{user_id}/sessions — `open_session`: Start a session; `context` memories written with its id live until it closes or idles out. */
   openSession(params: OpenSessionParams): Promise<SessionOut>;
   /** POST /v1/sessions/{session_id}/close — `close_session`: Archive the session as an episode, retire its context, run the close hooks. Idempotent. */

@@ -30,6 +30,7 @@ time only: `understand` (pydantic models, ~0.5 s) when the conversation pipeline
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -41,6 +42,7 @@ from usermem.engine.consent import ConsentPipeline
 from usermem.engine.context import Clock, EngineContext
 from usermem.engine.contracts import ContractRegistry
 from usermem.engine.erasure import ErasurePipeline
+from usermem.engine.federation import Federation, check_domain
 from usermem.engine.grants import GrantsPipeline
 from usermem.engine.lifecycle import LifecyclePipeline
 from usermem.engine.ports import RelevancePlugin
@@ -49,7 +51,8 @@ from usermem.engine.resolvers import LiveResolvers
 from usermem.engine.sessions import SessionClosed, SessionManager
 from usermem.engine.usermodel import DerivedRefresher
 from usermem.engine.write import WritePipeline, check_ids
-from usermem.model import Kind, Recalled, ScoredMemory, WriteRequest, WriteResult
+from usermem.errors import ConfigError
+from usermem.model import Kind, Recalled, ScoredMemory, WriteRequest, WriteResult, new_id
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
     DEFAULT_FORBIDDEN_KEYS,
@@ -62,7 +65,11 @@ from usermem.relevance.vectors import open_index
 from usermem.store.base import Store
 from usermem.store.tiered import build_store
 
+log = logging.getLogger("usermem.federation")
+
 if TYPE_CHECKING:
+    from usermem.events.federation import Consumer, Relay
+    from usermem.events.ports import Transport
     from usermem.events.sync import FederatedSync
     from usermem.understand.service import Understanding
 
@@ -112,6 +119,9 @@ class Engine:
     relevance: hybrid.HybridRelevance | None = None
     events: FederatedSync | None = None
     derived: DerivedRefresher | None = None
+    federation: Federation | None = None
+    relay: Relay | None = None
+    consumer: Consumer | None = None
     _understanding: Understanding | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _input_keys: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
@@ -167,6 +177,59 @@ class Engine:
                             background=background,
                             query_fields=_planner_fields(self.ctx))
 
+    # -- federation (engine/federation.py, events/federation.py, docs/federation.md) ----------------------
+
+    def use_outbox(self, transport: Transport, origin: str) -> Federation:
+        """Changes go out through the store's transactional outbox, published to `transport` by a relay."""
+        from usermem.events.federation import Relay, encoder  # start-up time, see the docstring
+
+        settings, ctx = self.ctx.settings, self.ctx
+        outbox = ctx.store.capabilities.outbox
+        if outbox is None:
+            raise ConfigError("federation needs a store with a transactional outbox (SQLite or PostgreSQL)",
+                              setting="store_url")
+        fed = Federation(ctx, self.write, self.erasure, self.grants, domain=None,
+                         encode=encoder(settings.nats_subject_prefix, ctx.contracts_for, settings.nats_values, origin),
+                         window=settings.federate_notice_window_seconds)
+        if self.events is not None:
+            fed.suppress = self.events.caused_remotely
+            fed.on_remote_cause = self.events.note_remote_cause
+            self.events.use_outbox()
+        ctx.use_stager(fed.stage)
+        ctx.subscribe(fed.on_change)  # after the event sync's listener: the stream's erasure goes first
+        relay = Relay(outbox.pending, outbox.remove, transport)
+        fed.wake = relay.wake
+        relay.start()
+        relay.wake()  # events left in the outbox by an earlier run
+        self.federation, self.relay = fed, relay
+        return fed
+
+    def federate(self, domain: str, *, transport: Transport | None = None, catch_up_timeout: float = 30.0,
+                 instance: str | None = None) -> Federation:
+        """Apply other domains' changes (durable consumer), after catching up on what was missed."""
+        from usermem.events.federation import Consumer, NatsTransport
+
+        if transport is None:
+            if self.events is None:
+                raise ConfigError("federation needs change events: set nats_url (or pass a transport)",
+                                  setting="nats_url")
+            name = instance or self.ctx.settings.federate_instance or domain
+            transport = NatsTransport(self.events.bus, durable="usermem-fed-" + name.replace(".", "_"))
+            if not self.events.bus.wait_connected(catch_up_timeout):
+                log.warning("usermem federation: NATS is unreachable; serving before catching up on missed "
+                            "changes (they are applied when the connection comes up)")
+        fed = self.federation
+        if fed is None:
+            fed = self.use_outbox(transport, new_id())
+        fed.domain = check_domain(domain)
+        if self.consumer is not None:
+            self.consumer.stop()
+        consumer = Consumer(transport, fed.apply)
+        consumer.catch_up(catch_up_timeout)  # before serving: what happened while this instance was away
+        consumer.start()
+        self.consumer = consumer
+        return fed
+
     # -- understanding -----------------------------------------------------------------------------------
 
     def understanding(self) -> Understanding:
@@ -218,6 +281,13 @@ class Engine:
             self.derived.flush(timeout)
 
     def close(self) -> None:
+        consumer, relay, self.consumer, self.relay = self.consumer, self.relay, None, None
+        if consumer is not None:
+            consumer.stop()
+        if relay is not None:  # what is still in the outbox goes out (a second close has nothing to do)
+            if self.events is None or self.events.bus.connected:  # NATS away: it waits in the outbox
+                relay.drain(2.0)
+            relay.close()
         if self.events is not None:
             self.events.close()
         self.live.close()
@@ -327,4 +397,13 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
         ctx.subscribe(sync.on_local_change)
         sync.start()
         engine.events = sync
+        if capabilities.outbox is not None:  # the transactional outbox (issue 17): relayed to NATS
+            from usermem.events.federation import NatsTransport
+
+            engine.use_outbox(NatsTransport(sync.bus, durable="unused"), sync.instance_id)
+        if settings.federate_domain:
+            engine.federate(settings.federate_domain)
+    elif settings.federate_domain:
+        raise ConfigError("federate_domain needs nats_url (the events travel on NATS JetStream)",
+                          setting="federate_domain")
     return engine

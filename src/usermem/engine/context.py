@@ -4,20 +4,52 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from usermem.config import Settings
-from usermem.model import ChangeEvent, new_id
+from usermem.model import AuditEvent, ChangeEvent, MemoryRecord, new_id
 from usermem.policy.contracts import ContractSet
 from usermem.policy.validate import Limits, time_arg
-from usermem.store.base import Store
+from usermem.store.base import Store, WriteTx
 
 Clock = Callable[[], float]
 Listener = Callable[[ChangeEvent], None]
+# Called inside a change's transaction, before commit, with the versions it inserted: writes the change
+# event to the transactional outbox (engine/federation.py). Raising rolls the change back.
+Stager = Callable[[WriteTx, str, str, tuple[MemoryRecord, ...]], None]
 log = logging.getLogger("usermem")
 
-__all__ = ["Clock", "EngineContext", "Listener", "new_id"]  # new_id lives in usermem.model (re-exported)
+__all__ = ["Clock", "EngineContext", "Listener", "Stager", "new_id"]
+
+
+class RecordingTx:
+    """A store transaction noting the versions inserted through it (for the outbox stager)."""
+
+    def __init__(self, tx: WriteTx) -> None:
+        self._tx = tx
+        self.inserted: list[MemoryRecord] = []
+
+    @property
+    def inner(self) -> WriteTx:
+        return self._tx
+
+    def head(self, key: str) -> MemoryRecord | None:
+        return self._tx.head(key)
+
+    def insert(self, record: MemoryRecord) -> None:
+        self._tx.insert(record)
+        self.inserted.append(record)
+
+    def supersede(self, old_id: str, new_id: str, at: float) -> None:
+        self._tx.supersede(old_id, new_id, at)
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        return self._tx.get(memory_id)
+
+    def audit(self, event: AuditEvent) -> None:
+        self._tx.audit(event)  # new_id lives in usermem.model (re-exported)
 
 
 @dataclass
@@ -37,6 +69,27 @@ class EngineContext:
     def unsubscribe(self, listener: Listener) -> None:
         if listener in self.listeners:
             self.listeners.remove(listener)
+
+    # The outbox stager (engine/federation.py), when change events go out through the outbox.
+    stager: Stager | None = None
+
+    def use_stager(self, stager: Stager | None) -> None:
+        """Write every change's event inside its transaction (None: no outbox)."""
+        self.stager = stager
+
+    @contextmanager
+    def transaction(self, tenant: str, user_id: str) -> Iterator[WriteTx]:
+        """The store's transaction for one user; with a stager, the versions inserted in it are announced in
+        the outbox in the same transaction (no committed change unannounced, no rolled-back one announced)."""
+        stager = self.stager
+        with self.store.transaction(tenant, user_id) as tx:
+            if stager is None:
+                yield tx
+                return
+            recording = RecordingTx(tx)
+            yield recording
+            if recording.inserted:
+                stager(recording, tenant, user_id, tuple(recording.inserted))
 
     def use_contract_provider(self, provider: Callable[[str], ContractSet] | None) -> None:
         """Where per-tenant contract sets come from (engine/contracts.py); None: `contracts` for all."""

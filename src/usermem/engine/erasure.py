@@ -47,8 +47,9 @@ class ErasurePipeline:
 
     def forget(self, tenant: str, user_id: str, *, keys: Sequence[str] | None = None,
                created_from: float | None = None, created_until: float | None = None,
-               now: float | None = None, actor: str | None = None) -> int:
-        """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted."""
+               now: float | None = None, actor: str | None = None, causality_id: str | None = None) -> int:
+        """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted.
+        `causality_id`: the remote event this erasure applies (federation; it is then not announced again)."""
         check_ids(tenant, user_id, actor=actor)
         if keys is not None:
             for key in keys:
@@ -75,7 +76,8 @@ class ErasurePipeline:
                 erase(tenant, user_id, keys)
             except TierUnavailable as exc:
                 failure = failure or exc
-        event = ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(ids))
+        event = ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(ids),
+                            causality_id=causality_id)
         if failure is not None:
             # The store of record is erased and audited; the tiers are not yet. Say so in the audit, tell
             # the other instances (they drop their caches) and raise: retrying the call finishes the job.

@@ -209,7 +209,7 @@ class LifecyclePipeline:
         order = self._order(tenant, record.key)
         for attempt in range(_RETRIES):
             try:
-                with self.ctx.store.transaction(tenant, user_id) as tx:
+                with self.ctx.transaction(tenant, user_id) as tx:
                     head = self._require_current(tx.head(record.key), record, at, "confirm")
                     upgrade = authority_rank(src, order) > authority_rank(head.source, order) or (
                         head.confidence < 1.0 and authority_rank(src, order) >= authority_rank(head.source, order))
@@ -260,7 +260,7 @@ class LifecyclePipeline:
         cs = change_set_id or new_id()
         for attempt in range(_RETRIES):
             try:
-                with self.ctx.store.transaction(tenant, user_id) as tx:
+                with self.ctx.transaction(tenant, user_id) as tx:
                     head = tx.head(record.key)
                     if head is not None and head.retracted and head.prev_version_id == record.id:
                         self._audit_read(gate, tenant, [head], "deny")
@@ -311,7 +311,7 @@ class LifecyclePipeline:
                 return WriteResult(Op.NOOP, memory=current, detail="already the current version",
                                    existing_id=current.id)
             try:
-                with self.ctx.store.transaction(tenant, user_id) as tx:
+                with self.ctx.transaction(tenant, user_id) as tx:
                     head = tx.head(key)
                     if head is None or head.id != current.id:
                         raise IntegrityError("head moved while reverting")
@@ -464,7 +464,7 @@ class LifecyclePipeline:
         results: list[WriteResult] = []
         conflicts: list[tuple[str, str, str]] = []
         written: list[MemoryRecord] = []
-        with self.ctx.store.transaction(tenant, user) as tx:
+        with self.ctx.transaction(tenant, user) as tx:
             for first, last in items:
                 head = tx.head(last.key)
                 if head is None or head.id != last.id:

@@ -11,6 +11,9 @@ from usermem.engine.compose import compose
 from usermem.engine.consent import ConsentRequest
 from usermem.engine.context import Clock, Listener
 from usermem.engine.export import export_user
+from usermem.engine.federation import Federation
+from usermem.engine.federation import keep_local as fed_keep_local
+from usermem.engine.federation import notices as fed_notices
 from usermem.engine.grants import Grant
 from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
@@ -39,6 +42,7 @@ from usermem.store.base import AuditQuery, Store
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
+    from usermem.events.ports import Transport
     from usermem.events.sync import FederatedSync
     from usermem.relevance.embed import Embedder
     from usermem.relevance.hybrid import HybridRelevance
@@ -192,6 +196,35 @@ class Memory:
     def events(self) -> FederatedSync | None:
         """The FederatedSync of this instance (stats(), instance_id), or None without `nats_url`."""
         return self._engine.events
+
+    # -- federation (docs/federation.md) ----------------------------------------------------------------
+
+    def federate(self, domain: str, *, transport: Transport | None = None, catch_up_timeout: float = 30.0,
+                 instance: str | None = None) -> Federation:
+        """Apply the changes other domains publish (seed 004 §4.3), by contract and clock order.
+
+        Catches up on the events this instance missed (its durable consumer, within the stream's retention)
+        before returning, then keeps applying them in the background. Needs `nats_url` unless a `transport`
+        is given (e.g. `usermem.events.federation.LocalHub().transport(name)` in one process). The setting
+        `federate_domain` does this at start-up.
+        """
+        return self._engine.federate(domain, transport=transport, catch_up_timeout=catch_up_timeout,
+                                     instance=instance)
+
+    @property
+    def federation(self) -> Federation | None:
+        """The federation of this instance (stats(), apply(), the clock), or None."""
+        return self._engine.federation
+
+    def federation_notices(self, tenant: str, user_id: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        """The user's open "changed on another device" notices (a remote change replaced a value set here
+        within `federate_notice_window_seconds`): id, key, at, domain, the two memory ids, questions zh/en."""
+        return [n.to_dict() for n in fed_notices(self._ctx, tenant, user_id, now=now)]
+
+    def keep_local(self, tenant: str, user_id: str, notice_id: str, *, now: float | None = None,
+                   actor: str | None = None) -> WriteResult:
+        """"Keep this device's value" for a notice: writes it again (it then wins on every instance)."""
+        return fed_keep_local(self._ctx, self._engine.write, tenant, user_id, notice_id, now=now, actor=actor)
 
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until memories written so far are indexed for recall(query=...) (tests, imports, evals)."""

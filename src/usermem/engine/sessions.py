@@ -435,7 +435,7 @@ class SessionManager:
         if s.status != "open":
             raise ConflictError(f"session {session_id!r} is closed")
         store = self.ctx.store
-        with store.transaction(s.tenant, s.user_id) as tx:
+        with self.ctx.transaction(s.tenant, s.user_id) as tx:
             _hold(tx, s)
             current = load_session(store, s.tenant, s.id)
             if current is None or current.status != "open":
@@ -457,7 +457,7 @@ class SessionManager:
         return list(doc["messages"]) if doc and doc.get("messages") else None
 
     def _drop_messages(self, s: Session) -> None:
-        with self.ctx.store.transaction(s.tenant, s.user_id) as tx:  # after any append holding the lock
+        with self.ctx.transaction(s.tenant, s.user_id) as tx:  # after any append holding the lock
             _hold(tx, s)
             self.ctx.store.delete_doc(s.tenant, MESSAGES_NS, s.id)
 
@@ -534,7 +534,7 @@ class SessionManager:
     def _retract_context(self, s: Session, context: Sequence[MemoryRecord], at: float, cs: str, actor: str | None,
                          reason: str, episode: MemoryRecord | None, redacted: int = 0) -> list[MemoryRecord]:
         tombstones: list[MemoryRecord] = []
-        with self.ctx.store.transaction(s.tenant, s.user_id) as tx:
+        with self.ctx.transaction(s.tenant, s.user_id) as tx:
             for r in context:
                 head = tx.head(r.key)
                 if head is None or head.id != r.id:
@@ -618,7 +618,7 @@ class SessionManager:
 
     def _retract_late(self, event: ChangeEvent, records: Sequence[MemoryRecord], why: str) -> None:
         tombstones: list[MemoryRecord] = []
-        with self.ctx.store.transaction(event.tenant, event.user_id) as tx:
+        with self.ctx.transaction(event.tenant, event.user_id) as tx:
             for r in records:
                 head = tx.head(r.key)
                 if head is None or head.id != r.id:

@@ -157,7 +157,7 @@ class WritePipeline:
                actor: str | None) -> tuple[list[WriteResult], list[MemoryRecord]]:
         results: list[WriteResult] = []
         written: list[MemoryRecord] = []
-        with self.ctx.store.transaction(tenant, user_id) as tx:
+        with self.ctx.transaction(tenant, user_id) as tx:
             for request, item in prepared:
                 if isinstance(item, WriteResult):  # rejected before any I/O
                     results.append(item)

@@ -43,7 +43,33 @@ from usermem.events.payload import BadPayload, RemoteChange, carries_any, decode
 log = logging.getLogger("usermem.events")
 
 Callback = Callable[[RemoteChange], None]
+Done = Callable[[bool], None]
 _BATCH = 256  # publishes in flight at once
+
+
+@dataclass(frozen=True)
+class _Extra:
+    """Options of one publish: a JetStream de-duplication id and a callback told the outcome."""
+
+    msg_id: str | None = None
+    done: Done | None = None
+
+
+class Pulled:
+    """A message fetched from a durable pull consumer; `ack()` / `nak()` from any thread."""
+
+    def __init__(self, bus: EventBus, msg: Any) -> None:
+        self._bus = bus
+        self._msg = msg
+        self.data: bytes = msg.data or b""
+        self.subject: str = msg.subject
+
+    def ack(self) -> None:
+        self._bus.call(self._msg.ack(), 5.0)
+
+    def nak(self) -> None:
+        """Redeliver later (after a second, so a failing apply does not spin)."""
+        self._bus.call(self._msg.nak(delay=1.0), 5.0)
 
 
 @dataclass
@@ -91,7 +117,8 @@ class EventBus:
         self._recovering: asyncio.Lock | None = None  # created on the bus loop
         self._stream_id = ""  # the stream's creation time as NATS reports it: a new value = a new stream
         self._loop = asyncio.new_event_loop()
-        self._queue: asyncio.Queue[tuple[str, str, bytes, float]] | None = None
+        self._queue: asyncio.Queue[tuple[str, str, bytes, float, _Extra | None]] | None = None
+        self._pulls: dict[str, Any] = {}
         self._inflight = 0
         self._idle = threading.Condition()
         self._dispatch: queue.Queue[tuple[Subscription, RemoteChange] | None] = queue.Queue(maxsize=queue_size)
@@ -104,9 +131,17 @@ class EventBus:
 
     # -- public -------------------------------------------------------------------------------------
 
-    def publish(self, subject: str, data: bytes) -> bool:
-        """Queue one message; returns False when it was dropped (bus closed or queue full). Never raises."""
-        return self._submit("publish", subject, data)
+    def publish(self, subject: str, data: bytes, *, msg_id: str | None = None, done: Done | None = None) -> bool:
+        """Queue one message; returns False when it was dropped (bus closed or queue full). Never raises.
+
+        `msg_id`: JetStream drops a second message with the same id within its duplicate window (the outbox
+        relay republishing after a crash). `done(True)` is called on the bus thread once JetStream
+        acknowledged the message, `done(False)` when it was given up or dropped."""
+        extra = _Extra(msg_id, done) if msg_id is not None or done is not None else None
+        ok = self._submit("publish", subject, data, extra)
+        if not ok and done is not None:
+            done(False)
+        return ok
 
     def purge(self, subject: str) -> bool:
         """Queue the removal of the stream's stored messages on `subject` (erasure), ahead of later publishes."""
@@ -118,7 +153,7 @@ class EventBus:
         ahead of later publishes. Other messages on the subject stay."""
         return self._submit("erase", subject, json.dumps(sorted(set(memory_ids))).encode("utf-8"))
 
-    def _submit(self, op: str, subject: str, data: bytes) -> bool:
+    def _submit(self, op: str, subject: str, data: bytes, extra: _Extra | None = None) -> bool:
         if self._closed:
             self._count("dropped")
             return False
@@ -134,7 +169,7 @@ class EventBus:
             return False
         self._count("enqueued")
         try:
-            self._loop.call_soon_threadsafe(self._enqueue, op, subject, data, time.perf_counter())
+            self._loop.call_soon_threadsafe(self._enqueue, op, subject, data, time.perf_counter(), extra)
             return True
         except RuntimeError:  # loop closed under us
             self._settle()
@@ -260,9 +295,9 @@ class EventBus:
             self._loop.run_until_complete(asyncio.sleep(0))
             self._loop.close()
 
-    def _enqueue(self, op: str, subject: str, data: bytes, t0: float) -> None:
+    def _enqueue(self, op: str, subject: str, data: bytes, t0: float, extra: _Extra | None) -> None:
         assert self._queue is not None
-        self._queue.put_nowait((op, subject, data, t0))  # unbounded: `_submit` enforces queue_size
+        self._queue.put_nowait((op, subject, data, t0, extra))  # unbounded: `_submit` enforces queue_size
 
     async def _connector(self) -> None:
         import nats
@@ -408,23 +443,35 @@ class EventBus:
                     for _ in group:
                         self._settle()
 
-    async def _publish_one(self, op: str, subject: str, data: bytes, t0: float) -> None:
+    async def _publish_one(self, op: str, subject: str, data: bytes, t0: float, extra: _Extra | None) -> None:
+        ok = False
+        try:
+            ok = await self._publish_attempts(op, subject, data, t0, extra)
+        finally:
+            if extra is not None and extra.done is not None:
+                try:
+                    extra.done(ok)
+                except Exception:
+                    log.exception("usermem events: publish callback failed")
+
+    async def _publish_attempts(self, op: str, subject: str, data: bytes, t0: float, extra: _Extra | None) -> bool:
+        headers = {"Nats-Msg-Id": extra.msg_id} if extra is not None and extra.msg_id else None
         for attempt in range(1, self.attempts + 1):
             while not self._connected.is_set():
                 if self._closed:
                     self._count("failed")
-                    return
+                    return False
                 await asyncio.sleep(0.05)
             try:
                 if op == "purge":
                     await self._erase(subject)
                     self._count("purged")
-                    return
+                    return True
                 if op == "erase":
                     await self._erase(subject, frozenset(json.loads(data)))
                     self._count("purged")
-                    return
-                await self._js.publish(subject, data, stream=self.stream, timeout=2.0)
+                    return True
+                await self._js.publish(subject, data, stream=self.stream, timeout=2.0, headers=headers)
             except Exception as exc:
                 self._count("publish_errors")
                 self._problem(f"{op} failed", exc)
@@ -439,10 +486,64 @@ class EventBus:
             with self._lock:
                 self._counts["published"] += 1
                 self._latencies.append(time.perf_counter() - t0)
-            return
+            return True
         self._count("failed")
         log.error("usermem events: giving up on an event for %s after %d attempts (%s)", subject, self.attempts,
                   self._last_error)
+        return False
+
+    # -- durable pull consumers (federation, issue 17) ------------------------------------------------
+
+    def call(self, coro: Any, timeout: float) -> Any:
+        """Run a coroutine on the bus loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def fetch(self, durable: str, subject: str, batch: int = 64, timeout: float = 1.0) -> list[Pulled]:
+        """Up to `batch` messages of the durable pull consumer `durable` on `subject` (created on first use,
+        delivering every message the stream holds; acknowledged explicitly, redelivered when not). Returns
+        [] when none came within `timeout` or NATS is away."""
+        if not self._connected.is_set() or self._closed:
+            return []
+        try:
+            msgs = self.call(self._fetch(durable, subject, batch, timeout), timeout + 10.0)
+        except Exception as exc:
+            self._problem("fetch failed", exc)
+            return []
+        return [Pulled(self, m) for m in msgs]
+
+    async def _fetch(self, durable: str, subject: str, batch: int, timeout: float) -> list[Any]:
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        psub = self._pulls.get(durable)
+        if psub is None:
+            config = ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
+                                    deliver_policy=DeliverPolicy.ALL, ack_wait=30.0, max_ack_pending=10_000)
+            psub = self._pulls[durable] = await self._js.pull_subscribe(subject, durable=durable, stream=self.stream,
+                                                                      config=config)
+        try:
+            return list(await psub.fetch(batch, timeout=timeout))
+        except (TimeoutError, NatsTimeout):
+            return []
+        except Exception:
+            self._pulls.pop(durable, None)  # e.g. the stream was recreated: subscribe again next time
+            raise
+
+    def pending(self, durable: str) -> int | None:
+        """Messages the durable consumer has not been delivered yet (None: unknown)."""
+        if not self._connected.is_set():
+            return None
+        try:
+            info = self.call(self._js.consumer_info(self.stream, durable), 5.0)
+        except Exception:
+            return None
+        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+
+    def delete_consumer(self, durable: str) -> None:
+        """Remove a durable consumer from the server (tests, decommissioned instances)."""
+        self._pulls.pop(durable, None)
+        with contextlib.suppress(Exception):
+            self.call(self._js.delete_consumer(self.stream, durable), 5.0)
 
     async def _attach(self, sub: Subscription) -> None:
         if sub.handle is not None or sub.attaching or self._js is None:
@@ -496,6 +597,10 @@ class EventBus:
 
     async def _shutdown(self) -> None:
         nc = self._nc
+        pulls, self._pulls = list(self._pulls.values()), {}
+        for psub in pulls:  # a pull subscription's pending fetch would hold the drain up
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(psub.unsubscribe(), 1.0)
         if nc is not None:
             try:
                 await nc.drain()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,8 @@ def _value_allowed(record: MemoryRecord, contracts: ContractSet | None, values: 
     return sensitivity.value, values == "l1" and sensitivity is Sensitivity.L1 and not private
 
 
-def record_payload(record: MemoryRecord, contracts: ContractSet | None, values: str) -> dict[str, Any]:
+def record_payload(record: MemoryRecord, contracts: ContractSet | None, values: str,
+                   hlc: str | None = None) -> dict[str, Any]:
     sensitivity, with_value = _value_allowed(record, contracts, values)
     out: dict[str, Any] = {
         "id": record.id, "key": record.key, "kind": record.kind.value, "source": record.source.value,
@@ -90,21 +92,32 @@ def record_payload(record: MemoryRecord, contracts: ContractSet | None, values: 
         "prev_version_id": record.prev_version_id, "retracted": record.retracted,
         "deleted": record.deleted_at is not None,
     }
+    if hlc is not None:  # federation (issue 17): what a receiver needs to rebuild the version, and its clock
+        out.update({"hlc": hlc, "confidence": record.confidence, "importance": record.importance,
+                    "created_at": record.created_at, "expires_at": record.expires_at, "event_at": record.event_at})
     if with_value and not record.retracted and record.deleted_at is None:
         out["value"] = record.value
+        if hlc is not None and record.canonical is not None:
+            out["canonical"] = record.canonical
     return out
 
 
 def to_payload(event: ChangeEvent, *, event_id: str, origin: str, contracts: ContractSet | None,
-               values: str = "l1") -> dict[str, Any]:
-    """The JSON document published for `event`. `causality_id` defaults to the event's own id (a root)."""
-    return {
+               values: str = "l1", domain: str | None = None,
+               hlcs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The JSON document published for `event`. `causality_id` defaults to the event's own id (a root).
+    With `domain` (federation) the event names the domain that made it and each record carries its clock."""
+    out = {
         "v": SCHEMA_VERSION, "event_id": event_id, "causality_id": event.causality_id or event_id,
         "origin": origin, "tenant": event.tenant, "user_id": event.user_id, "action": event.action,
         "at": event.at, "client_id": event.client_id, "keys": list(event.keys),
         "memory_ids": list(event.memory_ids),
-        "records": [record_payload(r, contracts, values) for r in event.records],
+        "records": [record_payload(r, contracts, values, None if hlcs is None else hlcs.get(r.id))
+                    for r in event.records],
     }
+    if domain is not None:
+        out["domain"] = domain
+    return out
 
 
 def carries_any(data: bytes, memory_ids: frozenset[str]) -> bool:
@@ -142,6 +155,7 @@ class RemoteChange:
     records: tuple[dict[str, Any], ...] = ()
     subject: str = ""
     stream_seq: int | None = None
+    domain: str | None = None  # the federation domain that made the change (None: not federating)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -178,12 +192,14 @@ def decode(data: bytes, *, subject: str = "", stream_seq: int | None = None) -> 
         if not all(isinstance(r, dict) for r in records):
             raise BadPayload("records must be objects")
         client_id = doc.get("client_id")
+        domain = doc.get("domain")
         return RemoteChange(
             event_id=strings["event_id"], causality_id=strings["causality_id"], origin=strings["origin"],
             tenant=strings["tenant"], user_id=strings["user_id"], action=strings["action"],
             at=float(doc["at"]), client_id=client_id if isinstance(client_id, str) else None,
             keys=tuple(str(k) for k in keys), memory_ids=tuple(str(i) for i in ids),
-            records=tuple(records), subject=subject, stream_seq=stream_seq, raw=doc)
+            records=tuple(records), subject=subject, stream_seq=stream_seq,
+            domain=domain if isinstance(domain, str) and domain else None, raw=doc)
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, BadPayload):
             raise

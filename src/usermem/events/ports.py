@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from usermem.config import Settings
@@ -25,3 +25,47 @@ class SyncHost(Protocol):
     def contracts_for(self, tenant: str) -> ContractSet: ...
 
     def subscribe(self, listener: Callable[[ChangeEvent], None]) -> None: ...
+
+
+# -- federation (issue 17): what the outbox relay and the consumer need -----------------------------------
+
+class Queued(Protocol):
+    """One outbox entry as the relay sees it (store.base.OutboxEntry has this shape)."""
+
+    @property
+    def event_id(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def payload(self) -> str: ...
+
+
+# The outbox's oldest entries (up to n), and the removal of those the bus acknowledged.
+PendingOf = Callable[[int], Sequence[Queued]]
+RemoveAcked = Callable[[Sequence[str]], int]
+
+
+class Delivery(Protocol):
+    """A message handed to the consumer: acknowledge once applied, or ask for redelivery."""
+
+    @property
+    def data(self) -> bytes: ...
+
+    def ack(self) -> None: ...
+
+    def nak(self) -> None: ...
+
+
+class Transport(Protocol):
+    """Where federated events travel: NATS JetStream (events.federation.NatsTransport) or, in tests and
+    single-process setups, an in-process hub (events.federation.LocalTransport)."""
+
+    def publish(self, subject: str, data: bytes, msg_id: str, done: Callable[[bool], None]) -> None:
+        """Send; `done(True)` once the message is durably stored (JetStream ack), `done(False)` if not."""
+
+    def fetch(self, batch: int, timeout: float) -> Sequence[Delivery]:
+        """The next messages of this instance's durable consumer ([] when none within `timeout`)."""
+
+    def close(self) -> None: ...

@@ -52,6 +52,24 @@ class FederatedSync:
         self.counts = {"published": 0, "suppressed": 0, "skipped_own": 0, "remote": 0, "caches_dropped": 0}
         self._callbacks: list[RemoteCallback] = []
         self._sub: Subscription | None = None
+        self.outbox = False  # True: committed changes go out through the store's outbox (events/federation.py)
+
+    def use_outbox(self, on: bool = True) -> None:
+        """Changes and erasure events are published from the transactional outbox by the relay; this
+        listener then only erases the stream's earlier messages on an erasure (before the relay publishes it)."""
+        self.outbox = on
+
+    def caused_remotely(self, causality_id: str | None) -> bool:
+        """A change made while a remote event is handled on this thread, or caused by a received one."""
+        return getattr(self._handling, "cause", None) is not None or self._caused_remotely(causality_id)
+
+    def note_remote_cause(self, causality_id: str) -> None:
+        """Remember a causality id applied from another instance (federation): never echo it back."""
+        with self._lock:
+            self._remote_causes[causality_id] = None
+            self._remote_causes.move_to_end(causality_id)
+            while len(self._remote_causes) > self._remember:
+                self._remote_causes.popitem(last=False)
 
     # -- outgoing ------------------------------------------------------------------------------------
 
@@ -68,6 +86,9 @@ class FederatedSync:
         elif event.action == "forget" and event.memory_ids:
             # forget(key) / forget_range: securely delete the earlier events that carried the erased versions
             self.bus.erase_matching(filter_subject(prefix, event.tenant, event.user_id), event.memory_ids)
+        if self.outbox and event.action != "session_closed":
+            self._bump("published")  # written to the outbox in the change's transaction; the relay sends it
+            return
         payload = to_payload(event, event_id=new_id(), origin=self.instance_id,
                              contracts=self.contracts_for(event.tenant), values=self.values)
         if self.bus.publish(subject_for(prefix, event.tenant, event.user_id, event.action), encode(payload)):
@@ -92,11 +113,7 @@ class FederatedSync:
             self._bump("skipped_own")
             return
         self._bump("remote")
-        with self._lock:
-            self._remote_causes[change.causality_id] = None
-            self._remote_causes.move_to_end(change.causality_id)
-            while len(self._remote_causes) > self._remember:
-                self._remote_causes.popitem(last=False)
+        self.note_remote_cause(change.causality_id)
         self._handling.cause = change.causality_id
         try:
             self.drop_local_caches(change.tenant, change.user_id)

@@ -119,6 +119,7 @@ PARAM_DOCS: Mapping[str, str] = {
     "secret": "The HMAC-SHA256 signing secret, 16-256 printable characters (default: a random one). Returned "
               "once, at creation; never listed or logged.",
     "webhook_id": "A webhook subscription id (wh_...).",
+    "notice_id": "A federation notice id (from federation_notices).",
 }
 
 # Constraints per parameter name, stated once (the engine's own rules: policy/validate.py), as pydantic
@@ -351,6 +352,14 @@ def _build() -> dict[str, Operation]:
         _op("revert_change_set", "lifecycle", (V, NF, CF), Http(
             "POST", "/v1/change-sets/{change_set_id}/revert", body=("now", "actor", "source", "partial"),
             user_bound_ok=False)),
+        # -- federation (engine/federation.py, docs/federation.md) ------------------------------------------
+        _op("federation_notices", "lifecycle", (V,), Http(
+            "GET", "/v1/users/{user_id}/federation/notices", query=("now",)),
+            no_mcp="notices are for the user (\"changed on another device\"), shown by the application",
+            client="a user without notices (or a server that does not federate) is the empty list"),
+        _op("keep_local", "lifecycle", (V, NF), Http(
+            "POST", "/v1/users/{user_id}/federation/notices/{notice_id}/keep", body=("now", "actor")),
+            no_mcp="the user's own choice after a notice; a model must not make it for them"),
         # -- sessions -------------------------------------------------------------------------------------
         _op("open_session", "sessions", (V,), Http(
             "POST", "/v1/users/{user_id}/sessions", body=("client_id", "now", "idle_seconds")),
@@ -561,6 +570,8 @@ IN_PROCESS: Mapping[str, str] = {
     "flush": "waits for this process's vector indexer",
     "relevance": "this process's relevance plug-in object (embedder, vector index, indexer)",
     "use_relevance": "wires an in-process relevance plug-in (engine/compose.py)",
+    "federate": "configures this process (the server: the federate_domain setting, docs/federation.md)",
+    "federation": "this process's federation object (stats, clock)",
     "close": "closes this process's engine (Client.close closes its connection pool)",
     "refresh_derived": "the background worker's step (derived attributes follow changes by themselves; flush() "
                        "waits for them)",

@@ -32,6 +32,8 @@ COMMANDS: Mapping[str, CliCommand | str] = {
     # -- lifecycle
     "confirm": CliCommand("confirm", params=AT),
     "deny": CliCommand("deny", params=AT),
+    "federation_notices": CliCommand("federation notices", params=AT),
+    "keep_local": CliCommand("federation keep", params=AT),
     "revert": CliCommand("revert", params={**AT, "to_version": "to"}),
     "revert_change_set": CliCommand("revert-change-set", params=AT),
     # -- sessions

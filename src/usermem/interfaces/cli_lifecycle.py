@@ -284,3 +284,45 @@ def decay_table() -> None:
     console.print("flag / drop: age at which a fresh memory is flagged / dropped; flag*: time after a use")
     standing = sorted(c.key for c in ContractSet() if c.standing)
     console.print(f"standing fields (never flagged or dropped): {', '.join(standing)}")
+
+
+# -- federation notices (docs/federation.md) ---------------------------------------------------------------
+
+federation_app = typer.Typer(help="Federation: the user's \"changed on another device\" notices.",
+                             no_args_is_help=True)
+app.add_typer(federation_app, name="federation")
+
+
+@federation_app.command("notices")
+def federation_notices(tenant: str, user_id: str, store: StoreOpt = None, at: AtOpt = None,
+                       as_json: JsonOpt = False) -> None:
+    """List the user's open notices: a remote change replaced a value set here moments ago.
+
+    Example: usermem federation notices acme u1
+    """
+    with open_memory(store) as m:
+        items = m.federation_notices(tenant, user_id, now=at)
+    if as_json:
+        print(dumps(items))
+        return
+    out = table(f"{tenant}/{user_id}", "id", "key", say("from", "来源"), say("notice", "通知"))
+    for n in items:
+        out.add_row(cell(n["id"]), cell(n["key"]), cell(n["domain"]),
+                    cell(n["questions"].get(say("en", "zh"), "")))
+    console.print(out)
+
+
+@federation_app.command("keep")
+def keep_local(tenant: str, user_id: str, notice_id: str, store: StoreOpt = None, actor: ActorOpt = None,
+               at: AtOpt = None) -> None:
+    """Keep this device's value after a notice: it is written again and wins on every instance.
+
+    Example: usermem federation keep acme u1 01a2…
+    """
+    with open_memory(store) as m:
+        r = m.keep_local(tenant, user_id, notice_id, actor=actor, now=at)
+    if r.memory is not None:
+        console.print(say(f"kept [bold]{esc(r.memory.key)}[/bold] = {esc(shown(r.memory.value))}",
+                          f"已保留 [bold]{esc(r.memory.key)}[/bold] = {esc(shown(r.memory.value))}"))
+    else:
+        console.print(f"[yellow]{r.op.value}[/yellow] {r.reason.value if r.reason else ''} {esc(r.detail or '')}")

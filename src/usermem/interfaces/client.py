@@ -199,6 +199,14 @@ class Client:
                           partial: bool = False) -> ChangeSetRevert:
         return self._run(C.revert_change_set(**_args(locals())))
 
+    def federation_notices(self, tenant: str | None, user_id: str, *,
+                           now: float | None = None) -> list[dict[str, Any]]:
+        return self._run(C.federation_notices(**_args(locals())))
+
+    def keep_local(self, tenant: str | None, user_id: str, notice_id: str, *, now: float | None = None,
+                   actor: str | None = None) -> WriteResult:
+        return self._run(C.keep_local(**_args(locals())))
+
     def open_session(self, tenant: str | None, user_id: str, client_id: str | None = None, *,
                      now: float | None = None, idle_seconds: float | None = None) -> str:
         return self._run(C.open_session(**_args(locals())))
@@ -546,6 +554,14 @@ class AsyncClient:
                                 actor: str | None = None, source: str = "user_confirmed",
                                 partial: bool = False) -> ChangeSetRevert:
         return await self._run(C.revert_change_set(**_args(locals())))
+
+    async def federation_notices(self, tenant: str | None, user_id: str, *,
+                                 now: float | None = None) -> list[dict[str, Any]]:
+        return await self._run(C.federation_notices(**_args(locals())))
+
+    async def keep_local(self, tenant: str | None, user_id: str, notice_id: str, *, now: float | None = None,
+                         actor: str | None = None) -> WriteResult:
+        return await self._run(C.keep_local(**_args(locals())))
 
     async def open_session(self, tenant: str | None, user_id: str, client_id: str | None = None, *,
                            now: float | None = None, idle_seconds: float | None = None) -> str:

@@ -389,6 +389,17 @@ def revert(tenant: str | None, user_id: str, key: str, to_version: str | int | N
                 json=_q(to_version=to_version, now=now, actor=actor, source=source))
 
 
+def federation_notices(tenant: str | None, user_id: str, *, now: float | None = None) -> Call[list[dict[str, Any]]]:
+    return Call("GET", f"/v1/users/{_seg(user_id, 'user_id')}/federation/notices",
+                lambda d: [dict(n) for n in d["items"]], _tenant(tenant), params=_q(now=now), absent=list)
+
+
+def keep_local(tenant: str | None, user_id: str, notice_id: str, *, now: float | None = None,
+               actor: str | None = None) -> Call[WriteResult]:
+    return Call("POST", f"/v1/users/{_seg(user_id, 'user_id')}/federation/notices/{_seg(notice_id, 'notice_id')}"
+                "/keep", result_from_json, _tenant(tenant), json=_q(now=now, actor=actor))
+
+
 def _change_set_revert(d: Mapping[str, Any]) -> ChangeSetRevert:
     return ChangeSetRevert(reverted_change_set_id=d["reverted_change_set_id"], change_set_id=d["change_set_id"],
                            results=tuple(result_from_json(r) for r in d["results"]),

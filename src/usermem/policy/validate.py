@@ -137,6 +137,7 @@ PARAMETER_CHECKS: dict[str, str] = {
     "grant_id": IDENTIFIER, "tenant_or_grant_id": IDENTIFIER, "verification_id": IDENTIFIER,
     "to_version": IDENTIFIER, "action": IDENTIFIER, "request_id": IDENTIFIER, "procedure_id": IDENTIFIER,
     "proposed_by": IDENTIFIER, "after": IDENTIFIER, "prefix": IDENTIFIER, "webhook_id": IDENTIFIER,
+    "notice_id": IDENTIFIER,
     "key": FIELD_KEY, "domain": FIELD_KEY,
     "keys": FIELD_KEYS, "fields": FIELD_KEYS, "fields_or_level": FIELD_KEYS,
     "purpose": FREE_TEXT,

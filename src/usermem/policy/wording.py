@@ -123,3 +123,15 @@ def verification_questions(key: str, value: Any, contract: FieldContract | None)
     return {"zh": f"根据您最近的反馈，系统推测您更希望{zh_label}是「{shown_value(value, 'zh')}」，是否准确？",
             "en": f"From your recent feedback, it seems you would like your {en_label} to be "
                   f"{shown_value(value, 'en')}. Is that right?"}
+
+
+def changed_elsewhere(key: str, value: Any, contract: FieldContract | None, retracted: bool = False) -> dict[str, str]:
+    """The notice after a remote change replaced a value this device set moments ago (issue 17):
+    "您的居住城市已在另一台设备上改为「北京」" / "Your home city was changed on another device to “Beijing”"."""
+    zh_label, en_label = label_of(contract, key, "zh"), label_of(contract, key, "en")
+    if retracted or value is None:
+        return {"zh": f"您的{zh_label}已在另一台设备上被撤销。要保留这台设备上的设置吗？",
+                "en": f"Your {en_label} was withdrawn on another device. Keep this device's value?"}
+    return {"zh": f"您的{zh_label}已在另一台设备上改为「{shown_value(value, 'zh')}」。要保留这台设备上的设置吗？",
+            "en": f"Your {en_label} was changed on another device to “{shown_value(value, 'en')}”. "
+                  "Keep this device's value?"}

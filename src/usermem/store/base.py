@@ -81,6 +81,76 @@ class LocalDropper(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """One change event waiting in the transactional outbox: its id, bus subject and JSON payload."""
+
+    event_id: str
+    tenant: str
+    user_id: str
+    subject: str
+    payload: str
+    created_at: float
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class VersionStamp:
+    """The hybrid-logical-clock stamp of one version (policy/hlc.py): the order conflicts are decided by.
+    `hlc` is the clock's sortable text, `client_id` breaks ties, `origin` is the domain that wrote it,
+    `event_id` the event that carried it."""
+
+    memory_id: str
+    hlc: str
+    client_id: str
+    origin: str
+    event_id: str
+
+
+@runtime_checkable
+class WrappingTx(Protocol):
+    """A transaction that wraps another (tiers, the engine's staging): `inner` is the wrapped one."""
+
+    @property
+    def inner(self) -> WriteTx: ...
+
+
+class Outbox(Protocol):
+    """The transactional outbox and the federation bookkeeping of a store (`capabilities.outbox`).
+
+    The `tx` methods write or read inside a transaction opened with `Store.transaction` (or a wrapper of
+    one), so they commit or roll back with the change. Storage only: which events exist, which remote
+    events were applied and which stamp a version carries; the engine decides what they mean.
+    """
+
+    def add(self, tx: WriteTx, entry: OutboxEntry) -> None:
+        """Queue an event in the same transaction as the change it announces."""
+
+    def pending(self, limit: int = 256) -> list[OutboxEntry]:
+        """Queued events, oldest first."""
+
+    def remove(self, event_ids: Sequence[str]) -> int:
+        """Drop events the bus acknowledged; returns how many were removed."""
+
+    def discard_user(self, tenant: str, user_id: str) -> int:
+        """Drop a user's queued events (erasure: they may carry values)."""
+
+    def mark_applied(self, tx: WriteTx, tenant: str, event_id: str, at: float) -> bool:
+        """Record a remote event as applied in `tx`; False when it already was (apply nothing then)."""
+
+    def applied(self, tenant: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of `event_ids` were applied."""
+
+    def stamp(self, tx: WriteTx, tenant: str, stamp: VersionStamp) -> None:
+        """Keep the clock stamp of a version written in `tx`."""
+
+    def stamps(self, tx: WriteTx, tenant: str, memory_ids: Sequence[str]) -> dict[str, VersionStamp]:
+        """The stamps of these versions (those that have one)."""
+
+    def max_hlc(self) -> str | None:
+        """The highest clock value stamped in this store (a restarted clock never goes below it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class StoreCapabilities:
     """What a store can do, declared by the store itself (callers never guess from class names).
 
@@ -101,6 +171,7 @@ class StoreCapabilities:
       instances call it).
     * ``ranked``: reads a user's rows per kind in rank_time order from an index (the SQL stores, issue
       19), so recall(k) reads about k rows instead of all of the user's; None: recall scores every row.
+    * ``outbox``: the transactional outbox and federation bookkeeping (`Outbox`, migration 0008), or None.
     * ``serialised``: every call runs on one connection under one lock (the embedded SQLite store), so
       callers gain nothing by running store calls concurrently (e.g. in a thread pool).
     """
@@ -113,6 +184,7 @@ class StoreCapabilities:
     drop_local: LocalDropper | None = None
     serialised: bool = False
     ranked: RankedReader | None = None
+    outbox: Outbox | None = None
 
 
 class WriteTx(Protocol):

@@ -42,7 +42,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -56,7 +56,8 @@ from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
 from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, current_read_scope
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, WriteTx, current_read_scope
+from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
 from usermem.store.sql import POSTGRES, users_query
 
@@ -66,7 +67,7 @@ _TOUCH_USED, _TOUCH_CONFIRMED = POSTGRES.touch("last_used_at", None), POSTGRES.t
 _INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
                                                    _Q["insert_audit"])
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_TABLES = ("memories", "audit", "documents")
+_TABLES = ("memories", "audit", "documents", "outbox", "applied_events", "version_clock")
 _VECTOR_TABLES = ("relevance_vectors", "relevance_generation")  # migration 0004, where pgvector exists
 log = logging.getLogger("usermem.store")
 _T = TypeVar("_T")
@@ -172,6 +173,13 @@ def _truthy(v: object) -> bool:
     return str(v).lower() in ("1", "on", "true", "yes")
 
 
+def _tx_connection(tx: WriteTx) -> psycopg.Connection[Any]:
+    """The connection `tx` runs on (the outbox writes beside the change on it)."""
+    if not isinstance(tx, _PgTx):
+        raise StoreError("the outbox needs a transaction opened by this store's transaction()")
+    return tx.connection
+
+
 class _PgTx:
     def __init__(self, conn: psycopg.Connection[Any], tenant: str, user_id: str) -> None:
         self._conn = conn
@@ -179,6 +187,11 @@ class _PgTx:
         self._user_id = user_id
         self.inserted: list[MemoryRecord] = []
         self.superseded: list[tuple[str, str]] = []
+
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """The connection this transaction runs on (the outbox writes beside the change on it)."""
+        return self._conn
 
     def head(self, key: str) -> MemoryRecord | None:
         row = self._conn.execute(_HEAD, (self._tenant, self._user_id, key)).fetchone()
@@ -269,7 +282,8 @@ class PostgresStore:
                                  if first.execute("SELECT to_regclass(%s)", (t,)).fetchone() != (None,))
             vectors = all(t in self._tables for t in _VECTOR_TABLES)
             self.capabilities = StoreCapabilities(dialect="postgres", vectors="pgvector" if vectors else None,
-                                                  row_level_security=self.rls, ranked=self.ranked)
+                                                  row_level_security=self.rls, ranked=self.ranked,
+                                                  outbox=SqlOutbox(POSTGRES, _tx_connection, self._plain))
             if self.rls:
                 self._enable_rls(first)
         finally:
@@ -404,6 +418,9 @@ class PostgresStore:
                 if self.rls:  # session-level: every use of a pooled connection sets it again
                     conn.execute("SELECT set_config('usermem.tenant', %s, false)", (tenant or "*",))
                 yield conn
+
+    def _plain(self, write: bool) -> AbstractContextManager[psycopg.Connection[Any]]:
+        return self.sql(None, write=write)
 
     @contextmanager
     def sql(self, tenant: str | None = None, *, write: bool = False) -> Iterator[psycopg.Connection[Any]]:

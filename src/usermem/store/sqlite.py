@@ -13,14 +13,15 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Any
 
 from usermem.errors import IntegrityError, StoreError
 from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, chunked
+from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, WriteTx, chunked
+from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, record_from_row, row_from_record
 from usermem.store.sql import SQLITE, users_query
 
@@ -109,7 +110,8 @@ class SQLiteStore:
             c.create_function("ln", 1, _ln, deterministic=True)
         self._migrate()
         self.capabilities = StoreCapabilities(dialect="sqlite", vectors="sqlite", serialised=True,
-                                              ranked=self.ranked)
+                                              ranked=self.ranked,
+                                              outbox=SqlOutbox(SQLITE, self._tx_connection, self._plain))
 
     # -- schema ----------------------------------------------------------------------------------------
 
@@ -130,6 +132,15 @@ class SQLiteStore:
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
+
+    def _tx_connection(self, tx: WriteTx) -> sqlite3.Connection:
+        """The connection `tx` runs on: ours, inside the transaction the calling thread holds (outbox)."""
+        if not isinstance(tx, _SQLiteTx) or not self._conn.in_transaction:
+            raise StoreError("the outbox needs a transaction opened by this store's transaction()")
+        return self._conn
+
+    def _plain(self, write: bool) -> AbstractContextManager[sqlite3.Connection]:
+        return self.sql(write=write)
 
     def schema_version(self) -> int:
         with self._lock:

@@ -118,6 +118,11 @@ class _TrackingTx:
         self.change = Change()
         self.heads: dict[str, Kind] = {}
 
+    @property
+    def inner(self) -> WriteTx:
+        """The store of record's transaction (its outbox writes beside the change)."""
+        return self._tx
+
     def head(self, key: str) -> MemoryRecord | None:
         r = self._tx.head(key)
         if r is not None:

@@ -1,16 +1,22 @@
-"""/v1 lifecycle: confirm, deny, revert a key, revert a change set."""
+"""/v1 lifecycle: confirm, deny, revert a key, revert a change set; federation notices ("keep this device's value")."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
+from usermem.errors import NotFound
 from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.deps import Mem, Met, Principal, actor_of, bound_user
+from usermem.interfaces.api.problems import ApiProblem
 from usermem.interfaces.api.routing import count_decisions, not_user_bound, operation
+from usermem.interfaces.catalog import describe
 from usermem.interfaces.wire import record_to_json, result_to_json
 
 router = APIRouter()
+NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
 
 @operation(router, "confirm", S.MemoryOut,
@@ -45,3 +51,23 @@ def revert_change_set(change_set_id: str, body: S.ChangeSetRevertIn, p: Principa
     out = m.revert_change_set(p.tenant, change_set_id, now=body.now, actor=actor_of(p, body.actor),
                               source=body.source, partial=body.partial)
     return JSONResponse(out.to_dict())
+
+
+@operation(router, "federation_notices", S.NoticeListOut,
+           summary="The user's open \"changed on another device\" notices (federation)")
+def federation_notices(user_id: S.UserPath, p: Principal, m: Mem, now: NowQ = None) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    return JSONResponse({"items": m.federation_notices(p.tenant, user_id, now=now)})
+
+
+@operation(router, "keep_local", S.WriteResultOut,
+           summary="Keep this device's value after a notice: written again, it wins on every instance")
+def keep_local(user_id: S.UserPath, notice_id: str, body: S.KeepLocalIn, p: Principal, m: Mem,
+               metrics: Met) -> JSONResponse:
+    user_id = bound_user(p, user_id)
+    try:
+        res = m.keep_local(p.tenant, user_id, notice_id, now=body.now, actor=actor_of(p, body.actor))
+    except NotFound:
+        raise ApiProblem(404, "notice_not_found", "no open notice with this id for this user") from None
+    count_decisions(metrics, [res])
+    return JSONResponse(result_to_json(res))

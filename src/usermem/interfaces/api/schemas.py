@@ -558,6 +558,25 @@ class ConsentRequestIn(_In):
     actor: str | None = ACTOR_FIELD
 
 
+class NoticeOut(BaseModel):
+    id: str
+    key: str
+    at: float
+    domain: str
+    local_memory_id: str
+    remote_memory_id: str
+    questions: dict[str, str]
+
+
+class NoticeListOut(BaseModel):
+    items: list[NoticeOut]
+
+
+class KeepLocalIn(_In):
+    now: Time | None = NOW_FIELD
+    actor: str | None = ACTOR_FIELD
+
+
 class ConsentAnswerIn(_In):
     now: Time | None = NOW_FIELD
     actor: str | None = ACTOR_FIELD
