@@ -39,6 +39,9 @@ from usermem.understand.filters import (
     reasons,
     sentence_spans,
 )
+from usermem.understand.filters import (
+    OTHERS as FILTER_OTHERS,
+)
 from usermem.understand.llm import LLMClient
 from usermem.understand.text import Message, coerce_messages, normalise
 
@@ -251,12 +254,19 @@ _USE_EN = re.compile(r"\b(?:use|switch to|change to|go with|stick to|stick with|
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}")
 
 
+# Things one is "allergic" to only in jest: habits, work, people, times of day.
+_NOT_ALLERGEN = re.compile(r"早起|起床|上班|加班|开会|工作|学习|考试|周一|星期一|老板|领导|数学|运动|"
+                           r"\b(?:mondays?|mornings?|work|meetings?|deadlines?|exercise|maths?|people)\b", re.IGNORECASE)
+
+
 def _allergy(s: str) -> list[_Hit]:
     out = []
     for m in _ALLERGY_ZH.finditer(s):
         thing = m.group(1)
         if "对" in thing or _any(thing, ("不", "没", "会不会", "是不是")):
             continue  # "我儿子对花生过敏" is someone else; "我不过敏" is no allergy
+        if _NOT_ALLERGEN.search(thing):
+            continue  # "我对早起严重过敏" is a joke about mornings, not an allergy
         out.append(_Hit("allergy", _clean(thing), _CONF_EXPLICIT))
     if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸", s):
         for m in _ALLERGY_ZH3.finditer(s):
@@ -268,7 +278,7 @@ def _allergy(s: str) -> list[_Hit]:
     for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
-    return [h for h in out if h.value]
+    return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))]
 
 
 def _occupation(s: str) -> list[_Hit]:
@@ -606,9 +616,16 @@ class PatternExtractor:
         spans = self.tagger.spans(masked) if self.tagger is not None and masked.strip() else []
         for s0, s1 in sentence_spans(masked):
             sentence = masked[s0:s1]
+            subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
+                if "third_party" in why:
+                    subject_other = not _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause))
+                elif subject_other and not _FIRST_PERSON.search(clause):
+                    why.add("third_party")
+                else:
+                    subject_other = False
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
                     ok = allowed(f.key, why) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
@@ -648,7 +665,8 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low):
+            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+                    (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))):
                 continue
             question = bool(QUESTION.search(original.strip()))
             one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
@@ -684,6 +702,13 @@ class PatternExtractor:
         return [*hits.values(), *(h for bag in bags.values() for h in bag)]
 
 
+
+
+# The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
+_FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
+_OTHER_WORDS = re.compile(r"我(?:姐|哥|弟|妹|妈|爸|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|男朋友|女朋友|家人|们)|"
+                          r"\bmy\s+(?:\w+\s+)?(?:sister|brother|mum|mom|dad|husband|wife|son|daughter|kids?|friend|mate|"
+                          r"colleague|boss|partner|boyfriend|girlfriend|guest)\b", re.IGNORECASE)
 
 
 def _tagger_meta() -> dict[str, Any]:
@@ -740,6 +765,8 @@ def _plausible(key: str, value: str) -> bool:
         return False
     if key == "address":
         return bool(_ADDRESS_LIKE.search(value))
+    if key == "allergy" and _NOT_ALLERGEN.search(value):
+        return False
     if key == "contact_channel" and re.fullmatch(r"(?i)\s*call(?: me)?\s*", value):
         return False  # "call me Jo" is a form of address
     if key in ("likes", "dislikes") and normalise(value) in _PRONOUNS:

@@ -13,26 +13,33 @@ import re
 from collections.abc import Iterable
 
 HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
-                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b", re.IGNORECASE)
+                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想",
+                          re.IGNORECASE)
+# A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市"): the user does not
+# live there, work there or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
+WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
+                  r"\bthinking (?:of|about) (?:getting|moving)\b|\bplanning to (?:get|move)\b", re.IGNORECASE)
+WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation"})
 QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
 QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
                             r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
 # Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
 QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
-                           r"能不能|要不要|会不会")
+                           r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])")
 # Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
 # allergy (it does say the user has a son: family fields are exempt).
 OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
-                    r"公公|婆婆|岳父|岳母|上司|下属|"
+                    r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
-                    r"室友|邻居|客户|同学|老师说|主角|角色|他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
+                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
-                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?)\b", re.IGNORECASE)
-NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?)\b",
+                    re.IGNORECASE)
+NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\bthis week\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
@@ -54,7 +61,12 @@ REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?
 # Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
 OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
                            r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
-                           r"goldfish|pet|pets|bird|turtle|horse)\b|(?:他|她|他们|她们|你|朋友|同事|邻居|别人|人家)(?:的|家的?|家)"
+                           r"goldfish|pet|pets|bird|turtle|horse)\b|"
+                           r"\b(?:my|our)\s+(?:\w+\s+)?(?:son|daughter|kid|friend|mate|neighbou?r|sister|brother|mum|mom|"
+                           r"dad|boss|colleague)'s\s+(?:\w+\s+)?(?:dog|cat|puppy|kitten|parrot|hamster|rabbit|pet|wife|husband|"
+                           r"son|daughter|kids?)\b|"
+                           r"(?:(?<!其)他|她|他们|她们|你|朋友|同事|邻居|别人|人家|同学|室友|儿子|女儿|孩子|老公|老婆|我妈|我爸|"
+                           r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板)(?:的|家的?|家)"
                            r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
                            re.IGNORECASE)
 # A whole sentence asked as a question: "Do you think I live in X?", "你觉得我是医生吗？".
@@ -100,6 +112,9 @@ def mask_quotes(text: str) -> str:
     return QUOTED.sub(lambda m: " " * len(m.group(0)), text)
 
 
+_HEARSAY_TAIL = re.compile(r"[,，]\s*(?:apparently|supposedly|allegedly|据说|听说是)\s*[.!。！]*\s*$", re.IGNORECASE)
+
+
 def sentence_reasons(sentence: str) -> set[str]:
     out = set()
     if HYPOTHETICAL.search(sentence):
@@ -108,6 +123,8 @@ def sentence_reasons(sentence: str) -> set[str]:
         out.add("joke")
     if FICTION.search(sentence):
         out.add("quote")
+    if _HEARSAY_TAIL.search(sentence):  # "my hobby is collecting unread books, apparently"
+        out.add("reported")
     return out
 
 
@@ -130,6 +147,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("negation")
     if ONE_OFF.search(c):
         out.add("one_off")
+    if WISH.search(c):
+        out.add("wish")
     if LAUGH.search(c):
         out.add("laugh")
     elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
@@ -152,6 +171,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "third_party" in why and field not in FAMILY:
         return False
     if "negation" in why and field not in NEGATIVE_OK:
+        return False
+    if "wish" in why and field in WISH_BLOCKS:
         return False
     if "one_off" in why and field in LASTING_ONLY:
         return False

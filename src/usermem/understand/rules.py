@@ -216,7 +216,12 @@ def family(clause: str) -> list[Found]:
 def pets(clause: str) -> list[Found]:
     if not re.search(r"养|家|我|my|our|have|got", clause, re.IGNORECASE):
         return []
-    return _relation(clause, PETS, "pets", pet=True)
+    # "猫毛过敏", "狗粮", "cat hair": the animal word names a material or a product, not an animal of the user's
+    return [f for f in _relation(clause, PETS, "pets", pet=True)
+            if not _PET_MATERIAL.match(clause, f.end)]
+
+
+_PET_MATERIAL = re.compile(r"毛|粮|砂|咖|罐头|零食|(?i:\s*(?:hair|fur|food|litter|dander|cafe|café)\b)")
 
 
 # --- enumerable preferences ----------------------------------------------------------------------------
@@ -475,6 +480,11 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("occupation", re.compile(r"(?:本人|我是)(?:一名|一个|个)?([\u4e00-\u9fffA-Za-z]{1,6}(?:部的|组的|科的))"), 0.6),
     ("employer", re.compile(r"(?:我在|在|入职了?|加入了?|就职于|供职于)([\u4e00-\u9fffA-Za-z0-9]{2,6}?)(?:上班|工作|实习|做|当|搬砖)"),
      0.65),
+    ("employer", re.compile(r"(?:跳槽(?:到|去)了?|跳到了?|换工作(?:到|去)了?|换到了?|转到了?|入职了?|加入了?)"
+                            r"([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:了|啦|啊|上班|工作|，|,|。|！|!|\s|$)"), 0.7),
+    ("employer", re.compile(r"(?i:i(?:'ve| have)? (?:just )?(?:moved|switched|changed jobs?) to|i(?:'ve| have)? "
+                            r"(?:just )?started (?:a new job )?at|i(?:'ve| have)? (?:just )?joined|i'm now at|now working at)\s+"
+                            r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
     ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
@@ -484,6 +494,8 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
 _TIME_WORD = re.compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|凌晨|周[一二三四五六日末]|月[初底]|am\b|pm\b|morning|"
                         r"evening|night|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday|shift",
                         re.IGNORECASE)
+_REQUEST = re.compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做什么|吃什么|(?i:\b(?:can you|could you|please find|"
+                      r"what's the weather|forecast)\b)")
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
 
 
@@ -501,6 +513,8 @@ def free_text(clause: str) -> list[Found]:
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
+            if key == "schedule" and _REQUEST.search(clause):
+                continue  # "帮我看看这个周末苏州的天气" asks for something this weekend; it is no routine
             start = m.start(g) if g else m.start()
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
             out.append(Found(key, value, start, start + len(value), None, conf))
