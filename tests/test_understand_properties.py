@@ -156,3 +156,34 @@ def test_rewritten_bank_positive_yields_nothing(source: tuple[str, str], which: 
     forms = BANK_ZH_FORMS if lang == "zh" else BANK_EN_FORMS
     rewritten = forms[which % len(forms)](utterance)
     assert EXTRACTOR.extract([rewritten], use_llm=False) == [], rewritten
+
+
+# More ways of making a statement someone else's, a wish or a question (issue 13): another person as the
+# subject ("我姐…", "my sister's…"), hearsay, "someday"/"梦想" wishes, "is it true that…". The subject's
+# family words may still be the user's relatives ("我姐说…带孩子" does not say whose child): family fields
+# are left out of this check, every other field must yield nothing.
+def _sister(s: str) -> str:
+    x = _she(s)
+    if re.match(r"^she\b", x):
+        return "my sister" + x[3:]
+    if re.match(r"^her\b", x):
+        return "my sister's" + x[3:]
+    return "My sister says " + x
+
+
+MORE_ZH_FORMS = [lambda s: s.replace("我", "我姐", 1) if s.startswith("我") else "我姐说" + s.replace("我", "她"),
+                 lambda s: f"{s}是真的吗？", lambda s: f"万一{s}呢", lambda s: f"听说{s.replace('我', '他')}",
+                 lambda s: f"梦想有一天{s}"]
+MORE_EN_FORMS = [_sister, lambda s: f"Is it true that {_low(s)}?", lambda s: f"Imagine {_low(s)}.",
+                 lambda s: f"Someday {_low(s)}, maybe.", lambda s: f"My boss thinks {_she(s)}",
+                 lambda s: f"Would it matter if {_low(s)}?"]
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.sampled_from(BANK_SOURCES), st.integers(min_value=0, max_value=5))
+def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], which: int) -> None:
+    lang, utterance = source
+    forms = MORE_ZH_FORMS if lang == "zh" else MORE_EN_FORMS
+    rewritten = forms[which % len(forms)](utterance)
+    got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+    assert got == [], rewritten

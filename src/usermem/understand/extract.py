@@ -42,6 +42,9 @@ from usermem.understand.filters import (
 from usermem.understand.filters import (
     OTHERS as FILTER_OTHERS,
 )
+from usermem.understand.filters import (
+    REPORTED as FILTER_REPORTED,
+)
 from usermem.understand.llm import LLMClient
 from usermem.understand.text import Message, coerce_messages, normalise
 
@@ -96,7 +99,8 @@ JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的
                           r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
 _JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
                           r"[\s,，!！.。~]*", re.IGNORECASE)
-HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b)", re.IGNORECASE)
+HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|\bsomeday\b|"
+                          r"\bone day\b|\bi'?d love to\b)", re.IGNORECASE)
 QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
 # Another person as the subject: their preferences are not the user's.
 OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", "女儿", "孩子", "父母", "爸爸", "妈妈", "男朋友",
@@ -666,7 +670,8 @@ class PatternExtractor:
                     continue
             low = s.lower()
             if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
-                    (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))):
+                    (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
+                    FILTER_REPORTED.search(low):
                 continue
             question = bool(QUESTION.search(original.strip()))
             one_off = _any(low, ONE_OFF) and not _any(low, STANDING)

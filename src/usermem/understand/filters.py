@@ -64,7 +64,7 @@ OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husba
                            r"goldfish|pet|pets|bird|turtle|horse)\b|"
                            r"\b(?:my|our)\s+(?:\w+\s+)?(?:son|daughter|kid|friend|mate|neighbou?r|sister|brother|mum|mom|"
                            r"dad|boss|colleague)'s\s+(?:\w+\s+)?(?:dog|cat|puppy|kitten|parrot|hamster|rabbit|pet|wife|husband|"
-                           r"son|daughter|kids?)\b|"
+                           r"son|daughter|kids?|fianc[ée]e?|partner|boyfriend|girlfriend)(?!\w)|"
                            r"(?:(?<!其)他|她|他们|她们|你|朋友|同事|邻居|别人|人家|同学|室友|儿子|女儿|孩子|老公|老婆|我妈|我爸|"
                            r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板)(?:的|家的?|家)"
                            r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
