@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -187,3 +188,24 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     rewritten = forms[which % len(forms)](utterance)
     got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
     assert got == [], rewritten
+
+
+# --- everyday facts said in passing (issue 13's examples) and what must not come with them ---------------------
+
+@pytest.mark.parametrize(("messages", "expected"), [
+    (["我在华为工作", "我跳槽到腾讯了"], {"employer": "腾讯"}),
+    (["I work at Shell", "I've just joined Ørsted"], {"employer": "Ørsted"}),
+    (["老样子，拿铁"], {"usual_order": "拿铁"}),
+    (["帮我订个会议室，下班还得去接女儿放学"], {"children": "女儿"}),
+    (["我家那只橘猫又把花盆打翻了"], {"pets": "橘猫"}),
+    (["我这边是UTC+7，曼谷"], {"timezone": "UTC+7", "city": "曼谷"}),
+    (["我姐在伦敦读书，时差七个小时"], {}),
+    (["我同学的狗叫旺仔，超级胖"], {}),
+    (["我老公想养条狗，我还在考虑"], {"spouse": "老公"}),
+    (["one day I'd love to live in Kyoto"], {}),
+    (["我对早起严重过敏"], {}),
+    (["我们部门的老规矩，开完会要用飞书发纪要"], {}),
+])
+def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
+    got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}
+    assert got == expected

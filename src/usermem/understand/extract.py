@@ -620,6 +620,10 @@ class PatternExtractor:
         spans = self.tagger.spans(masked) if self.tagger is not None and masked.strip() else []
         for s0, s1 in sentence_spans(masked):
             sentence = masked[s0:s1]
+            whole = reasons(sentence, "", sentence)
+            for f in rules.sentence_level(sentence):
+                if allowed(f.key, whole):
+                    add(_Hit(f.key, f.value, f.confidence, f.canonical), s0 + f.start, s0 + f.end, "pattern")
             subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
@@ -783,7 +787,8 @@ def _plausible(key: str, value: str) -> bool:
         low = value.lower()
         if any(w in low for w in lexicon):
             return True
-        return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value)
+        return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value) \
+            and not rules.NOT_A_NAME.search(value)
     if key in ("city", "work_city", "hometown"):
         from usermem.understand.gazetteer import find_places
 

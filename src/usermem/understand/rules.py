@@ -173,6 +173,10 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     return words, pat_zh, pat_en, latin
 
 
+NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出门|起床|学习|作业|补习|培训|接送|打翻|花盆|幼儿园|小学|中学|"
+                         r"生日|过敏|发烧|感冒|生病|考试")
+
+
 def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
     out: list[Found] = []
     words, pat_zh, pat_en, latin = _relation_patterns(key)
@@ -184,8 +188,8 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
         if key == "spouse" and base == "先生" and not re.search(r"我(?:跟|和)?我?先生|我先生|我家先生", clause):
             continue
         name = m.group(2) if pet or key == "children" else None
-        if name and re.match(r"[今刚最才也又都是在上了的]", name):
-            name = None
+        if name and (re.match(r"[今刚最才也又都是在上了的]", name) or NOT_A_NAME.search(name)):
+            name = None  # "接女儿放学": 放学 is what she does, not her name
         if name:
             out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
         else:
@@ -484,7 +488,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                             r"([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:了|啦|啊|上班|工作|，|,|。|！|!|\s|$)"), 0.7),
     ("employer", re.compile(r"(?i:i(?:'ve| have)? (?:just )?(?:moved|switched|changed jobs?) to|i(?:'ve| have)? "
                             r"(?:just )?started (?:a new job )?at|i(?:'ve| have)? (?:just )?joined|i'm now at|now working at)\s+"
-                            r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+                            r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
     ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
@@ -497,6 +501,23 @@ _TIME_WORD = re.compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|
 _REQUEST = re.compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做什么|吃什么|(?i:\b(?:can you|could you|please find|"
                       r"what's the weather|forecast)\b)")
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
+
+
+_USUAL = re.compile(r"^\s*(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*(?:还是|就)?"
+                    r"(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?)(?=[。.!！?？；;]|$)")
+
+
+def sentence_level(sentence: str) -> list[Found]:
+    """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
+    bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
+    out = [Found("usual_order", m.group(1).strip(), m.start(1), m.start(1) + len(m.group(1).strip()), None, 0.7)
+           for m in _USUAL.finditer(sentence)]
+    if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
+        for p in find_places(sentence):
+            before = sentence[max(0, p.start - 4):p.start]
+            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence):
+                out.append(Found("city", p.text, p.start, p.end, p.canonical, 0.7))
+    return out
 
 
 def free_text(clause: str) -> list[Found]:
