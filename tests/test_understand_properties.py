@@ -205,6 +205,13 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     (["one day I'd love to live in Kyoto"], {}),
     (["我对早起严重过敏"], {}),
     (["我们部门的老规矩，开完会要用飞书发纪要"], {}),
+    (["我吃素"], {"diet": "吃素"}),
+    (["I'm vegan"], {"diet": "vegan"}),
+    (["我不吃猪肉，回民"], {"diet": "不吃猪肉"}),
+    (["我不是素食主义者，只是最近不想吃肉"], {}),
+    (["周一到周五上午找我都行"], {"contact_hours": "周一到周五上午"}),
+    (["pls don't message me on sundays, family day"], {"contact_hours": "don't message me on sundays"}),
+    (["ping me on Teams, that's where I live all day"], {"contact_channel": "Teams"}),
 ])
 def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
     got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}

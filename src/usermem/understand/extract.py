@@ -698,6 +698,9 @@ class PatternExtractor:
                 if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
                         h.key in ("dislikes", "contact", "reply_length", "contact_channel") for h in found):
                     found += _negations(s)
+            diets = [f.value.lower() for f in rules.diet(original)]
+            if diets:  # "我不吃猪肉" is a diet, not also a dislike of pork (one statement, one meaning)
+                found = [h for h in found if not (h.key == "dislikes" and any(str(h.value).lower() in d for d in diets))]
             for h in found:
                 if h.key not in self.allowed or h.value in ("", None):
                     continue

@@ -99,6 +99,13 @@ LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_ton
                           "city", "work_city", "diet", "contact_channel", "usual_order", "timezone"})
 
 
+# "我不是素食主义者", "I'm not vegetarian": the user denies being something; a diet or a condition said this way
+# is not theirs (while "不吃猪肉" is a diet said as a negation).
+NOT_IDENTITY = re.compile(r"不是|并非|算不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b",
+                          re.IGNORECASE)
+IDENTITY_FIELDS = frozenset({"diet", "medical_history", "accessibility", "occupation", "hobbies"})
+
+
 def clause_spans(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _CLAUSE.finditer(text) if m.group(0).strip()]
 
@@ -145,6 +152,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("third_party")
     if NEGATION.search(c):
         out.add("negation")
+    if NOT_IDENTITY.search(c):
+        out.add("not_identity")
     if ONE_OFF.search(c):
         out.add("one_off")
     if WISH.search(c):
@@ -171,6 +180,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "third_party" in why and field not in FAMILY:
         return False
     if "negation" in why and field not in NEGATIVE_OK:
+        return False
+    if "not_identity" in why and field in IDENTITY_FIELDS:
         return False
     if "wish" in why and field in WISH_BLOCKS:
         return False

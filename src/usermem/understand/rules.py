@@ -238,6 +238,13 @@ DIETS: Mapping[str, str] = {
     "gluten-free": "gluten_free", "gluten free": "gluten_free", "dairy-free": "dairy_free", "dairy free": "dairy_free",
     "keto": "keto", "low-carb": "low_carb", "low carb": "low_carb", "don't eat pork": "no_pork",
     "no pork": "no_pork", "plant-based": "vegan",
+    # what a diet rules out, said as "不吃…" / "no … for me" / "can't do …"
+    "不吃肉": "vegetarian", "不吃荤": "vegetarian", "不吃羊肉": "no_lamb", "不吃海鲜": "no_seafood",
+    "不吃生的": "no_raw", "不吃红肉": "no_red_meat", "no red meat": "no_red_meat", "no meat": "vegetarian",
+    "vegetarians": "vegetarian", "vegans": "vegan", "can't do gluten": "gluten_free",
+    "can't do dairy": "dairy_free", "can't have gluten": "gluten_free", "can't have dairy": "dairy_free",
+    "intermittent fasting": "intermittent_fasting",
+    "轻断食": "intermittent_fasting", "don't eat meat": "vegetarian", "don't eat beef": "no_beef",
 }
 TONES: Mapping[str, str] = {
     "正式": "formal", "正式一点": "formal", "随意": "casual", "随便一点": "casual", "轻松": "casual", "直接": "direct",
@@ -491,6 +498,20 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+    # when the user may be contacted: a time span next to a contact verb
+    ("contact_hours", re.compile(r"((?:工作日|周末|周[一二三四五六日]到周[一二三四五六日]|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天)"
+                                 r"[^，,。.!！?？；;才]{0,12}?)才?(?:都?可以|都行|随时)?(?:找我|联系我|打扰|打我电话|给我打电话|回消息|有空)"),
+     0.65),
+    ("contact_hours", re.compile(r"((?:晚上|早上|上午|下午|中午|凌晨)?[\d一二三四五六七八九十两]{1,2}点半?(?:到[\d一二三四五六七八九十两]{1,2}点半?)?"
+                                 r"(?:以?后|以?前|之前|之后)?)[，, ]*(?:别|不要|请勿|勿)(?:联系|打电话|打扰|发消息|找我)"), 0.65),
+    ("contact_hours", re.compile(r"(?i:\b((?:do not|don't|dont|never) (?:call|message|text|ping|email|contact|bother) me "
+                                 r"(?:before|after|on|during|at|in the)\s[^,.;!?]{1,25}?)" + _END + r")"), 0.65),
+    ("contact_hours", re.compile(r"(?i:\b(?:reachable|available|around|free|contactable)\s+|\b(?:call|text|message|ping|reach|"
+                                 r"contact) me\s+)((?:any ?time |only )?(?:before|after|between|on|during|from|in the)\s"
+                                 r"[^,.;!?]{1,30}?|(?:evenings?|mornings?|weekdays?|weekends?)[^,.;!?]{0,30}?)" + _END), 0.65),
+    ("contact_hours", re.compile(r"(?i:\b(any ?time (?:before|after) \d{1,2}(?::\d{2})?\s?(?:am|pm)?))"), 0.6),
+    ("contact_hours", re.compile(r"(?i:\b((?:after|before) \d{1,2}(?::\d{2})?\s?(?:am|pm)?) i'?m (?:offline|unavailable|asleep))"),
+     0.65),
     ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
     ("schedule", re.compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
      0.55),
@@ -534,6 +555,10 @@ def free_text(clause: str) -> list[Found]:
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
+            if key == "contact_hours":
+                value = re.sub(r"(?:不要|别|不|请勿)$", "", value).strip()
+                if not value or not _TIME_WORD.search(value):
+                    continue  # "ping me on Teams" names a channel, not hours
             if key == "schedule" and _REQUEST.search(clause):
                 continue  # "帮我看看这个周末苏州的天气" asks for something this weekend; it is no routine
             start = m.start(g) if g else m.start()
