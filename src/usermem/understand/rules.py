@@ -54,8 +54,15 @@ def places(clause: str) -> list[Found]:
         if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
+        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home)",
+                                                                          before):
+            key = "city"  # "I'm Cape Town based", "WFH from Porto"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
+        elif re.search(r"住|\blive|\bliving\b", before[-14:], re.IGNORECASE):
+            key = "city"
+        elif _WORK_CUE.search(clause[max(0, p.start - 30):p.start]):
+            key = "work_city"  # "work for a tiny startup in Bangalore"
         elif _LIVE_CUE.search(before[-14:]):
             key = "city"
         else:
