@@ -212,6 +212,7 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     (["周一到周五上午找我都行"], {"contact_hours": "周一到周五上午"}),
     (["pls don't message me on sundays, family day"], {"contact_hours": "don't message me on sundays"}),
     (["ping me on Teams, that's where I live all day"], {"contact_channel": "Teams"}),
+    (["我要给儿子办生日会", "六岁，他叫豆豆"], {"children": "豆豆"}),
 ])
 def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
     got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}

@@ -559,6 +559,7 @@ class PatternExtractor:
                 fixed = {c.key for c in cands}
                 per_message[-1] = (per_message[-1][0], [c for c in per_message[-1][1] if c.key not in fixed])
             per_message.append((msg.index, cands))
+        per_message = _name_the_relative(per_message, messages)
         # Changes of mind: the last statement per field wins. Collections (likes, dislikes, allergies...)
         # accumulate instead: every distinct item, in order, as a list when there are several.
         latest: dict[str, Candidate] = {}
@@ -721,6 +722,35 @@ _FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECA
 _OTHER_WORDS = re.compile(r"我(?:姐|哥|弟|妹|妈|爸|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|男朋友|女朋友|家人|们)|"
                           r"\bmy\s+(?:\w+\s+)?(?:sister|brother|mum|mom|dad|husband|wife|son|daughter|kids?|friend|mate|"
                           r"colleague|boss|partner|boyfriend|girlfriend|guest)\b", re.IGNORECASE)
+
+
+# "我要给儿子办生日会" … "他叫豆豆": a pronoun naming the relative or animal just mentioned (the last naming wins,
+# "他叫朵朵——哦不，…他叫豆豆").
+_PRONOUN_NAME = re.compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名叫)([\u4e00-\u9fff]{2,3}?)(?=[，,。.!！?？\s—–-]|$)|"
+                           r"\b(?:he|she|it)(?:'s| is) (?:called|named) ([A-Z][a-z]+)\b|\b(?:his|her|its) name(?:'s| is) "
+                           r"([A-Z][a-z]+)\b")
+
+
+def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],
+                       messages: Sequence[Message]) -> list[tuple[int, list[Candidate]]]:
+    """A child or pet mentioned by relation word only ("儿子", "my dog") takes the name a later user turn gives
+    it with a pronoun; the relation word is kept as the canonical form beside the name."""
+    lexicons = {"children": rules.CHILDREN, "pets": rules.PETS}
+    out = list(per_message)
+    for i, (idx, cands) in enumerate(out):
+        bare = [c for c in cands if c.key in lexicons and isinstance(c.value, str)
+                and any(w in c.value.lower() for w in lexicons[c.key])]
+        if len(bare) != 1:
+            continue  # which one a pronoun means is clear only when one relative was mentioned
+        later = [m for m in messages if m.role == "user" and m.index >= idx]
+        names = [g for m in later for hit in _PRONOUN_NAME.finditer(m.content)
+                 for g in hit.groups() if g and not rules.NOT_A_NAME.search(g)]
+        if not names:
+            continue
+        c = bare[0]
+        named = replace(c, value=names[-1], canonical=c.canonical if c.canonical is not None else c.value)
+        out[i] = (idx, [named if x is c else x for x in cands])
+    return out
 
 
 def _tagger_meta() -> dict[str, Any]:
