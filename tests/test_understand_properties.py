@@ -217,3 +217,55 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
 def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
     got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}
     assert got == expected
+
+
+# Natural statements about other people, questions, wishes and quotes, written for this test (not from the
+# bank): none may yield a fact about the user beyond who their spouse or children are.
+OTHERS_SAY = [
+    '我妹妹在杭州上班，最近老加班',
+    '我爸对青霉素过敏，上次差点出事',
+    '我闺蜜是素食主义者，聚餐好难选',
+    '要是我能在三亚住就好了',
+    '你是程序员吗？',
+    '如果我换到上海工作，通勤会不会很久',
+    '我同事养了一只柯基，叫可乐',
+    '我老板喜欢Word格式的报告',
+    '他说他住在深圳',
+    '“我是医生”——这是电视剧里的台词',
+    '我朋友的女儿叫朵朵，今年三岁',
+    '我表哥在字节跳动上班',
+    '我室友不吃辣',
+    '客户要求用PDF发过去',
+    '我儿子的同学对花生过敏',
+    'My brother lives in Denver and works at Boeing',
+    'My mom is allergic to shellfish',
+    "If I lived in Tokyo I'd eat sushi every day",
+    'Are you a vegetarian?',
+    "My coworker's cat is called Mochi",
+    'My boss wants everything in PowerPoint',
+    "She said she's a nurse in Leeds",
+    'My neighbour works as a plumber',
+    'What if I moved to Berlin?',
+    'Does my wife like sushi?',
+    'My friend Tom is vegan',
+    '"I live in Paris" is the first line of the song',
+    "My daughter's teacher is called Mrs Green",
+    'My roommate is from Lagos',
+    'One day I want to work at Google',
+    '我想搬去成都住',
+    '我爸妈住在老家南昌',
+    '我女朋友在腾讯上班',
+    '我哥的狗叫旺财',
+    '他们公司在陆家嘴',
+    'Our nanny only speaks Spanish',
+    "My sister's birthday is on May 3rd",
+    "My husband's email is dan@example.com",
+    "My dad's phone number is 0412 555 001",
+    '我妈的邮箱是 mama@example.com',
+]
+
+
+@pytest.mark.parametrize("text", OTHERS_SAY)
+def test_what_others_say_is_not_the_users(text: str) -> None:
+    got = [c for c in EXTRACTOR.extract([text], use_llm=False) if c.key not in ("spouse", "children")]
+    assert got == [], text

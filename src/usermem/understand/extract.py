@@ -626,18 +626,23 @@ class PatternExtractor:
                 if allowed(f.key, whole):
                     add(_Hit(f.key, f.value, f.confidence, f.canonical), s0 + f.start, s0 + f.end, "pattern")
             subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
+            inherited: set[str] = set()
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
+                if "other_person" in why and _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)):
+                    why.discard("other_person")  # "我和同事一起遛我家狗": the user is in it too
                 if "third_party" in why:
                     subject_other = not _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause))
+                    inherited = why & {"third_party", "other_person"}
                 elif subject_other and not _FIRST_PERSON.search(clause):
-                    why.add("third_party")
+                    why |= inherited
                 else:
                     subject_other = False
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
-                    ok = allowed(f.key, why) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
+                    fwhy = why - {"other_person"} if re.match(r"(?i:我|my\b|our\b)", f.value) else why
+                    ok = allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")

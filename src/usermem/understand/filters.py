@@ -31,13 +31,14 @@ QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么
 # allergy (it does say the user has a son: family fields are exempt).
 OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
-                    r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|"
+                    r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
                     r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
-                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?)\b",
+                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"
+                    r"babysitter|landlord|landlady|housemate|flatmate)\b",
                     re.IGNORECASE)
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
@@ -87,6 +88,10 @@ _SENTENCE = re.compile(r"(?:" + _KEEP + r"|[^。.!！?？\n])+[。.!！?？\n]*"
 # came before them the user's; Chinese conditions (的话, 就好了) close the clause they belong to.
 HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 
+# People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
+NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|上司|下属|房东|保姆|"
+                        r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
+                        r"babysitter|landlord|landlady|housemate|flatmate)\b", re.IGNORECASE)
 # Fields whose value names another person or an animal: a third person in the clause is expected.
 FAMILY = frozenset({"spouse", "children", "pets"})
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
@@ -150,6 +155,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("question")
     if OTHERS.search(c):
         out.add("third_party")
+        if NON_FAMILY.search(c):
+            out.add("other_person")
     if NEGATION.search(c):
         out.add("negation")
     if NOT_IDENTITY.search(c):
@@ -178,6 +185,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if why & {"hypothetical", "joke", "quote", "question", "reported", "others_family"}:
         return False
     if "third_party" in why and field not in FAMILY:
+        return False
+    if "other_person" in why and field in ("pets", "children"):
         return False
     if "negation" in why and field not in NEGATIVE_OK:
         return False
