@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
-                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想",
+                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
                           re.IGNORECASE)
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市"): the user does not
 # live there, work there or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
@@ -67,7 +67,7 @@ OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husba
                            r"dad|boss|colleague)'s\s+(?:\w+\s+)?(?:dog|cat|puppy|kitten|parrot|hamster|rabbit|pet|wife|husband|"
                            r"son|daughter|kids?|fianc[ée]e?|partner|boyfriend|girlfriend)(?!\w)|"
                            r"(?:(?<!其)他|她|他们|她们|你|朋友|同事|邻居|别人|人家|同学|室友|儿子|女儿|孩子|老公|老婆|我妈|我爸|"
-                           r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板)(?:的|家的?|家)"
+                           r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板|(?<![我咱])(?:老|小)[\u4e00-\u9fff](?<![家我]))(?:的|家的?|家)"
                            r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
                            re.IGNORECASE)
 # A whole sentence asked as a question: "Do you think I live in X?", "你觉得我是医生吗？".
