@@ -309,3 +309,45 @@ OTHERS_SAY = [
 def test_what_others_say_is_not_the_users(text: str) -> None:
     got = [c for c in EXTRACTOR.extract([text], use_llm=False) if c.key not in ("spouse", "children")]
     assert got == [], text
+
+
+# Jokes, others' plans, requests for fiction, questions and a correction that hands the fact to someone else
+# (one list per conversation; written for this test).
+OTHERS_CONVERSATIONS = [
+    ['我是秦始皇，哈哈开玩笑的'],
+    ["I'm basically a professional napper lol"],
+    ['我的职业是睡觉😂'],
+    ['My job? Professional overthinker haha'],
+    ['我老公下周要去成都开会'],
+    ['My wife is planning to learn Italian'],
+    ['我儿子打算明年去英国读书'],
+    ['Our team is moving to the Berlin office next year'],
+    ['我住在上海', '不对，我说错了，是我哥住在上海'],
+    ["I'm a doctor", 'just kidding, I wish'],
+    ['听说杭州的房价又涨了'],
+    ['They say Lisbon is the new Berlin'],
+    ['有人说我长得像演员'],
+    ['What would you call a cat that lives in Paris?'],
+    ['写一个故事：主角叫李雷，是一名医生，对花生过敏'],
+    ['Write a poem about a vegan chef from Rome'],
+    ['帮我给我妈写个生日祝福，她喜欢养花'],
+    ['Could you recommend a gift for my dad? He loves fishing'],
+    ['我同学问我要不要一起去西藏'],
+    ["My friend asked if I'm allergic to anything"],
+    ['你喜欢猫还是狗？'],
+    ['Do you think I should get a cat?'],
+    ['能不能帮我查一下北京的天气'],
+    ['Which is better for a vegetarian, Thai or Indian food?'],
+    ['If you were me, would you move to Canada?'],
+    ['我梦见自己住在海边'],
+    ['My character in the game is an elf archer named Lira'],
+    ['我们公司的客户大多在深圳'],
+    ["The client's office is in Manchester"],
+    ['她老公是做金融的'],
+]
+
+
+@pytest.mark.parametrize("messages", OTHERS_CONVERSATIONS)
+def test_jokes_plans_fiction_and_handed_over_corrections_yield_nothing(messages: list[str]) -> None:
+    got = [c for c in EXTRACTOR.extract(messages, use_llm=False) if c.key not in ("spouse", "children")]
+    assert got == [], messages

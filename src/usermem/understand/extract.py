@@ -554,8 +554,17 @@ class PatternExtractor:
             if JOKE_RETRACT.match(normalise(msg.content)) and per_message:
                 per_message[-1] = (per_message[-1][0], [])  # "开玩笑的": the previous turn was not meant
             cands = self._message(msg)
+            before = per_message[-1][1] if per_message else []
+            theirs: set[tuple[str, str]] = set()
+            if per_message and is_correction(msg.content) and FILTER_OTHERS.search(msg.content):
+                # "我住在上海" / "不对，我说错了，是我哥住在上海": the corrected statement was someone else's
+                theirs = {(c.key, normalise(str(c.value))) for c in before if c.key not in ("spouse", "children", "pets")
+                          and normalise(str(c.value)) in normalise(msg.content)}
+                per_message[-1] = (per_message[-1][0],
+                                   [c for c in before if (c.key, normalise(str(c.value))) not in theirs])
             if per_message and is_correction(msg.content):
-                cands = self._corrected(per_message[-1][1], msg, cands)
+                cands = [c for c in self._corrected(before, msg, cands)
+                         if (c.key, normalise(str(c.value))) not in theirs]
                 fixed = {c.key for c in cands}
                 per_message[-1] = (per_message[-1][0], [c for c in per_message[-1][1] if c.key not in fixed])
             per_message.append((msg.index, cands))

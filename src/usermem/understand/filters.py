@@ -47,7 +47,8 @@ ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这�
                      r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
-FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
+FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|写[一个首篇段]+(?:故事|诗|歌)|\b(?:poem|story|song|limerick)s? "
+                     r"about\b|\bwrite (?:me )?(?:a|an) (?:poem|story|song|limerick)\b|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
