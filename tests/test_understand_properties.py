@@ -213,6 +213,8 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     (["pls don't message me on sundays, family day"], {"contact_hours": "don't message me on sundays"}),
     (["ping me on Teams, that's where I live all day"], {"contact_channel": "Teams"}),
     (["我要给儿子办生日会", "六岁，他叫豆豆"], {"children": "豆豆"}),
+    (["I'm a software engineer at Shopify"], {"occupation": "software engineer", "employer": "Shopify"}),
+    (["I'm staying at Hilton"], {}),
 ])
 def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
     got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}

@@ -503,6 +503,12 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("employer", re.compile(r"(?i:i(?:'ve| have)? (?:just )?(?:moved|switched|changed jobs?) to|i(?:'ve| have)? "
                             r"(?:just )?started (?:a new job )?at|i(?:'ve| have)? (?:just )?joined|i'm now at|now working at)\s+"
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
+    # "senior SWE at Stripe", "I'm a nurse at St Mary's": a job word, then "at" and a capitalised name
+    ("employer", re.compile(r"(?i:(?:^\s*|\bi'?m |\bi am )(?:an? )?(?:[\w\-]+ ){0,3}?(?:engineer|developer|dev|swe|sde|sre|"
+                            r"designer|manager|nurse|teacher|doctor|analyst|consultant|scientist|researcher|lawyer|"
+                            r"accountant|intern|student|sophomore|freshman|fresher|pm|architect|editor|writer|chef|"
+                            r"barista|lecturer|professor|recruiter|paralegal|pharmacist)s?\s+at\s+)"
+                            r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
     # when the user may be contacted: a time span next to a contact verb
