@@ -215,6 +215,8 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     (["我要给儿子办生日会", "六岁，他叫豆豆"], {"children": "豆豆"}),
     (["I'm a software engineer at Shopify"], {"occupation": "software engineer", "employer": "Shopify"}),
     (["I'm staying at Hilton"], {}),
+    (["I moved to Chicago"], {"city": "Chicago"}),
+    (["我以前住武汉，现在在成都"], {"city": "成都"}),
 ])
 def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
     got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}
@@ -313,8 +315,8 @@ def test_what_others_say_is_not_the_users(text: str) -> None:
     assert got == [], text
 
 
-# Jokes, others' plans, requests for fiction, questions and a correction that hands the fact to someone else
-# (one list per conversation; written for this test).
+# Jokes, others' plans, requests for fiction, what films/news/articles say, the user's past and maybes,
+# questions and a correction that hands the fact to someone else (one list per conversation; written for this test).
 OTHERS_CONVERSATIONS = [
     ['我是秦始皇，哈哈开玩笑的'],
     ["I'm basically a professional napper lol"],
@@ -346,6 +348,36 @@ OTHERS_CONVERSATIONS = [
     ['我们公司的客户大多在深圳'],
     ["The client's office is in Manchester"],
     ['她老公是做金融的'],
+    ['电影里那个住在纽约的律师好帅'],
+    ['看了个纪录片，讲一个素食厨师在京都开店'],
+    ['我刚读完一本书，主人公对猫过敏'],
+    ['新闻说北京明天下雪'],
+    ['Taylor Swift lives in Nashville, right?'],
+    ['The article says vegans live longer'],
+    ['我们老师今天说他要去上海开会'],
+    ['同桌的妈妈是护士'],
+    ['隔壁小孩又在弹钢琴了'],
+    ["I'd hate to live in Dubai, way too hot"],
+    ["Maybe someday I'll own a dog"],
+    ['我以前住在武汉，后来搬走了'],
+    ['I used to be a teacher'],
+    ['我小时候对牛奶过敏，现在好了'],
+    ['We might get a cat next year'],
+    ["I'm thinking of becoming a vegetarian"],
+    ['可能明年会去深圳工作吧，还没定'],
+    ['我有个朋友在迪拜当飞行员'],
+    ["My uncle's dog bit the postman"],
+    ['她家的猫叫煤球'],
+    ['Do you know any vegan restaurants in Leeds?'],
+    ['Who is the CEO of Tesla?'],
+    ['谁是周杰伦的老婆？'],
+    ['北京哪家烤鸭最好吃？'],
+    ['Are cats allergic to chocolate?'],
+    ['我应该换工作吗？'],
+    ['Shall I move to Bristol or Bath?'],
+    ['要不要养只狗呢'],
+    ["What's the best city for a software engineer?"],
+    ['My grandma used to say "I\'m too old for this"'],
 ]
 
 

@@ -17,9 +17,17 @@ HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|\bi
                           re.IGNORECASE)
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市"): the user does not
 # live there, work there or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
-WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
-                  r"\bthinking (?:of|about) (?:getting|moving)\b|\bplanning to (?:get|move)\b", re.IGNORECASE)
-WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation"})
+WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也许|说不定|还没定|\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
+                  r"\bthinking (?:of|about) (?:getting|moving|becoming|going)\b|\bplanning to (?:get|move)\b|"
+                  r"\bi'?d (?:hate|love|like|rather|prefer) to (?:live|move|work|be based)\b|\bmight\b|\bmaybe\b",
+                  re.IGNORECASE)
+# What the user was, not is ("我以前住在武汉", "I used to be a teacher").
+PAST = re.compile(r"以前|曾经|小时候|过去|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
+                  re.IGNORECASE)
+WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation",
+                         "diet"})
+PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
+                         "allergy"})
 QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
 QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
                             r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
@@ -47,7 +55,9 @@ ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这�
                      r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
-FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|写[一个首篇段]+(?:故事|诗|歌)|\b(?:poem|story|song|limerick)s? "
+FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
+                     r"文章说|据报道|讲一个|讲的是|\b(?:the )?(?:article|documentary|movie|film|news|study|report|book|"
+                     r"paper) (?:says|said|shows|claims|is about)\b|\bin the (?:movie|film|book|show|article|news)\b|写[一个首篇段]+(?:故事|诗|歌)|\b(?:poem|story|song|limerick)s? "
                      r"about\b|\bwrite (?:me )?(?:a|an) (?:poem|story|song|limerick)\b|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
@@ -166,6 +176,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("one_off")
     if WISH.search(c):
         out.add("wish")
+    if PAST.search(c):
+        out.add("past")
     if LAUGH.search(c):
         out.add("laugh")
     elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
@@ -194,6 +206,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "not_identity" in why and field in IDENTITY_FIELDS:
         return False
     if "wish" in why and field in WISH_BLOCKS:
+        return False
+    if "past" in why and field in PAST_BLOCKS:
         return False
     if "one_off" in why and field in LASTING_ONLY:
         return False

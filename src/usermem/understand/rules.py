@@ -43,10 +43,15 @@ _NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\
                          re.IGNORECASE)
 
 
+_THIRD_PERSON_VERB = re.compile(r"\b(?:lives|works|is living|is working|is based|studies)\b", re.IGNORECASE)
+
+
 def places(clause: str) -> list[Found]:
     out: list[Found] = []
     for p in find_places(clause):
         before = clause[max(0, p.start - 16):p.start]
+        if _THIRD_PERSON_VERB.search(before):
+            continue  # "Taylor Swift lives in Nashville": someone else's place
         after = clause[p.end:p.end + 6]
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
@@ -500,7 +505,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
      0.65),
     ("employer", re.compile(r"(?:跳槽(?:到|去)了?|跳到了?|换工作(?:到|去)了?|换到了?|转到了?|入职了?|加入了?)"
                             r"([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:了|啦|啊|上班|工作|，|,|。|！|!|\s|$)"), 0.7),
-    ("employer", re.compile(r"(?i:i(?:'ve| have)? (?:just )?(?:moved|switched|changed jobs?) to|i(?:'ve| have)? "
+    ("employer", re.compile(r"(?i:i(?:'ve| have)? (?:just )?(?:switched|changed jobs?) to|i(?:'ve| have)? "
                             r"(?:just )?started (?:a new job )?at|i(?:'ve| have)? (?:just )?joined|i'm now at|now working at)\s+"
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     # "senior SWE at Stripe", "I'm a nurse at St Mary's": a job word, then "at" and a capitalised name
@@ -562,8 +567,8 @@ def free_text(clause: str) -> list[Found]:
             value = m.group(g).strip() if g else m.group(0).strip()
             if not value or (key == "hobbies" and _NOT_HOBBY.match(value)):
                 continue
-            if key == "employer" and re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value):
-                continue
+            if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
+                continue  # "I moved to Chicago" names a place, not an employer
             if key == "occupation" and re.match(r"个|一下|下|点|了|early bird|night owl|newbie|noob", value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
