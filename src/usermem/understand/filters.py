@@ -46,7 +46,7 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"
-                    r"babysitter|landlord|landlady|housemate|flatmate)\b",
+                    r"babysitter|landlord|landlady|housemate|flatmate)\b|\bmy date\b",
                     re.IGNORECASE)
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
@@ -99,6 +99,10 @@ _SENTENCE = re.compile(r"(?:" + _KEEP + r"|[^。.!！?？\n])+[。.!！?？\n]*"
 # came before them the user's; Chinese conditions (的话, 就好了) close the clause they belong to.
 HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 
+# A person named as the subject ("Lisa is vegan", "Ben from accounting is from Toronto", "小张住在苏州").
+NAMED_SUBJECT = re.compile(r"^\s*(?!I\b)[A-Z][a-z]+(?:\s+from\s+\w+)?(?:'s|\s+(?:is|was|has|lives|works|said|says|"
+                           r"thinks))\b|^\s*(?:小|老)[\u4e00-\u9fff](?<![家板婆公妈爸])(?:住|在|是|对|喜欢|说|家)")
+_ME = re.compile(r"我|\b(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
 # People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
 NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|上司|下属|房东|保姆|"
                         r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
@@ -164,7 +168,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("others_family")
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
-    if OTHERS.search(c):
+    if (OTHERS.search(c) or NAMED_SUBJECT.search(c)) and not (NAMED_SUBJECT.search(c) and _ME.search(c)
+                                                            and not OTHERS.search(c)):
         out.add("third_party")
         if NON_FAMILY.search(c):
             out.add("other_person")

@@ -56,6 +56,9 @@ def places(clause: str) -> list[Found]:
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
+        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(
+                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally)\b)|我", before):
+            continue  # "a couple from Melbourne", "a nurse from Leeds": whoever is from there, it is not said of the user
         if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
