@@ -218,6 +218,7 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     (["I moved to Chicago"], {"city": "Chicago"}),
     (["我以前住武汉，现在在成都"], {"city": "成都"}),
     (["I'm from Leeds originally"], {"hometown": "Leeds"}),
+    (["my wife's from Cork, I'm from Dublin"], {"spouse": "my wife", "hometown": "Dublin"}),
 ])
 def test_everyday_facts_and_their_traps(messages: list[str], expected: dict[str, str]) -> None:
     got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}
@@ -409,6 +410,30 @@ OTHERS_CONVERSATIONS = [
     ['我儿子的老师叫王芳'],
     ['My manager works from Singapore'],
     ["We're hosting a couple from Melbourne this weekend"],
+    ['我老板喜欢简短的汇报'],
+    ['my boss likes bullet points, so format it that way for him'],
+    ['客户要英文版的'],
+    ['帮我用英文写一封给客户的邮件'],
+    ['这个回答能不能短一点'],
+    ['can you make this one shorter?'],
+    ['今天用英文回我吧，练练口语'],
+    ['妈妈说她喜欢吃甜的'],
+    ['我女朋友喜欢周杰伦'],
+    ['他们都叫他老李'],
+    ['大家都叫她小甜甜'],
+    ['she goes by Jo'],
+    ["my sister's email is amy@example.com, send her the invite"],
+    ['联系我弟：13800001111'],
+    ['我家邻居是四川人'],
+    ['我闺蜜在学日语'],
+    ['our baby is due in May'],
+    ['假如我是你，我会选择上海'],
+    ['Would a vegetarian eat fish?'],
+    ['为什么猫不能吃巧克力'],
+    ['这家店的老板是广东人'],
+    ['我们组新来的实习生对花生过敏'],
+    ['我爸退休前是医生'],
+    ["He's a lawyer in Boston, my cousin"],
 ]
 
 

@@ -91,7 +91,8 @@ STANDING = ("以后", "今后", "往后", "从现在起", "从现在开始", "�
             "prefer", "i like", "please keep", "from here on")
 CHANGE = ("改成", "换成", "改为", "换为", "改用", "换用", "还是用", "switch to", "change to", "instead",
           "rather than", "actually use", "no longer")
-ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "刚才这", "this time", "this one", "for now",
+ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "刚才这", "写一封", "写封", "write an email", "write a letter",
+           "this time", "this one", "for now",
            "just this", "today")
 JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol", "lmao", "jk", "just kidding", "kidding", "haha",
         "😂", "🤣", "😜")
