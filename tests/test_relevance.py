@@ -68,6 +68,18 @@ def test_bm25_prefers_rare_matching_terms():
         float(idx.scores(tokenize("refund order"))[0]), rel=1e-5)
 
 
+def test_chinese_bigrams_join_characters_jieba_left_single():
+    from usermem.relevance.lexical import BIGRAM_MARK, with_bigrams
+
+    # jieba splits the unknown name 咪酱 into two characters in one text and not the other way round
+    assert BIGRAM_MARK + "咪酱" in with_bigrams(tokenize("咪酱生病"))
+    assert with_bigrams(("咪", "好", "cat")) == ("咪", "好", "cat", BIGRAM_MARK + "咪好")
+    assert with_bigrams(("退款", "申请")) == ("退款", "申请")  # words are left as they are
+    docs = ["猫叫咪酱，三岁了", "今天天气不错", "咪咪和酱油"]
+    s = bm25_scores("咪酱生病了吗", docs)
+    assert int(np.argmax(s)) == 0
+
+
 # -- indexing on write -------------------------------------------------------------------------------------
 
 

@@ -39,6 +39,12 @@ from usermem.understand.filters import (
     reasons,
     sentence_spans,
 )
+from usermem.understand.filters import (
+    OTHERS as FILTER_OTHERS,
+)
+from usermem.understand.filters import (
+    REPORTED as FILTER_REPORTED,
+)
 from usermem.understand.llm import LLMClient
 from usermem.understand.text import Message, coerce_messages, normalise
 
@@ -85,7 +91,8 @@ STANDING = ("以后", "今后", "往后", "从现在起", "从现在开始", "�
             "prefer", "i like", "please keep", "from here on")
 CHANGE = ("改成", "换成", "改为", "换为", "改用", "换用", "还是用", "switch to", "change to", "instead",
           "rather than", "actually use", "no longer")
-ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "刚才这", "this time", "this one", "for now",
+ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "刚才这", "写一封", "写封", "write an email", "write a letter",
+           "this time", "this one", "for now",
            "just this", "today")
 JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol", "lmao", "jk", "just kidding", "kidding", "haha",
         "😂", "🤣", "😜")
@@ -93,7 +100,8 @@ JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的
                           r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
 _JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
                           r"[\s,，!！.。~]*", re.IGNORECASE)
-HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b)", re.IGNORECASE)
+HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|\bsomeday\b|"
+                          r"\bone day\b|\bi'?d love to\b)", re.IGNORECASE)
 QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
 # Another person as the subject: their preferences are not the user's.
 OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", "女儿", "孩子", "父母", "爸爸", "妈妈", "男朋友",
@@ -251,12 +259,19 @@ _USE_EN = re.compile(r"\b(?:use|switch to|change to|go with|stick to|stick with|
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}")
 
 
+# Things one is "allergic" to only in jest: habits, work, people, times of day.
+_NOT_ALLERGEN = re.compile(r"早起|起床|上班|加班|开会|工作|学习|考试|周一|星期一|老板|领导|数学|运动|"
+                           r"\b(?:mondays?|mornings?|work|meetings?|deadlines?|exercise|maths?|people)\b", re.IGNORECASE)
+
+
 def _allergy(s: str) -> list[_Hit]:
     out = []
     for m in _ALLERGY_ZH.finditer(s):
         thing = m.group(1)
         if "对" in thing or _any(thing, ("不", "没", "会不会", "是不是")):
             continue  # "我儿子对花生过敏" is someone else; "我不过敏" is no allergy
+        if _NOT_ALLERGEN.search(thing):
+            continue  # "我对早起严重过敏" is a joke about mornings, not an allergy
         out.append(_Hit("allergy", _clean(thing), _CONF_EXPLICIT))
     if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸", s):
         for m in _ALLERGY_ZH3.finditer(s):
@@ -268,7 +283,7 @@ def _allergy(s: str) -> list[_Hit]:
     for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
-    return [h for h in out if h.value]
+    return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))]
 
 
 def _occupation(s: str) -> list[_Hit]:
@@ -540,11 +555,21 @@ class PatternExtractor:
             if JOKE_RETRACT.match(normalise(msg.content)) and per_message:
                 per_message[-1] = (per_message[-1][0], [])  # "开玩笑的": the previous turn was not meant
             cands = self._message(msg)
+            before = per_message[-1][1] if per_message else []
+            theirs: set[tuple[str, str]] = set()
+            if per_message and is_correction(msg.content) and FILTER_OTHERS.search(msg.content):
+                # "我住在上海" / "不对，我说错了，是我哥住在上海": the corrected statement was someone else's
+                theirs = {(c.key, normalise(str(c.value))) for c in before if c.key not in ("spouse", "children", "pets")
+                          and normalise(str(c.value)) in normalise(msg.content)}
+                per_message[-1] = (per_message[-1][0],
+                                   [c for c in before if (c.key, normalise(str(c.value))) not in theirs])
             if per_message and is_correction(msg.content):
-                cands = self._corrected(per_message[-1][1], msg, cands)
+                cands = [c for c in self._corrected(before, msg, cands)
+                         if (c.key, normalise(str(c.value))) not in theirs]
                 fixed = {c.key for c in cands}
                 per_message[-1] = (per_message[-1][0], [c for c in per_message[-1][1] if c.key not in fixed])
             per_message.append((msg.index, cands))
+        per_message = _name_the_relative(per_message, messages)
         # Changes of mind: the last statement per field wins. Collections (likes, dislikes, allergies...)
         # accumulate instead: every distinct item, in order, as a list when there are several.
         latest: dict[str, Candidate] = {}
@@ -606,12 +631,28 @@ class PatternExtractor:
         spans = self.tagger.spans(masked) if self.tagger is not None and masked.strip() else []
         for s0, s1 in sentence_spans(masked):
             sentence = masked[s0:s1]
+            whole = reasons(sentence, "", sentence)
+            for f in rules.sentence_level(sentence):
+                if allowed(f.key, whole):
+                    add(_Hit(f.key, f.value, f.confidence, f.canonical), s0 + f.start, s0 + f.end, "pattern")
+            subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
+            inherited: set[str] = set()
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
+                if "other_person" in why and _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)):
+                    why.discard("other_person")  # "我和同事一起遛我家狗": the user is in it too
+                if "third_party" in why:
+                    subject_other = not _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause))
+                    inherited = why & {"third_party", "other_person"}
+                elif subject_other and not _FIRST_PERSON.search(clause):
+                    why |= inherited
+                else:
+                    subject_other = False
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
-                    ok = allowed(f.key, why) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
+                    fwhy = why - {"other_person"} if re.match(r"(?i:我|my\b|our\b)", f.value) else why
+                    ok = allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
@@ -648,7 +689,9 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low):
+            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+                    (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
+                    FILTER_REPORTED.search(low):
                 continue
             question = bool(QUESTION.search(original.strip()))
             one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
@@ -671,6 +714,9 @@ class PatternExtractor:
                 if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
                         h.key in ("dislikes", "contact", "reply_length", "contact_channel") for h in found):
                     found += _negations(s)
+            diets = [f.value.lower() for f in rules.diet(original)]
+            if diets:  # "我不吃猪肉" is a diet, not also a dislike of pork (one statement, one meaning)
+                found = [h for h in found if not (h.key == "dislikes" and any(str(h.value).lower() in d for d in diets))]
             for h in found:
                 if h.key not in self.allowed or h.value in ("", None):
                     continue
@@ -684,6 +730,42 @@ class PatternExtractor:
         return [*hits.values(), *(h for bag in bags.values() for h in bag)]
 
 
+
+
+# The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
+_FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
+_OTHER_WORDS = re.compile(r"我(?:姐|哥|弟|妹|妈|爸|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|男朋友|女朋友|家人|们)|"
+                          r"\bmy\s+(?:\w+\s+)?(?:sister|brother|mum|mom|dad|husband|wife|son|daughter|kids?|friend|mate|"
+                          r"colleague|boss|partner|boyfriend|girlfriend|guest)\b", re.IGNORECASE)
+
+
+# "我要给儿子办生日会" … "他叫豆豆": a pronoun naming the relative or animal just mentioned (the last naming wins,
+# "他叫朵朵——哦不，…他叫豆豆").
+_PRONOUN_NAME = re.compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名叫)([\u4e00-\u9fff]{2,3}?)(?=[，,。.!！?？\s—–-]|$)|"
+                           r"\b(?:he|she|it)(?:'s| is) (?:called|named) ([A-Z][a-z]+)\b|\b(?:his|her|its) name(?:'s| is) "
+                           r"([A-Z][a-z]+)\b")
+
+
+def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],
+                       messages: Sequence[Message]) -> list[tuple[int, list[Candidate]]]:
+    """A child or pet mentioned by relation word only ("儿子", "my dog") takes the name a later user turn gives
+    it with a pronoun; the relation word is kept as the canonical form beside the name."""
+    lexicons = {"children": rules.CHILDREN, "pets": rules.PETS}
+    out = list(per_message)
+    for i, (idx, cands) in enumerate(out):
+        bare = [c for c in cands if c.key in lexicons and isinstance(c.value, str)
+                and any(w in c.value.lower() for w in lexicons[c.key])]
+        if len(bare) != 1:
+            continue  # which one a pronoun means is clear only when one relative was mentioned
+        later = [m for m in messages if m.role == "user" and m.index >= idx]
+        names = [g for m in later for hit in _PRONOUN_NAME.finditer(m.content)
+                 for g in hit.groups() if g and not rules.NOT_A_NAME.search(g)]
+        if not names:
+            continue
+        c = bare[0]
+        named = replace(c, value=names[-1], canonical=c.canonical if c.canonical is not None else c.value)
+        out[i] = (idx, [named if x is c else x for x in cands])
+    return out
 
 
 def _tagger_meta() -> dict[str, Any]:
@@ -740,6 +822,8 @@ def _plausible(key: str, value: str) -> bool:
         return False
     if key == "address":
         return bool(_ADDRESS_LIKE.search(value))
+    if key == "allergy" and _NOT_ALLERGEN.search(value):
+        return False
     if key == "contact_channel" and re.fullmatch(r"(?i)\s*call(?: me)?\s*", value):
         return False  # "call me Jo" is a form of address
     if key in ("likes", "dislikes") and normalise(value) in _PRONOUNS:
@@ -751,7 +835,8 @@ def _plausible(key: str, value: str) -> bool:
         low = value.lower()
         if any(w in low for w in lexicon):
             return True
-        return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value)
+        return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value) \
+            and not rules.NOT_A_NAME.search(value)
     if key in ("city", "work_city", "hometown"):
         from usermem.understand.gazetteer import find_places
 

@@ -13,33 +13,52 @@ import re
 from collections.abc import Iterable
 
 HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
-                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b", re.IGNORECASE)
+                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
+                          re.IGNORECASE)
+# A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市"): the user does not
+# live there, work there or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
+WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也许|说不定|还没定|\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
+                  r"\bthinking (?:of|about) (?:getting|moving|becoming|going)\b|\bplanning to (?:get|move)\b|"
+                  r"\bi'?d (?:hate|love|like|rather|prefer) to (?:live|move|work|be based)\b|\bmight\b|\bmaybe\b",
+                  re.IGNORECASE)
+# What the user was, not is ("我以前住在武汉", "I used to be a teacher").
+PAST = re.compile(r"以前|曾经|小时候|过去|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
+                  re.IGNORECASE)
+WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation",
+                         "diet"})
+PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
+                         "allergy"})
 QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
 QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
                             r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
 # Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
 QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
-                           r"能不能|要不要|会不会")
+                           r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])")
 # Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
 # allergy (it does say the user has a son: family fields are exempt).
 OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
-                    r"公公|婆婆|岳父|岳母|上司|下属|"
+                    r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
-                    r"室友|邻居|客户|同学|老师说|主角|角色|他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
+                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
-                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?)\b", re.IGNORECASE)
-NEGATION = re.compile(r"不是|不在|没有|没在|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+                    r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"
+                    r"babysitter|landlord|landlady|housemate|flatmate)\b|\bmy date\b",
+                    re.IGNORECASE)
+NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\bthis week\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
-FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
+FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
+                     r"文章说|据报道|讲一个|讲的是|\b(?:the )?(?:article|documentary|movie|film|news|study|report|book|"
+                     r"paper) (?:says|said|shows|claims|is about)\b|\bin the (?:movie|film|book|show|article|news)\b|写[一个首篇段]+(?:故事|诗|歌)|\b(?:poem|story|song|limerick)s? "
+                     r"about\b|\bwrite (?:me )?(?:a|an) (?:poem|story|song|limerick)\b|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
@@ -54,7 +73,12 @@ REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?
 # Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
 OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
                            r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
-                           r"goldfish|pet|pets|bird|turtle|horse)\b|(?:他|她|他们|她们|你|朋友|同事|邻居|别人|人家)(?:的|家的?|家)"
+                           r"goldfish|pet|pets|bird|turtle|horse)\b|"
+                           r"\b(?:my|our)\s+(?:\w+\s+)?(?:son|daughter|kid|friend|mate|neighbou?r|sister|brother|mum|mom|"
+                           r"dad|boss|colleague)'s\s+(?:\w+\s+)?(?:dog|cat|puppy|kitten|parrot|hamster|rabbit|pet|wife|husband|"
+                           r"son|daughter|kids?|fianc[ée]e?|partner|boyfriend|girlfriend)(?!\w)|"
+                           r"(?:(?<!其)他|她|他们|她们|你|朋友|同事|邻居|别人|人家|同学|室友|儿子|女儿|孩子|老公|老婆|我妈|我爸|"
+                           r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板|(?<![我咱])(?:老|小)[\u4e00-\u9fff](?<![家我]))(?:的|家的?|家)"
                            r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
                            re.IGNORECASE)
 # A whole sentence asked as a question: "Do you think I live in X?", "你觉得我是医生吗？".
@@ -75,6 +99,14 @@ _SENTENCE = re.compile(r"(?:" + _KEEP + r"|[^。.!！?？\n])+[。.!！?？\n]*"
 # came before them the user's; Chinese conditions (的话, 就好了) close the clause they belong to.
 HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 
+# A person named as the subject ("Lisa is vegan", "Ben from accounting is from Toronto", "小张住在苏州").
+NAMED_SUBJECT = re.compile(r"^\s*(?!I\b)[A-Z][a-z]+(?:\s+from\s+\w+)?(?:'s|\s+(?:is|was|has|lives|works|said|says|"
+                           r"thinks))\b|^\s*(?:小|老)[\u4e00-\u9fff](?<![家板婆公妈爸])(?:住|在|是|对|喜欢|说|家)")
+_ME = re.compile(r"我|\b(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
+# People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
+NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|上司|下属|房东|保姆|"
+                        r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
+                        r"babysitter|landlord|landlady|housemate|flatmate)\b", re.IGNORECASE)
 # Fields whose value names another person or an animal: a third person in the clause is expected.
 FAMILY = frozenset({"spouse", "children", "pets"})
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
@@ -85,6 +117,13 @@ IRONY_PRONE = frozenset({"likes", "dislikes", "hobbies", "occupation"})
 # Fields a one-off request never sets.
 LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_tone", "report_format", "preferred_name",
                           "city", "work_city", "diet", "contact_channel", "usual_order", "timezone"})
+
+
+# "我不是素食主义者", "I'm not vegetarian": the user denies being something; a diet or a condition said this way
+# is not theirs (while "不吃猪肉" is a diet said as a negation).
+NOT_IDENTITY = re.compile(r"不是|并非|算不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b",
+                          re.IGNORECASE)
+IDENTITY_FIELDS = frozenset({"diet", "medical_history", "accessibility", "occupation", "hobbies"})
 
 
 def clause_spans(text: str) -> list[tuple[int, int]]:
@@ -100,6 +139,9 @@ def mask_quotes(text: str) -> str:
     return QUOTED.sub(lambda m: " " * len(m.group(0)), text)
 
 
+_HEARSAY_TAIL = re.compile(r"[,，]\s*(?:apparently|supposedly|allegedly|据说|听说是)\s*[.!。！]*\s*$", re.IGNORECASE)
+
+
 def sentence_reasons(sentence: str) -> set[str]:
     out = set()
     if HYPOTHETICAL.search(sentence):
@@ -108,6 +150,8 @@ def sentence_reasons(sentence: str) -> set[str]:
         out.add("joke")
     if FICTION.search(sentence):
         out.add("quote")
+    if _HEARSAY_TAIL.search(sentence):  # "my hobby is collecting unread books, apparently"
+        out.add("reported")
     return out
 
 
@@ -124,12 +168,21 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("others_family")
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
-    if OTHERS.search(c):
+    if (OTHERS.search(c) or NAMED_SUBJECT.search(c)) and not (NAMED_SUBJECT.search(c) and _ME.search(c)
+                                                            and not OTHERS.search(c)):
         out.add("third_party")
+        if NON_FAMILY.search(c):
+            out.add("other_person")
     if NEGATION.search(c):
         out.add("negation")
+    if NOT_IDENTITY.search(c):
+        out.add("not_identity")
     if ONE_OFF.search(c):
         out.add("one_off")
+    if WISH.search(c):
+        out.add("wish")
+    if PAST.search(c):
+        out.add("past")
     if LAUGH.search(c):
         out.add("laugh")
     elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
@@ -151,7 +204,15 @@ def allowed(field: str, why: Iterable[str]) -> bool:
         return False
     if "third_party" in why and field not in FAMILY:
         return False
+    if "other_person" in why and field in ("pets", "children"):
+        return False
     if "negation" in why and field not in NEGATIVE_OK:
+        return False
+    if "not_identity" in why and field in IDENTITY_FIELDS:
+        return False
+    if "wish" in why and field in WISH_BLOCKS:
+        return False
+    if "past" in why and field in PAST_BLOCKS:
         return False
     if "one_off" in why and field in LASTING_ONLY:
         return False

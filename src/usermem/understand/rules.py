@@ -43,19 +43,34 @@ _NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\
                          re.IGNORECASE)
 
 
+_THIRD_PERSON_VERB = re.compile(r"\b(?:lives|works|is living|is working|is based|studies)\b", re.IGNORECASE)
+
+
 def places(clause: str) -> list[Found]:
     out: list[Found] = []
     for p in find_places(clause):
         before = clause[max(0, p.start - 16):p.start]
+        if _THIRD_PERSON_VERB.search(before):
+            continue  # "Taylor Swift lives in Nashville": someone else's place
         after = clause[p.end:p.end + 6]
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
+        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(
+                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally)\b)|我", before):
+            continue  # "a couple from Melbourne", "a nurse from Leeds": whoever is from there, it is not said of the user
         if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
+        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home)",
+                                                                          before):
+            key = "city"  # "I'm Cape Town based", "WFH from Porto"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
+        elif re.search(r"住|\blive|\bliving\b", before[-14:], re.IGNORECASE):
+            key = "city"
+        elif _WORK_CUE.search(clause[max(0, p.start - 30):p.start]):
+            key = "work_city"  # "work for a tiny startup in Bangalore"
         elif _LIVE_CUE.search(before[-14:]):
             key = "city"
         else:
@@ -173,6 +188,10 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     return words, pat_zh, pat_en, latin
 
 
+NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出门|起床|学习|作业|补习|培训|接送|打翻|花盆|幼儿园|小学|中学|"
+                         r"生日|过敏|发烧|感冒|生病|考试")
+
+
 def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
     out: list[Found] = []
     words, pat_zh, pat_en, latin = _relation_patterns(key)
@@ -184,8 +203,8 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
         if key == "spouse" and base == "先生" and not re.search(r"我(?:跟|和)?我?先生|我先生|我家先生", clause):
             continue
         name = m.group(2) if pet or key == "children" else None
-        if name and re.match(r"[今刚最才也又都是在上了的]", name):
-            name = None
+        if name and (re.match(r"[今刚最才也又都是在上了的]", name) or NOT_A_NAME.search(name)):
+            name = None  # "接女儿放学": 放学 is what she does, not her name
         if name:
             out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
         else:
@@ -216,7 +235,12 @@ def family(clause: str) -> list[Found]:
 def pets(clause: str) -> list[Found]:
     if not re.search(r"养|家|我|my|our|have|got", clause, re.IGNORECASE):
         return []
-    return _relation(clause, PETS, "pets", pet=True)
+    # "猫毛过敏", "狗粮", "cat hair": the animal word names a material or a product, not an animal of the user's
+    return [f for f in _relation(clause, PETS, "pets", pet=True)
+            if not _PET_MATERIAL.match(clause, f.end)]
+
+
+_PET_MATERIAL = re.compile(r"毛|粮|砂|咖|罐头|零食|(?i:\s*(?:hair|fur|food|litter|dander|cafe|café)\b)")
 
 
 # --- enumerable preferences ----------------------------------------------------------------------------
@@ -229,6 +253,13 @@ DIETS: Mapping[str, str] = {
     "gluten-free": "gluten_free", "gluten free": "gluten_free", "dairy-free": "dairy_free", "dairy free": "dairy_free",
     "keto": "keto", "low-carb": "low_carb", "low carb": "low_carb", "don't eat pork": "no_pork",
     "no pork": "no_pork", "plant-based": "vegan",
+    # what a diet rules out, said as "不吃…" / "no … for me" / "can't do …"
+    "不吃肉": "vegetarian", "不吃荤": "vegetarian", "不吃羊肉": "no_lamb", "不吃海鲜": "no_seafood",
+    "不吃生的": "no_raw", "不吃红肉": "no_red_meat", "no red meat": "no_red_meat", "no meat": "vegetarian",
+    "vegetarians": "vegetarian", "vegans": "vegan", "can't do gluten": "gluten_free",
+    "can't do dairy": "dairy_free", "can't have gluten": "gluten_free", "can't have dairy": "dairy_free",
+    "intermittent fasting": "intermittent_fasting",
+    "轻断食": "intermittent_fasting", "don't eat meat": "vegetarian", "don't eat beef": "no_beef",
 }
 TONES: Mapping[str, str] = {
     "正式": "formal", "正式一点": "formal", "随意": "casual", "随便一点": "casual", "轻松": "casual", "直接": "direct",
@@ -475,8 +506,33 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("occupation", re.compile(r"(?:本人|我是)(?:一名|一个|个)?([\u4e00-\u9fffA-Za-z]{1,6}(?:部的|组的|科的))"), 0.6),
     ("employer", re.compile(r"(?:我在|在|入职了?|加入了?|就职于|供职于)([\u4e00-\u9fffA-Za-z0-9]{2,6}?)(?:上班|工作|实习|做|当|搬砖)"),
      0.65),
+    ("employer", re.compile(r"(?:跳槽(?:到|去)了?|跳到了?|换工作(?:到|去)了?|换到了?|转到了?|入职了?|加入了?)"
+                            r"([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:了|啦|啊|上班|工作|，|,|。|！|!|\s|$)"), 0.7),
+    ("employer", re.compile(r"(?i:i(?:'ve| have)? (?:just )?(?:switched|changed jobs?) to|i(?:'ve| have)? "
+                            r"(?:just )?started (?:a new job )?at|i(?:'ve| have)? (?:just )?joined|i'm now at|now working at)\s+"
+                            r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
+    # "senior SWE at Stripe", "I'm a nurse at St Mary's": a job word, then "at" and a capitalised name
+    ("employer", re.compile(r"(?i:(?:^\s*|\bi'?m |\bi am )(?:an? )?(?:[\w\-]+ ){0,3}?(?:engineer|developer|dev|swe|sde|sre|"
+                            r"designer|manager|nurse|teacher|doctor|analyst|consultant|scientist|researcher|lawyer|"
+                            r"accountant|intern|student|sophomore|freshman|fresher|pm|architect|editor|writer|chef|"
+                            r"barista|lecturer|professor|recruiter|paralegal|pharmacist)s?\s+at\s+)"
+                            r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+    # when the user may be contacted: a time span next to a contact verb
+    ("contact_hours", re.compile(r"((?:工作日|周末|周[一二三四五六日]到周[一二三四五六日]|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天)"
+                                 r"[^，,。.!！?？；;才]{0,12}?)才?(?:都?可以|都行|随时)?(?:找我|联系我|打扰|打我电话|给我打电话|回消息|有空)"),
+     0.65),
+    ("contact_hours", re.compile(r"((?:晚上|早上|上午|下午|中午|凌晨)?[\d一二三四五六七八九十两]{1,2}点半?(?:到[\d一二三四五六七八九十两]{1,2}点半?)?"
+                                 r"(?:以?后|以?前|之前|之后)?)[，, ]*(?:别|不要|请勿|勿)(?:联系|打电话|打扰|发消息|找我)"), 0.65),
+    ("contact_hours", re.compile(r"(?i:\b((?:do not|don't|dont|never) (?:call|message|text|ping|email|contact|bother) me "
+                                 r"(?:before|after|on|during|at|in the)\s[^,.;!?]{1,25}?)" + _END + r")"), 0.65),
+    ("contact_hours", re.compile(r"(?i:\b(?:reachable|available|around|free|contactable)\s+|\b(?:call|text|message|ping|reach|"
+                                 r"contact) me\s+)((?:any ?time |only )?(?:before|after|between|on|during|from|in the)\s"
+                                 r"[^,.;!?]{1,30}?|(?:evenings?|mornings?|weekdays?|weekends?)[^,.;!?]{0,30}?)" + _END), 0.65),
+    ("contact_hours", re.compile(r"(?i:\b(any ?time (?:before|after) \d{1,2}(?::\d{2})?\s?(?:am|pm)?))"), 0.6),
+    ("contact_hours", re.compile(r"(?i:\b((?:after|before) \d{1,2}(?::\d{2})?\s?(?:am|pm)?) i'?m (?:offline|unavailable|asleep))"),
+     0.65),
     ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
     ("schedule", re.compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
      0.55),
@@ -484,7 +540,26 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
 _TIME_WORD = re.compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|凌晨|周[一二三四五六日末]|月[初底]|am\b|pm\b|morning|"
                         r"evening|night|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday|shift",
                         re.IGNORECASE)
+_REQUEST = re.compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做什么|吃什么|(?i:\b(?:can you|could you|please find|"
+                      r"what's the weather|forecast)\b)")
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
+
+
+_USUAL = re.compile(r"^\s*(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*(?:还是|就)?"
+                    r"(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?)(?=[。.!！?？；;]|$)")
+
+
+def sentence_level(sentence: str) -> list[Found]:
+    """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
+    bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
+    out = [Found("usual_order", m.group(1).strip(), m.start(1), m.start(1) + len(m.group(1).strip()), None, 0.7)
+           for m in _USUAL.finditer(sentence)]
+    if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
+        for p in find_places(sentence):
+            before = sentence[max(0, p.start - 4):p.start]
+            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence):
+                out.append(Found("city", p.text, p.start, p.end, p.canonical, 0.7))
+    return out
 
 
 def free_text(clause: str) -> list[Found]:
@@ -495,12 +570,18 @@ def free_text(clause: str) -> list[Found]:
             value = m.group(g).strip() if g else m.group(0).strip()
             if not value or (key == "hobbies" and _NOT_HOBBY.match(value)):
                 continue
-            if key == "employer" and re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value):
-                continue
+            if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
+                continue  # "I moved to Chicago" names a place, not an employer
             if key == "occupation" and re.match(r"个|一下|下|点|了|early bird|night owl|newbie|noob", value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
+            if key == "contact_hours":
+                value = re.sub(r"(?:不要|别|不|请勿)$", "", value).strip()
+                if not value or not _TIME_WORD.search(value):
+                    continue  # "ping me on Teams" names a channel, not hours
+            if key == "schedule" and _REQUEST.search(clause):
+                continue  # "帮我看看这个周末苏州的天气" asks for something this weekend; it is no routine
             start = m.start(g) if g else m.start()
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
             out.append(Found(key, value, start, start + len(value), None, conf))
