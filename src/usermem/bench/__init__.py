@@ -37,7 +37,7 @@ REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
 MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage",
            "usermem.bench.relevance", "usermem.bench.privacy", "usermem.bench.http", "usermem.bench.events",
-           "usermem.bench.release", "usermem.bench.scale", "usermem.bench.http_wrk")
+           "usermem.bench.release", "usermem.bench.scale", "usermem.bench.http_wrk", "usermem.bench.writes")
 IN_PROCESS = "in the benchmark process, on the machine described above"
 
 
