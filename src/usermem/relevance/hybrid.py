@@ -546,9 +546,12 @@ class Indexer:
         return out
 
     def flush(self, timeout: float = 60.0) -> None:
-        """Index everything queued so far before returning (drains in this thread)."""
+        """Index everything queued so far before returning (drains in this thread), or until `timeout`
+        seconds have passed (checked between batches)."""
         deadline = time.monotonic() + timeout
         while True:
+            if time.monotonic() > deadline:
+                return
             items = self._take()
             if items:
                 self._process(items)
@@ -564,6 +567,9 @@ class Indexer:
     def close(self) -> None:
         self.flush(timeout=10.0)
         self._stop.set()
+        left = self.backlog()
+        if left:
+            log.warning("closing with %d memories not embedded yet; `usermem reindex` embeds them", left)
         with self._cond:
             self._cond.notify_all()
         if self._thread is not None:
