@@ -108,3 +108,27 @@ def test_searchable_after_benchmark_quick(tmp_path):
     assert out["searchable_after"]["n"] == out["trials"] == 10
     assert 0 < out["searchable_after"]["p50_ms"] <= out["searchable_after"]["p95_ms"]
     assert out["vector_stored_after"]["n"] == 10
+
+
+# -- recall-side: planner fields found by binary search (semantic recall at thousands of memories) ------------
+
+
+def test_user_index_under_matches_the_per_row_field_test():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from usermem.relevance.hybrid import field_keys
+    from usermem.relevance.vectors import UserIndex
+
+    part = st.text(alphabet="ab.-/_z0", min_size=1, max_size=4)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(part, max_size=40, unique=True), st.lists(part, max_size=4))
+    def check(keys: list[str], fields: list[str]) -> None:
+        n = len(keys)
+        ux = UserIndex(gen=1, keys=keys, ids=keys, kinds=np.array(["fact"] * n, dtype=object),
+                       at=np.zeros(n), models=["m"] * n, matrix=None, has_vec=np.zeros(n, dtype=bool),
+                       tokens=[()] * n)
+        assert ux.under(fields) == field_keys(keys, fields)
+
+    check()

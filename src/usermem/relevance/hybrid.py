@@ -244,7 +244,7 @@ class HybridRelevance:
             lexical_keys = [ux.keys[i] for i in hits]
             if state.fields:  # memories under the planner's fields are always candidates
                 have = set(lexical_keys)
-                lexical_keys += [ux.keys[i] for i in field_keys(ux.keys, state.fields)
+                lexical_keys += [ux.keys[i] for i in ux.under(state.fields)
                                  if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
         state.qvec = self._query_vector(query, state)
