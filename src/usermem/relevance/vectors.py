@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
