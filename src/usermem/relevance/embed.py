@@ -197,9 +197,13 @@ def _passage_worker(conn: Any) -> None:
         if texts is None:
             return
         try:
-            conn.send(("ok", embedder.passages(texts)))
+            result: tuple[str, Any] = ("ok", embedder.passages(texts))
         except Exception as exc:
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            result = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(result)
+        except (BrokenPipeError, EOFError, OSError):
+            return  # the parent is gone: nobody to answer
 
 
 class OpenAIEmbedder:
