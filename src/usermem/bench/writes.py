@@ -132,6 +132,8 @@ def bench_searchable_after(ctx: BenchContext) -> dict[str, Any]:
         "not_found_within_30s": trials - len(found),
         "recalls_until_found_max": max(recalls) if recalls else None,
         "vector_stored_after": percentiles(indexed),
+        "vector_stored_after_max_ms": round(max(indexed) * 1000, 1) if indexed else None,
+        "searchable_after_max_ms": round(max(found) * 1000, 1) if found else None,
         "how": "write → recall(query=first words of the text, k=5) until the key is in the result; "
                "vector: polled until the stored vector is the new version's",
     }
