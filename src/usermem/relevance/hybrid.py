@@ -567,7 +567,11 @@ class Indexer:
     def close(self) -> None:
         self.flush(timeout=10.0)
         self._stop.set()
-        left = self.backlog()
+        with self._cond:  # what is left is for `usermem reindex`: do not hold the records
+            left = len(self._todo)
+            self._todo.clear()
+            self._todo_keys.clear()
+            self._cond.notify_all()
         if left:
             log.warning("closing with %d memories not embedded yet; `usermem reindex` embeds them", left)
         with self._cond:
