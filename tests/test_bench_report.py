@@ -79,7 +79,7 @@ def test_the_real_benchmarks_declare_their_targets():
     declared = {name for name, spec in bench.SPECS.items() if spec.targets}
     assert {"sqlite_writes", "sqlite_recall", "lifecycle_recall", "understand_plan", "privacy.forget_user",
             "privacy.forget_user_tiered", "relevance_recall_sqlite", "relevance_recall_pgvector", "http",
-            "storage"} <= declared
+            "storage", "write_sustained", "semantic_scale", "recall_scale"} <= declared
     assert len(bench.SPECS["storage"].targets) == 6  # recall and erasure on sqlite, postgres and tiered
 
 

@@ -37,7 +37,7 @@ REGISTRY: dict[str, BenchFn] = {}
 # Modules that define benchmarks; each registers itself on import.
 MODULES = ("usermem.bench.core", "usermem.bench.lifecycle", "usermem.bench.understand", "usermem.bench.storage",
            "usermem.bench.relevance", "usermem.bench.privacy", "usermem.bench.http", "usermem.bench.events",
-           "usermem.bench.release", "usermem.bench.scale", "usermem.bench.http_wrk")
+           "usermem.bench.release", "usermem.bench.scale", "usermem.bench.http_wrk", "usermem.bench.writes")
 IN_PROCESS = "in the benchmark process, on the machine described above"
 
 
@@ -118,6 +118,19 @@ def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
         fn()
         out.append(time.perf_counter() - t)
     return out
+
+
+def timed_cpu(fn: Callable[[], Any], repeat: int) -> tuple[list[float], list[float]]:
+    """(wall seconds, CPU seconds of this thread) per call: on a shared, loaded machine the CPU time says
+    what a call costs, the wall time what a caller waited (both are reported; neither replaces the other)."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        c = time.thread_time()
+        t = time.perf_counter()
+        fn()
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
+    return wall, cpu
 
 
 LOAD_ERRORS: dict[str, str] = {}  # module -> why it could not be imported (reported, never silently dropped)

@@ -52,7 +52,7 @@ from usermem.engine.sessions import SessionClosed, SessionManager
 from usermem.engine.usermodel import DerivedRefresher
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import ConfigError
-from usermem.model import Kind, Recalled, ScoredMemory, WriteRequest, WriteResult, new_id
+from usermem.model import Kind, MemoryRecord, Recalled, ScoredMemory, WriteRequest, WriteResult, new_id
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
     DEFAULT_FORBIDDEN_KEYS,
@@ -62,7 +62,7 @@ from usermem.policy.contracts import (
 from usermem.relevance import hybrid
 from usermem.relevance.embed import Embedder, make_embedder
 from usermem.relevance.vectors import open_index
-from usermem.store.base import Store
+from usermem.store.base import LiveQuery, Store
 from usermem.store.tiered import build_store
 
 log = logging.getLogger("usermem.federation")
@@ -173,9 +173,13 @@ class Engine:
         # The vector index the store declares (capabilities.vectors), beside the store of record.
         index = open_index(store, embedder.model_id) if embedder is not None else None
         # Tiered stores serve some kinds outside the indexed table: every live memory is then scored.
+        def reload(tenant: str, user_id: str, keys: Sequence[str]) -> list[MemoryRecord]:
+            # The indexer's spilled keys (hybrid.Indexer): current versions, expired ones too (now=0).
+            return store.live(LiveQuery(tenant, user_id, 0.0, keys=list(keys)))
+
         return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
                             background=background,
-                            query_fields=_planner_fields(self.ctx))
+                            query_fields=_planner_fields(self.ctx), reload=reload)
 
     # -- federation (engine/federation.py, events/federation.py, docs/federation.md) ----------------------
 

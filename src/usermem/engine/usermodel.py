@@ -10,8 +10,8 @@ the delay is invisible, only the recompute's cost is moved.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+import time
 from collections.abc import Callable
 
 from usermem.model import ChangeEvent
@@ -24,12 +24,23 @@ _ACTIONS = frozenset({"write", "forget"})
 
 
 class DerivedRefresher:
-    """A change listener: queue the user, recompute in the background (bounded; overflow is counted)."""
+    """A change listener: file the user, recompute in the background (bounded; overflow is counted).
 
-    def __init__(self, refresh: Refresh, input_keys: InputKeys, *, maxsize: int = 10_000) -> None:
+    A write only adds its keys to the user's entry in a map under a lock and wakes the worker when it is
+    idle; the worker waits `coalesce` seconds so a stream of writes costs one wake-up per batch of users
+    rather than one per write (issue 19: a thread switch per write cost the writers a quarter of their
+    throughput on a busy 2-core host), and recomputes each user once per batch."""
+
+    def __init__(self, refresh: Refresh, input_keys: InputKeys, *, maxsize: int = 10_000,
+                 coalesce: float = 0.02) -> None:
         self._refresh = refresh
         self._input_keys = input_keys
-        self._queue: queue.Queue[tuple[str, str, frozenset[str]] | None] = queue.Queue(maxsize)
+        self._maxsize = maxsize
+        self._coalesce = coalesce
+        self._todo: dict[tuple[str, str], set[str]] = {}
+        self._cond = threading.Condition()
+        self._waiting = False
+        self._busy = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -40,10 +51,17 @@ class DerivedRefresher:
         if event.action not in _ACTIONS or self._closed:
             return
         self._start()
-        try:
-            self._queue.put_nowait((event.tenant, event.user_id, frozenset(event.keys)))
-        except queue.Full:
-            self.dropped += 1  # the next change of this user recomputes; reads hide stale attributes meanwhile
+        with self._cond:
+            user = (event.tenant, event.user_id)
+            keys = self._todo.get(user)
+            if keys is None:
+                if len(self._todo) >= self._maxsize:
+                    self.dropped += 1  # the next change of this user recomputes; reads hide stale attributes
+                    return
+                keys = self._todo[user] = set()
+            keys.update(event.keys)
+            if self._waiting:
+                self._cond.notify()
 
     def _start(self) -> None:
         if self._thread is None:
@@ -54,38 +72,52 @@ class DerivedRefresher:
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            try:
-                if item is None:
+            with self._cond:
+                while not self._todo and not self._closed:
+                    self._waiting = True
+                    self._cond.wait()
+                    self._waiting = False
+                if self._closed and not self._todo:
                     return
-                tenant, user_id, keys = item
+            if self._coalesce > 0 and not self._closed:
+                time.sleep(self._coalesce)  # background thread: let a batch of writes gather
+            with self._cond:
+                batch, self._todo = self._todo, {}
+                self._busy = True
+            try:
+                self._recompute(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _recompute(self, batch: dict[tuple[str, str], set[str]]) -> None:
+        for (tenant, user_id), keys in batch.items():
+            try:
                 if keys and not keys & self._input_keys(tenant):
                     continue
                 self._refresh(tenant, user_id)
             except Exception:  # a failed recompute never breaks the worker; reads hide stale attributes
                 self.failures += 1
                 log.exception("derived attributes: recompute failed")
-            finally:
-                self._queue.task_done()
 
     def flush(self, timeout: float = 60.0) -> None:
-        """Wait until every queued recompute is done (tests, shutdown)."""
+        """Wait until every filed recompute is done (tests, shutdown)."""
         if self._thread is None:
             return
-        done = threading.Event()
-
-        def wait() -> None:
-            self._queue.join()
-            done.set()
-
-        threading.Thread(target=wait, daemon=True).start()
-        done.wait(timeout)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (self._todo or self._busy) and self._thread.is_alive():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                if self._waiting:
+                    self._cond.notify()
+                self._cond.wait(timeout=min(left, 0.1))
 
     def close(self) -> None:
-        self._closed = True
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
         if self._thread is not None:
-            try:
-                self._queue.put(None, timeout=5)
-            except queue.Full:
-                return
             self._thread.join(timeout=5)

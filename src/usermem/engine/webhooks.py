@@ -262,6 +262,8 @@ class WebhookHub:
         kind = ACTION_TYPES.get(event.action)
         if kind is None:
             return
+        if not any(hook.enabled and kind in hook.events for hook, _ in self._load(event.tenant)):
+            return  # nobody listens: no payload to build (this runs after every write)
         contracts = self._contracts_for(event.tenant) if event.records else None
         self.notify(event.tenant, event.user_id, kind, at=event.at, keys=event.keys,
                     records=[record_payload(r, contracts, "l1") for r in event.records],

