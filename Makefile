@@ -10,7 +10,7 @@ RUNSTAMP:= $(VENV)/.installed-run
 DATA    := data
 PORT    ?= 8000
 
-.PHONY: run test bench lint demo services browser node clean-venv typecheck
+.PHONY: run test test-thorough bench lint demo services browser node clean-venv typecheck
 
 # The dev install (tests, lint, benchmarks): everything.
 $(STAMP): pyproject.toml
@@ -51,6 +51,10 @@ node:
 
 test: $(STAMP) services browser node
 	@bash scripts/run_tests.sh
+
+# Nightly / before a release: every hypothesis property with its full example count (tests/props.py).
+test-thorough: $(STAMP) services browser node
+	@USERMEM_HYPOTHESIS_PROFILE=thorough bash scripts/run_tests.sh
 
 bench: $(STAMP) services
 	$(BIN)/usermem bench --out reports

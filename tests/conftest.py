@@ -5,15 +5,23 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 import backends
+import props
 from usermem import Memory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # `Memory()` honours USERMEM_* settings (the environment wins over defaults): a developer's shell must not
 # change what the suite tests. Variables that steer the test harness itself are kept.
-_HARNESS = {"USERMEM_REQUIRE_BACKENDS"}
+_HARNESS = {"USERMEM_REQUIRE_BACKENDS", "USERMEM_HYPOTHESIS_PROFILE"}
+
+# Hypothesis profiles (tests/props.py): "ci" for `make test`, "thorough" (USERMEM_HYPOTHESIS_PROFILE=thorough,
+# `make test-thorough`) runs the full example counts, and 500 for the properties that do not set their own.
+hypothesis_settings.register_profile("ci", print_blob=True)
+hypothesis_settings.register_profile("thorough", max_examples=500, print_blob=True)
+hypothesis_settings.load_profile(props.PROFILE)
 # The CLI speaks Chinese under a zh locale; tests that check its English text assume a neutral one.
 os.environ["LANG"] = "C.UTF-8"
 os.environ.pop("LC_ALL", None)
