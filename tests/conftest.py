@@ -26,6 +26,11 @@ hypothesis_settings.load_profile(props.PROFILE)
 os.environ["LANG"] = "C.UTF-8"
 os.environ.pop("LC_ALL", None)
 os.environ.pop("LC_MESSAGES", None)
+# Nor does the terminal's size: the CLI's Rich console (made once, at import) keeps a COLUMNS / LINES it finds
+# then, and tests that need wide tables pass COLUMNS to each invocation. pytest-xdist workers start with
+# COLUMNS=80 LINES=24 in their environment, which froze that console at 80 columns.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 for _name in [n for n in os.environ if n.startswith("USERMEM_") and n not in _HARNESS
               and not n.startswith("USERMEM_TEST_")]:
     del os.environ[_name]

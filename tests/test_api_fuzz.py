@@ -2,14 +2,13 @@
 status code, content type and body as documented. Bounded: EXAMPLES per operation — 30 under
 USERMEM_HYPOTHESIS_PROFILE=thorough (about 1,500 calls over the 54 operations, ~48 s of CPU measured on the
 2-core machine), 15 in `make test` (tests/props.py) — and every operation of the schema is exercised:
-`test_every_operation_of_the_schema_was_exercised` counts them, so the module runs in one pytest-xdist
-worker (xdist_group)."""
+`test_every_operation_of_the_schema_was_exercised` counts them (scripts/run_tests.sh hands whole files to
+the pytest-xdist workers, so the module's tests run in one process, in file order)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -21,8 +20,6 @@ from schemathesis.specs.openapi.checks import (
 
 from apihelp import T0, make_api
 from props import examples
-
-pytestmark = pytest.mark.xdist_group("api_fuzz")  # the last test counts what the others exercised
 
 API = make_api(rate_limit_per_minute=0)
 API.memory.write("acme", "u1", "fact", "city", "Berlin", source="system", now=T0)

@@ -30,8 +30,6 @@ try:
 except ImportError:  # skips locally; with USERMEM_REQUIRE_BACKENDS=1 (CI) the module fails to collect
     unavailable("playwright (the dev extra) is not installed")
 
-pytestmark = pytest.mark.xdist_group("console_browser")  # one server, one browser, file order: one xdist worker
-
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:

@@ -15,8 +15,7 @@ from usermem.config import Settings
 from usermem.model import Kind
 from usermem.store.redis import RedisTier
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis,
-              pytest.mark.xdist_group("redis_cluster")]  # one private cluster, one xdist worker
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 T0 = 1_790_000_000.0
 
 

@@ -18,8 +18,7 @@ from usermem.relevance.hybrid import _NOTICED
 from usermem.relevance.reindex import plan_reindex, run_reindex
 from usermem.relevance.vectors import PgVectorIndex
 
-pytestmark = [pytest.mark.postgres,
-              pytest.mark.xdist_group("pgvector")]  # one private pgvector server, one xdist worker
+pytestmark = pytest.mark.postgres
 
 T0 = 1_790_000_000.0
 DAY = 86_400.0
