@@ -113,3 +113,15 @@ def pytest_report_header(config) -> str:
     if backends.backends_required():
         return "backends: required (USERMEM_REQUIRE_BACKENDS=1) — a missing PostgreSQL, Redis or NATS fails the run"
     return "backends: optional — a missing PostgreSQL, Redis or NATS skips its tests (set USERMEM_REQUIRE_BACKENDS=1 to fail)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Schemathesis names each operation's item `test_x[GET /path]`, but pytest 9.2 builds a node id from the
+    function's name alone, so the 56 items of tests/test_api_fuzz.py shared one id — and pytest-xdist, which
+    schedules by id, ran one of them. Put the operation back into the id (a no-op where pytest keeps it)."""
+    for item in items:
+        node_id = getattr(item, "_id", None)
+        label = getattr(item, "operation_label", None)
+        if label and getattr(node_id, "params", "") is None and item.name.endswith(f"[{label}]"):
+            item._id = node_id.with_params(label)  # type: ignore[attr-defined]
