@@ -118,8 +118,9 @@ def pytest_report_header(config) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Schemathesis names each operation's item `test_x[GET /path]`, but pytest 9.2 builds a node id from the
-    function's name alone, so the 56 items of tests/test_api_fuzz.py shared one id — and pytest-xdist, which
-    schedules by id, ran one of them. Put the operation back into the id (a no-op where pytest keeps it)."""
+    function's name alone, so the items of tests/test_api_fuzz.py (one per operation) shared one id — and
+    pytest-xdist, which schedules by id, ran one of them. Put the operation back into the id (a no-op where
+    pytest keeps it)."""
     for item in items:
         node_id = getattr(item, "_id", None)
         label = getattr(item, "operation_label", None)
