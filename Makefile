@@ -10,7 +10,7 @@ RUNSTAMP:= $(VENV)/.installed-run
 DATA    := data
 PORT    ?= 8000
 
-.PHONY: run test test-cluster bench lint demo services browser node clean-venv typecheck
+.PHONY: run test test-cluster test-thorough bench lint demo services browser node clean-venv typecheck
 
 # The dev install (tests, lint, benchmarks): everything.
 $(STAMP): pyproject.toml
@@ -53,9 +53,14 @@ test: $(STAMP) services browser node
 	@bash scripts/run_tests.sh
 
 # The cluster and fault tests (tests/cluster/, never collected by `make test`): a PostgreSQL primary + replica,
-# a Redis Cluster, a JetStream cluster and usermem instances, all on loopback, started and stopped by the tests.
+# a Redis Cluster, a JetStream cluster and usermem instances, all on loopback, started and stopped by the tests;
+# one process (the pieces listen on fixed ports).
 test-cluster: $(STAMP) services
-	@bash scripts/run_tests.sh tests/cluster
+	@USERMEM_TEST_WORKERS=0 bash scripts/run_tests.sh tests/cluster
+
+# Nightly / before a release: every hypothesis property with its full example count (tests/props.py).
+test-thorough: $(STAMP) services browser node
+	@USERMEM_HYPOTHESIS_PROFILE=thorough bash scripts/run_tests.sh
 
 bench: $(STAMP) services
 	$(BIN)/usermem bench --out reports

@@ -6,19 +6,32 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 import backends
+import props
 from usermem import Memory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # `Memory()` honours USERMEM_* settings (the environment wins over defaults): a developer's shell must not
 # change what the suite tests. Variables that steer the test harness itself are kept.
-_HARNESS = {"USERMEM_REQUIRE_BACKENDS"}
+_HARNESS = {"USERMEM_REQUIRE_BACKENDS", "USERMEM_HYPOTHESIS_PROFILE"}
+
+# Hypothesis profiles (tests/props.py): "ci" for `make test`, "thorough" (USERMEM_HYPOTHESIS_PROFILE=thorough,
+# `make test-thorough`) runs the full example counts, and 500 for the properties that do not set their own.
+hypothesis_settings.register_profile("ci", print_blob=True)
+hypothesis_settings.register_profile("thorough", max_examples=500, print_blob=True)
+hypothesis_settings.load_profile(props.PROFILE)
 # The CLI speaks Chinese under a zh locale; tests that check its English text assume a neutral one.
 os.environ["LANG"] = "C.UTF-8"
 os.environ.pop("LC_ALL", None)
 os.environ.pop("LC_MESSAGES", None)
+# Nor does the terminal's size: the CLI's Rich console (made once, at import) keeps a COLUMNS / LINES it finds
+# then, and tests that need wide tables pass COLUMNS to each invocation. pytest-xdist workers start with
+# COLUMNS=80 LINES=24 in their environment, which froze that console at 80 columns.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 for _name in [n for n in os.environ if n.startswith("USERMEM_") and n not in _HARNESS
               and not n.startswith("USERMEM_TEST_")]:
     del os.environ[_name]
@@ -113,3 +126,16 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     named = [Path(str(a).split("::")[0]).resolve() for a in config.args]
     return None if any(p == _CLUSTER or _CLUSTER in p.parents for p in named) else True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Schemathesis names each operation's item `test_x[GET /path]`, but pytest 9.2 builds a node id from the
+    function's name alone, so the items of tests/test_api_fuzz.py (one per operation) shared one id — and
+    pytest-xdist, which schedules by id, ran one of them. Put the operation back into the id (a no-op where
+    pytest keeps it)."""
+    for item in items:
+        node_id = getattr(item, "_id", None)
+        label = getattr(item, "operation_label", None)
+        if label and getattr(node_id, "params", "") is None and item.name.endswith(f"[{label}]"):
+            item._id = node_id.with_params(label)  # type: ignore[attr-defined]

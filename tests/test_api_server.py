@@ -14,6 +14,8 @@ import pytest
 import usermem
 from apihelp import T0, Server
 
+NO_EMBEDDER = {"USERMEM_EMBEDDER": "none"}
+
 
 @pytest.fixture
 def server(tmp_path):
@@ -45,12 +47,12 @@ def test_serve_prints_docs_and_a_working_example_key(server):
 
 
 def test_example_key_is_reused_across_restarts(tmp_path):
-    first = Server(tmp_path / "u.db")
+    first = Server(tmp_path / "u.db", env=NO_EMBEDDER)  # about the key file: the embedding model is not needed
     key = first.key
     with usermem.Client(first.url, key) as c:
         assert c.write("local", "u1", "fact", "city", "Oslo", now=T0).op.value == "ADD"
     first.stop()
-    second = Server(tmp_path / "u.db")
+    second = Server(tmp_path / "u.db", env=NO_EMBEDDER)
     try:
         assert second.key == key
         with usermem.Client(second.url, key) as c:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from props import examples
 from usermem import Memory, NotFound, Op, Reason, ValidationError
 from usermem.policy.contracts import DEFAULT_CONTRACTS, FieldContract, Sensitivity
 
@@ -144,7 +145,7 @@ _KIND = {"city": "fact", "occupation": "fact", "reply_length": "preference", "la
 _examples = iter(range(10**9))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["write", "disable", "enable", "read"]), st.sampled_from(_KEYS)),
                 max_size=30))
 def test_property_switches_take_effect_at_once(mem, ops):

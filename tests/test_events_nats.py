@@ -42,7 +42,15 @@ def _run(coro: Any) -> Any:
 
 
 def _nats_reachable(url: str = NATS_URL) -> str | None:
+    from urllib.parse import urlsplit
+
     import nats
+
+    parts = urlsplit(url)
+    try:  # nats.connect() retries a refused first connect (2 s apart): a closed port answers at once instead
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 4222), timeout=2).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
 
     async def probe() -> None:
         nc = await nats.connect(url, connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=0)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from props import examples
 from usermem import PermissionDenied, ValidationError
 
 T0 = 1_790_000_000.0
@@ -166,7 +167,7 @@ _ops = st.lists(st.one_of(
 ), max_size=25)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_ops)
 def test_property_visibility_matches_active_grants(m, ops):
     tenant = f"p{next(_examples)}"  # a fresh tenant per example, same store

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from injection_corpus import BENIGN, INJECTIONS, obfuscations, split
+from props import examples
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
 from usermem.model import Kind, MemoryRecord, ScoredMemory, Source
@@ -90,7 +91,7 @@ _TABLE = {"a": ["а", "ɑ", "α"], "e": ["е"], "o": ["о", "ο", "օ"], "i": ["
           "s": ["ѕ"], "y": ["у"], "x": ["х", "χ"], "n": ["ո"], "u": ["ս"]}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from([p for p in INJECTIONS if instruction_like(p) and p.isascii()]), st.randoms())
 def test_property_homoglyph_and_invisible_variants_stay_detected(payload, rnd):
     chars = []

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from props import examples
 from usermem import Memory, Op, Reason
 from usermem.config import load_settings
 from usermem.policy.normalize import fold, fold_text
@@ -187,7 +188,7 @@ def obfuscated(draw):
     return kind, value, "".join(chars)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(obfuscated(), st.sampled_from(["", "我的", "note: ", "请记住"]), st.sampled_from(["", "。", " thanks", "，谢谢"]))
 def test_property_normalised_equivalent_forms_of_a_detected_value_are_detected(case, before, after):
     kind, value, form = case
@@ -287,7 +288,7 @@ def _independent_fold(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).translate(UNDIGITS).split())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data(), TEXTS)
 def test_property_every_kind_normalised_equivalent_forms_are_detected(data, case):
     kind, plain = case

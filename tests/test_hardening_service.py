@@ -29,7 +29,7 @@ def test_serve_prints_the_full_admin_key_only_when_it_is_created(tmp_path):
     db = tmp_path / "svc.db"
     outputs = []
     for _ in range(2):
-        server = Server(db)
+        server = Server(db, env={"USERMEM_EMBEDDER": "none"})  # about the key: the embedding model is not needed
         server.stop()
         assert server.proc.stdout is not None
         outputs.append((server.key, server.proc.stdout.read()))

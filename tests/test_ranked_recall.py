@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import backends
+from props import examples
 from usermem.config import load_settings
 from usermem.engine.compose import Engine, compose
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, Source
@@ -97,7 +98,7 @@ def sqlite_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     e.close()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(_row, max_size=60), now_offset=_offset, k=st.integers(1, 12),
        kinds=st.none() | st.lists(st.sampled_from(list(Kind)), min_size=1, max_size=3, unique=True))
 def test_index_recall_equals_full_scan_sqlite(sqlite_engine: Engine, rows, now_offset, k, kinds) -> None:
@@ -107,7 +108,7 @@ def test_index_recall_equals_full_scan_sqlite(sqlite_engine: Engine, rows, now_o
 def test_index_recall_equals_full_scan_postgres(tmp_path: Path) -> None:
     engine = _engine(backends.postgres_url(tmp_path))
     try:
-        @settings(max_examples=40, deadline=None)
+        @settings(max_examples=examples(40), deadline=None)
         @given(rows=st.lists(_row, max_size=40), now_offset=_offset, k=st.integers(1, 8))
         def check(rows, now_offset, k) -> None:
             _compare(engine, rows, now_offset, k, None)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from props import examples
 from usermem import IntegrityError, Memory, Op
 from usermem.store.sqlite import SQLiteStore
 
@@ -241,7 +242,7 @@ _ops = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(ops=_ops)
 def test_file_never_holds_rejected_or_purged_values(ops):
     with tempfile.TemporaryDirectory() as d:

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import backends
+from props import examples
 from usermem import Memory, Op
 from usermem.config import load_settings
 from usermem.errors import ConfigError
@@ -303,7 +304,7 @@ def pair(tmp_path):
     backends.tiered_cleanup(tmp_path)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_OPS, min_size=1, max_size=25))
 def test_tiered_answers_like_the_store_of_record_whatever_redis_does(pair, ops):
     import uuid

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from props import examples
 from usermem import Memory, Op, ValidationError
 from usermem.policy.usermodel import inference_confidence
 
@@ -82,7 +83,7 @@ def test_a_rejected_inference_is_suppressed_then_may_return(mem: Memory) -> None
     assert out["suppressed_until"] is None and len(_inferences(mem, "u3")) == 1
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(days=st.floats(min_value=0.0, max_value=59.9), suppress=st.integers(min_value=1, max_value=60),
        signals=st.integers(min_value=3, max_value=8))
 def test_property_a_denied_inference_does_not_return_within_its_suppression(days: float, suppress: int,
@@ -124,7 +125,7 @@ def test_active_mode_uses_inferences_at_low_weight_in_their_own_block(mem: Memor
 _HIGHER = ["system", "agent_confirmed", "user_confirmed", "onboarding", "extracted"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=st.sampled_from(_HIGHER), stated=st.sampled_from(["详细", "detailed", "medium"]),
        mode=st.sampled_from(["active", "confirm"]), n=st.integers(min_value=3, max_value=6))
 def test_property_an_inference_never_replaces_a_higher_authority_value(source: str, stated: str, mode: str,

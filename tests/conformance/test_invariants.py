@@ -13,6 +13,7 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from props import examples
 from usermem import Op
 from usermem.model import SOURCE_RANK, Source
 
@@ -37,7 +38,7 @@ def _authority(key: str, source: Source) -> int:
     return SOURCE_RANK[source]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op_strategy, min_size=1, max_size=30))
 def test_random_sequences_keep_invariants(make_memory, ops):
     m = _shared(make_memory)

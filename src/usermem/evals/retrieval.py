@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -101,7 +103,8 @@ class CachedEmbedder:
     def save(self) -> None:
         if self._dirty:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp.npz")
+            # A name of its own: two processes (pytest-xdist workers, two runs) may save the same cache at once.
+            tmp = self.path.with_name(f"{self.path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.npz")
             arrays: dict[str, Any] = dict(self._store)
             np.savez(tmp, **arrays)
             tmp.replace(self.path)
