@@ -47,7 +47,8 @@ def test_cluster_tests_run_in_their_own_target_after_make_test():
     ci = (TESTS.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert ci.index("make test\n") < ci.index("make test-cluster\n")
     make = (TESTS.parent / "Makefile").read_text(encoding="utf-8")
-    assert "test-cluster: $(STAMP) services\n\t@bash scripts/run_tests.sh tests/cluster\n" in make
+    # one process: the cluster pieces listen on fixed ports
+    assert "test-cluster: $(STAMP) services\n\t@USERMEM_TEST_WORKERS=0 bash scripts/run_tests.sh tests/cluster\n" in make
     # `make test` (pytest on tests/) never collects tests/cluster/; naming it collects it.
     run = [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider"]
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent / "src")}
