@@ -20,7 +20,7 @@ from usermem import Memory
 from usermem.config import Settings
 from usermem.engine.compose import Engine, compose
 from usermem.engine.federation import NOTICES
-from usermem.errors import NotFound
+from usermem.errors import NotFound, StoreError
 from usermem.events.federation import Consumer, LocalHub, LocalTransport
 from usermem.events.payload import decode
 from usermem.model import WriteRequest
@@ -246,6 +246,30 @@ def test_erasures_are_applied_by_other_instances_and_not_echoed(pair: tuple[Node
     assert a.fed.counts["erasures_applied"] == 1 and b.fed.counts["erasures_applied"] == 1
     # Applying a remote erasure announced nothing: each side staged only its own events.
     assert a.fed.counts["staged"] == 3 and b.fed.counts["staged"] == 1
+
+
+def test_an_erasure_that_fails_midway_is_applied_at_redelivery(pair: tuple[Node, Node],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash between erasing and marking the event applied must re-apply it, never lose it."""
+    a, b = pair
+    a.write("city", "Paris")
+    _deliver_all([a, b])
+    real = b.engine.erasure.forget
+    calls = {"n": 0}
+
+    def crash_once(*args: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise StoreError("the store went away mid-erasure")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(b.engine.erasure, "forget", crash_once)
+    a.now += 1
+    b.now += 1
+    a.engine.erasure.forget(TENANT, USER, keys=["city"], now=a.now)
+    _deliver_all([a, b])  # the first attempt fails (nak), the redelivery erases
+    assert calls["n"] == 2 and b.current("city") is None
+    assert b.consumer.counts["errors"] == 1 and b.fed.counts["erasures_applied"] == 1
 
 
 # -- the convergence property ----------------------------------------------------------------------------------

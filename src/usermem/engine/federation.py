@@ -341,10 +341,11 @@ class Federation:
 
     def _apply_erasure(self, change: RemoteChange, at: float) -> str:
         tenant, user_id = change.tenant, change.user_id
-        with self.ctx.store.transaction(tenant, user_id) as tx:
-            if not self.outbox.mark_applied(tx, tenant, change.event_id, at):
-                self._bump("duplicates")
-                return "duplicate"
+        # Erase first, mark applied after: erasing is idempotent, so a crash in between re-applies the event
+        # at redelivery — marking first would lose the erasure for good.
+        if change.event_id in self.outbox.applied(tenant, [change.event_id]):
+            self._bump("duplicates")
+            return "duplicate"
         self._applying.on = True
         try:
             if change.action == "forget_user":
@@ -359,6 +360,10 @@ class Federation:
                                         causality_id=change.causality_id)
         finally:
             self._applying.on = False
+        with self.ctx.store.transaction(tenant, user_id) as tx:
+            if not self.outbox.mark_applied(tx, tenant, change.event_id, at):
+                self._bump("duplicates")  # a concurrent delivery of the same event got there first
+                return "duplicate"
         self._bump("erasures_applied")
         return "applied"
 
