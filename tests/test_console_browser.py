@@ -3,13 +3,16 @@
 Playwright drives Debian's headless Chromium (/usr/bin/chromium, installed by `make test` through
 scripts/ensure_browser.sh; never a browser download) against one in-process server on SQLite. The tests
 of this module share one server and one browser and run in file order (a sign-in, then what a signed-in
-operator does). Screenshots go to reports/screenshots/.
+operator does). Screenshots go to a temporary folder; `USERMEM_SCREENSHOTS=reports/screenshots` refreshes the
+committed ones (a test run never rewrites files of the checkout by itself).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,6 @@ from backends import unavailable
 from console_server import Served, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
-ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / "reports" / "screenshots"
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-core-4.14.1.min.js"
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 
@@ -74,8 +75,10 @@ def console(browser: Browser, served: Served) -> Iterator[Page]:
 
 
 def shot(page: Page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    folder = os.environ.get("USERMEM_SCREENSHOTS")
+    shots = Path(folder) if folder else Path(tempfile.gettempdir()) / f"usermem-screenshots-{os.getpid()}"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
 
 
 def sign_in(page: Page, url: str, key: str) -> None:
