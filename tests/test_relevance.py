@@ -9,6 +9,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from toy_embedder import ToyEmbedder
 from usermem import Memory
 from usermem.config import load_settings
 from usermem.errors import ConfigError, InvalidArgument
@@ -205,24 +206,8 @@ def test_purge_drops_vectors_of_expired_memories(file_mem):
 # -- embedder change and reindex -----------------------------------------------------------------------------------
 
 
-class _ToyEmbedder:
+class _ToyEmbedder(ToyEmbedder):
     """A different 'model' (hashing bag of words) to simulate switching embedders."""
-
-    model_id = "toy/hash@64"
-    dim = 64
-
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(64, dtype=np.float32)
-        for tok in tokenize(text):
-            v[hash(tok) % 64] += 1
-        n = np.linalg.norm(v)
-        return v / n if n else v
-
-    def query(self, text: str) -> np.ndarray:
-        return self._vec(text)
-
-    def passages(self, texts):  # type: ignore[no-untyped-def]
-        return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, 64), np.float32)
 
 
 def test_embedder_change_is_detected_and_reindex_reembeds(tmp_path, caplog):

@@ -9,37 +9,26 @@ from pathlib import Path
 
 import numpy as np
 
+from toy_embedder import ToyEmbedder
 from usermem import Memory
 from usermem.relevance.hybrid import install
-from usermem.relevance.lexical import tokenize
 
 T0 = 1_790_000_000.0
 
 
-class _CountingEmbedder:
+class _CountingEmbedder(ToyEmbedder):
     """A hashing bag-of-words embedder that records which threads embedded passages, and how many."""
 
     model_id = "test/hash@64"
-    dim = 64
 
     def __init__(self) -> None:
         self.threads: set[int] = set()
         self.passages_embedded = 0
 
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(64, dtype=np.float32)
-        for tok in tokenize(text):
-            v[hash(tok) % 64] += 1
-        n = np.linalg.norm(v)
-        return v / n if n else v
-
-    def query(self, text: str) -> np.ndarray:
-        return self._vec(text)
-
     def passages(self, texts):  # type: ignore[no-untyped-def]
         self.threads.add(threading.get_ident())
         self.passages_embedded += len(texts)
-        return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, 64), np.float32)
+        return super().passages(texts)
 
 
 def _gated(tmp_path: Path) -> tuple[Memory, _CountingEmbedder]:

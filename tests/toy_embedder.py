@@ -1,0 +1,27 @@
+"""A hashing bag-of-words embedder for tests: deterministic (PYTHONHASHSEED=0), no model, 64 dimensions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from usermem.relevance.lexical import tokenize
+
+
+class ToyEmbedder:
+    model_id = "toy/hash@64"
+    dim = 64
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for tok in tokenize(text):
+            v[hash(tok) % self.dim] += 1
+        n = np.linalg.norm(v)
+        return v / n if n else v
+
+    def query(self, text: str) -> np.ndarray:
+        return self._vec(text)
+
+    def passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
