@@ -199,9 +199,9 @@ class Engine:
             fed.suppress = self.events.caused_remotely
             fed.on_remote_cause = self.events.note_remote_cause
             self.events.use_outbox()
-        ctx.use_stager(fed.stage)
+        ctx.use_stager(fed.stage, fed.stage_erasure)
         ctx.subscribe(fed.on_change)  # after the event sync's listener: the stream's erasure goes first
-        relay = Relay(outbox.pending, outbox.remove, transport)
+        relay = Relay(fed.pending, outbox.remove, transport)
         fed.wake = relay.wake
         relay.start()
         relay.wake()  # events left in the outbox by an earlier run

@@ -15,7 +15,7 @@ from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, TierUnavailable, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
 from usermem.policy.validate import KEY_PATTERN, MAX_TTL_SECONDS, number_arg
-from usermem.store.base import AuditQuery
+from usermem.store.base import Announce, AuditQuery, WriteTx
 
 TIER_FAILED = "erase_tiers_failed"  # audit: the store of record is erased, a serving tier is not yet
 TIER_DONE = "erase_tiers_done"  # audit: a retry finished erasing the tiers
@@ -65,8 +65,16 @@ class ErasurePipeline:
         audit = AuditEvent(tenant=tenant, at=at, action=action, user_id=user_id, actor=actor,
                            detail={"keys": list(keys) if keys else None, "created_from": created_from,
                                    "created_until": created_until})
+        stage = self.ctx.erasure_stager
+        announce: Announce | None = None
+        if stage is not None:  # the erasure's outbox event commits with it (federation)
+
+            def announce(tx: WriteTx, erased: Sequence[str]) -> None:
+                stage(tx, ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(erased),
+                                      causality_id=causality_id))
+
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
-                                         created_until=created_until, audit=audit)
+                                         created_until=created_until, audit=audit, announce=announce)
         if whole_user:
             # Sessions, grants, verifications and other per-user documents go too (hard delete).
             self.ctx.store.delete_user_docs(tenant, user_id)

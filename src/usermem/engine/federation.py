@@ -4,9 +4,9 @@
   of every change it stamps each inserted version with the hybrid logical clock (policy/hlc.py) and writes
   the change event to the store's outbox (`store.capabilities.outbox`), so the event commits or rolls back
   with the change. A relay (events/federation.py) publishes the outbox and removes what the bus
-  acknowledged. Erasures (`forget`, `forget_range`, `forget_user`) are written to the outbox right after
-  they commit (their own transaction: the store's soft delete is one call), after dropping the user's queued
-  events that carry what was erased.
+  acknowledged. Erasures (`forget`, `forget_range`, `forget_user`) write their event in the soft delete's
+  own transaction too (`stage_erasure`, through the store's `announce` hook); queued events that carry what
+  was erased are dropped.
 * **Incoming.** `apply(change)` applies a remote event in one transaction, exactly once (the event id goes
   into `applied_events` in the same transaction; a duplicate applies nothing): each record is admitted by
   the field's contract here (`shared` applies; `explicit_opt_in` only when the user opted the field in for
@@ -142,6 +142,9 @@ class Federation:
         self.counts: dict[str, int] = {"staged": 0, "applied": 0, "duplicates": 0, "won": 0, "lost": 0,
                                        "notices": 0, "erasures_applied": 0, "own_domain": 0, "bad_records": 0,
                                        **{f"skipped_{s.value}": 0 for s in Skip}}
+        # Erasure events committed whose stream purge may not be queued yet: the relay leaves them (pending()).
+        self.held: set[str] = set()
+        self._erasing = threading.local()
         self.wake: Callable[[], None] | None = None  # the relay's nudge (events/federation.Relay.wake)
         self.on_remote_cause: Callable[[str], None] | None = None  # FederatedSync.note_remote_cause
         # FederatedSync.caused_remotely: a change made while handling a remote event is not announced
@@ -184,19 +187,46 @@ class Federation:
         self.outbox.add(tx, OutboxEntry(event_id, tenant, user_id, subject, payload, at))
         self._bump("staged")
 
+    def _quiet(self, causality_id: str | None) -> bool:
+        return getattr(self._applying, "on", False) or (self.suppress is not None and self.suppress(causality_id))
+
+    def stage_erasure(self, tx: WriteTx, event: ChangeEvent) -> None:
+        """The EngineContext erasure stager: inside the soft delete's transaction, the erasure's outbox event
+        (and, for forget_user, dropping the user's queued events: they may carry values). The event is held
+        back from the relay until `on_change` saw the commit — after the event sync queued the stream's
+        purge, which would otherwise erase the announcement too."""
+        if self._quiet(event.causality_id):
+            return  # applying a remote erasure: not announced again
+        if event.action == "forget_user":
+            self.outbox.discard_user(event.tenant, event.user_id, tx)
+        event_id = new_id()
+        subject, payload = self.encode(event, event_id, self.domain, {})
+        stale = getattr(self._erasing, "held", None)  # an erasure of this thread that rolled back
+        with self._lock:
+            if stale is not None:
+                self.held.discard(stale)
+            self.held.add(event_id)
+        self._erasing.held = event_id
+        self.outbox.add(tx, OutboxEntry(event_id, event.tenant, event.user_id, subject, payload, event.at))
+        self._bump("staged")
+
+    def pending(self, limit: int = 256) -> list[OutboxEntry]:
+        """The relay's view of the outbox: what is queued, less the erasure events held back (above)."""
+        with self._lock:
+            held = set(self.held)
+        return [e for e in self.outbox.pending(limit) if e.event_id not in held]
+
     def on_change(self, event: ChangeEvent) -> None:
-        """Change listener (after commit): erasures go to the outbox; every change wakes the relay."""
-        quiet = getattr(self._applying, "on", False) or (self.suppress is not None and self.suppress(event.causality_id))
-        if event.action in ERASE_ACTIONS and not quiet:
-            if event.action == "forget_user":
-                self.outbox.discard_user(event.tenant, event.user_id)  # queued events may carry values
-            elif event.memory_ids:
+        """Change listener (after commit): releases an erasure's event (forget(key) / forget_range first drop
+        the queued events that carry what was erased); every change wakes the relay."""
+        if event.action in ERASE_ACTIONS:  # emitted on the thread that erased, right after its commit
+            event_id = getattr(self._erasing, "held", None)
+            self._erasing.held = None
+            if event.action == "forget" and event.memory_ids and not self._quiet(event.causality_id):
                 self._discard_carrying(event.tenant, event.user_id, frozenset(event.memory_ids))
-            event_id = new_id()
-            subject, payload = self.encode(event, event_id, self.domain, {})
-            with self.ctx.store.transaction(event.tenant, event.user_id) as tx:
-                self.outbox.add(tx, OutboxEntry(event_id, event.tenant, event.user_id, subject, payload, event.at))
-            self._bump("staged")
+            if event_id is not None:
+                with self._lock:
+                    self.held.discard(event_id)
         if self.wake is not None:
             self.wake()
 
