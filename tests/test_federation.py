@@ -453,3 +453,30 @@ def test_notices_over_http_and_keep_local() -> None:
         assert again.status_code == 404 and again.json()["code"] == "notice_not_found"
     finally:
         api.memory.close()
+
+
+def _held(node: Node, key: str) -> list[tuple[str, Any, bool]]:
+    """(id, value, current) of every version of `key` this node still holds."""
+    return [(r.id, r.value, r.superseded_by is None) for r in node.engine.ctx.store.history(TENANT, USER, key)]
+
+
+def test_a_remote_forget_range_erases_exactly_the_erased_versions(pair: tuple[Node, Node]) -> None:
+    """Receivers erase the ids the origin erased — not the whole key — with the same successor rules as the
+    origin's forget_range (a later version stays current; erasing the current one leaves the key without)."""
+    a, b = pair
+    a.write("city", "Paris")
+    a.now += 10
+    a.write("city", "Lyon")
+    a.write("diet", "vegan")
+    _deliver_all([a, b])
+    assert _held(a, "city") == _held(b, "city") and len(_held(b, "city")) == 2
+    a.now += 1
+    b.now += 11
+    a.engine.erasure.forget(TENANT, USER, created_from=T0 - 1, created_until=T0 + 5, now=a.now)  # Paris only
+    _deliver_all([a, b])
+    assert [v for _, v, _ in _held(b, "city")] == ["Lyon"] and b.current("city") == "Lyon"
+    assert _held(a, "city") == _held(b, "city") and b.current("diet") == "vegan"
+    a.engine.erasure.forget(TENANT, USER, created_from=T0 + 9, created_until=T0 + 10.5, now=a.now)  # current ones
+    _deliver_all([a, b])
+    assert _held(a, "city") == _held(b, "city") == [] and _held(a, "diet") == _held(b, "diet") == []
+    assert b.fed.counts["erasures_applied"] == 2

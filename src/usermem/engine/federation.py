@@ -38,7 +38,7 @@ from usermem.model import AuditEvent, ChangeEvent, Kind, MemoryRecord, Source, W
 from usermem.policy.hlc import ZERO, Hlc, Order, Skip, admit, deserves_notice, observe, tick, wins
 from usermem.policy.validate import InputProblem, check_identifier, check_key
 from usermem.policy.wording import changed_elsewhere
-from usermem.store.base import Outbox, OutboxEntry, VersionStamp, WriteTx
+from usermem.store.base import Outbox, OutboxEntry, VersionStamp, WriteTx, chunked
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
@@ -381,13 +381,14 @@ class Federation:
             if change.action == "forget_user":
                 self.erasure.forget(tenant, user_id, now=at, actor=f"domain:{change.domain}",
                                     causality_id=change.causality_id)
-            else:
-                keys = set(change.keys)
-                if not keys and change.memory_ids:  # forget_range: the keys of the erased versions held here
-                    keys = {r.key for r in self.ctx.store.get_many(tenant, list(change.memory_ids))}
-                if keys:
-                    self.erasure.forget(tenant, user_id, keys=sorted(keys), now=at, actor=f"domain:{change.domain}",
-                                        causality_id=change.causality_id)
+            elif change.keys:  # forget(key): the keys, every version held here
+                self.erasure.forget(tenant, user_id, keys=sorted(set(change.keys)), now=at,
+                                    actor=f"domain:{change.domain}", causality_id=change.causality_id)
+            else:  # forget_range: exactly the versions erased at the origin (applied versions keep their ids)
+                ids = list(dict.fromkeys(change.memory_ids))
+                for part in chunked(ids):
+                    self.erasure.forget(tenant, user_id, memory_ids=list(part), now=at,
+                                        actor=f"domain:{change.domain}", causality_id=change.causality_id)
         finally:
             self._applying.on = False
         with self.ctx.store.transaction(tenant, user_id) as tx:

@@ -271,6 +271,7 @@ class Store(Protocol):
         created_until: float | None = None,
         audit: AuditEvent | None = None,
         announce: Announce | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[str]:
         """Mark every matching version deleted (one transaction); returns the ids of all versions deleted.
 
@@ -278,7 +279,8 @@ class Store(Protocol):
         of versions deleted), so an erasure is never committed without its audit entry.
         `announce`: called in the same transaction, after the rows are marked and before commit, with the
         transaction and the ids deleted — the engine writes the erasure's outbox event through it (stores
-        with `capabilities.outbox`); raising rolls the erasure back."""
+        with `capabilities.outbox`); raising rolls the erasure back.
+        `ids`: only versions among these ids (federation applies a remote forget_range by the ids it erased)."""
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:
         """Physically remove soft-deleted and expired rows, and make their bytes unrecoverable."""

@@ -495,10 +495,11 @@ class PostgresStore:
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None,
-                    audit: AuditEvent | None = None, announce: Announce | None = None) -> list[str]:
-        if keys is not None and not keys:
+                    audit: AuditEvent | None = None, announce: Announce | None = None,
+                    ids: Sequence[str] | None = None) -> list[str]:
+        if (keys is not None and not keys) or (ids is not None and not ids):
             return []
-        where, args = POSTGRES.soft_delete_where(tenant, user_id, keys, created_from, created_until)
+        where, args = POSTGRES.soft_delete_where(tenant, user_id, keys, created_from, created_until, ids)
         with self._conn("soft delete", tenant, write=True) as c:
             self._user_lock(c, tenant, user_id)
             rows = c.execute(f"UPDATE memories SET deleted_at=%s WHERE {where} RETURNING id, seq",

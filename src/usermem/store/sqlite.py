@@ -219,10 +219,11 @@ class SQLiteStore:
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None,
-                    audit: AuditEvent | None = None, announce: Announce | None = None) -> list[str]:
-        if keys is not None and not keys:
+                    audit: AuditEvent | None = None, announce: Announce | None = None,
+                    ids: Sequence[str] | None = None) -> list[str]:
+        if (keys is not None and not keys) or (ids is not None and not ids):
             return []
-        where, args = SQLITE.soft_delete_where(tenant, user_id, keys, created_from, created_until)
+        where, args = SQLITE.soft_delete_where(tenant, user_id, keys, created_from, created_until, ids)
         with self.transaction(tenant, user_id) as tx:
             ids = [r[0] for r in self._conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY seq", args)]
             self._conn.execute(f"UPDATE memories SET deleted_at=? WHERE {where}", [at, *args])
