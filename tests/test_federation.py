@@ -31,7 +31,8 @@ TENANT, USER = "acme", "u1"
 
 
 def _settings(**kw: Any) -> Settings:
-    return Settings().with_overrides(store_url="sqlite://", embedder="none", hybrid_lexical_weight=0.0, **kw)
+    return Settings().with_overrides(**{"store_url": "sqlite://", "embedder": "none", "hybrid_lexical_weight": 0.0,
+                                        **kw})
 
 
 class Node:
@@ -480,3 +481,63 @@ def test_a_remote_forget_range_erases_exactly_the_erased_versions(pair: tuple[No
     _deliver_all([a, b])
     assert _held(a, "city") == _held(b, "city") == [] and _held(a, "diet") == _held(b, "diet") == []
     assert b.fed.counts["erasures_applied"] == 2
+
+
+def test_a_poison_event_is_set_aside_after_bounded_retries(hub: LocalHub, tmp_path: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An event whose apply keeps failing with a store error is redelivered up to the limit, then kept as a
+    dead letter of the user's (listed for operators, erased with the user) and acknowledged; the others apply."""
+    from typer.testing import CliRunner
+
+    from usermem.engine.federation import DEAD_LETTERS, dead_letters
+    from usermem.interfaces.cli import _register, app
+
+    url = f"sqlite:///{tmp_path}/b.db"
+    a, b = Node("app", hub), Node("miniapp", hub, store_url=url)
+    try:
+        b.consumer = Consumer(b.transport, lambda change: b.fed.apply(change, now=b.now), park=b.fed.park,
+                              max_attempts=3)
+        a.write("city", "Paris")
+        a.write("diet", "vegan")
+        a.pump()
+        poison = decode(b.transport.inbox[0]).event_id
+        real = b.fed.outbox.mark_applied
+
+        def failing(tx: Any, tenant: str, event_id: str, at: float) -> bool:
+            if event_id == poison:
+                raise StoreError("constraint violated")
+            return real(tx, tenant, event_id, at)
+
+        monkeypatch.setattr(b.fed.outbox, "mark_applied", failing)
+        for _ in range(5):
+            b.consumer.handle(b.transport.fetch(100, 0))
+        assert not b.transport.inbox  # no longer redelivered
+        assert b.consumer.counts["errors"] == 3 and b.consumer.counts["dead_lettered"] == 1
+        assert b.current("city") is None and b.current("diet") == "vegan"
+        (letter,) = dead_letters(b.engine.ctx.store, TENANT)
+        assert letter["event_id"] == poison and letter["attempts"] == 3 and letter["keys"] == ["city"]
+        assert "constraint violated" in letter["error"] and json.loads(letter["payload"])["event_id"] == poison
+        assert b.fed.stats()["dead_letters"] == 1
+        _register()
+        r = CliRunner().invoke(app, ["federation", "dead-letters", TENANT, "--store", url, "--json"])
+        assert r.exit_code == 0, r.output
+        assert [d["event_id"] for d in json.loads(r.output)] == [poison]
+        b.engine.erasure.forget(TENANT, USER, keys=["city"], now=b.now)  # erasing the key erases the letter
+        assert b.engine.ctx.store.list_docs(TENANT, DEAD_LETTERS) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_failing_erasure_is_never_set_aside(pair: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = pair
+    b.consumer = Consumer(b.transport, lambda change: b.fed.apply(change, now=b.now), park=b.fed.park,
+                          max_attempts=2)
+    a.write("city", "Paris")
+    _deliver_all([a, b])
+    monkeypatch.setattr(b.engine.erasure, "forget", lambda *a, **k: (_ for _ in ()).throw(StoreError("down")))
+    a.engine.erasure.forget(TENANT, USER, keys=["city"], now=a.now + 1)
+    a.pump()
+    for _ in range(4):
+        b.consumer.handle(b.transport.fetch(100, 0))
+    assert b.consumer.counts["dead_lettered"] == 0 and len(b.transport.inbox) == 1  # still redelivered

@@ -228,7 +228,8 @@ class Engine:
         fed.domain = check_domain(domain)
         if self.consumer is not None:
             self.consumer.stop()
-        consumer = Consumer(transport, fed.apply)
+        consumer = Consumer(transport, fed.apply, park=fed.park,
+                            max_attempts=self.ctx.settings.federate_max_deliveries)
         consumer.catch_up(catch_up_timeout)  # before serving: what happened while this instance was away
         consumer.start()
         self.consumer = consumer

@@ -38,7 +38,7 @@ from usermem.model import AuditEvent, ChangeEvent, Kind, MemoryRecord, Source, W
 from usermem.policy.hlc import ZERO, Hlc, Order, Skip, admit, deserves_notice, observe, tick, wins
 from usermem.policy.validate import InputProblem, check_identifier, check_key
 from usermem.policy.wording import changed_elsewhere
-from usermem.store.base import Outbox, OutboxEntry, VersionStamp, WriteTx, chunked
+from usermem.store.base import Outbox, OutboxEntry, Store, VersionStamp, WriteTx, chunked
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
@@ -47,6 +47,9 @@ log = logging.getLogger("usermem.federation")
 
 NOTICES = "federation_notices"  # documents: <notice id> -> the notice (user_id set: erased with the user)
 NOTICE_TTL = 30 * 86_400.0
+# documents: <event id> -> a remote event whose apply kept failing (user_id set: erased with the user; the
+# payload is the event as it travelled — values of L1 fields only, docs/events.md)
+DEAD_LETTERS = "federation_dead_letters"
 WRITE_ACTIONS = frozenset({"write", "confirm", "deny", "revert"})
 ERASE_ACTIONS = frozenset({"forget", "forget_user"})
 # (event, event_id, domain, clock per memory id) -> (subject, JSON payload): events/federation.encoder.
@@ -120,6 +123,19 @@ def keep_local(ctx: EngineContext, write: WritePipeline, tenant: str, user_id: s
     return result
 
 
+def dead_letters(store: Store, tenant: str, user_id: str | None = None, *,
+                 limit: int = 1000) -> list[dict[str, Any]]:
+    """Remote events set aside after `federate_max_deliveries` failed applies, oldest first (operators:
+    `usermem federation dead-letters`). Each: event_id, user_id, domain, action, keys, attempts, error, at,
+    payload (the event's JSON text)."""
+    if user_id is None:
+        check_ids(tenant, "any")  # the tenant alone
+    else:
+        check_ids(tenant, user_id)
+    docs = store.list_docs(tenant, DEAD_LETTERS, user_id=user_id, limit=limit)
+    return sorted((d for _, d in docs), key=lambda d: (float(d.get("at", 0.0)), str(d.get("event_id"))))
+
+
 class Federation:
     def __init__(self, ctx: EngineContext, write: WritePipeline, erasure: ErasurePipeline, grants: GrantsPipeline,
                  *, domain: str | None, encode: Encoder, window: float = 300.0) -> None:
@@ -140,6 +156,7 @@ class Federation:
         self._clock = Hlc.parse(seeded) if seeded else ZERO
         self._applying = threading.local()
         self.counts: dict[str, int] = {"staged": 0, "applied": 0, "duplicates": 0, "won": 0, "lost": 0,
+                                       "dead_letters": 0, "clock_refused": 0,
                                        "notices": 0, "erasures_applied": 0, "own_domain": 0, "bad_records": 0,
                                        **{f"skipped_{s.value}": 0 for s in Skip}}
         # Erasure events committed whose stream purge may not be queued yet: the relay leaves them (pending()).
@@ -224,6 +241,9 @@ class Federation:
             self._erasing.held = None
             if event.action == "forget" and event.memory_ids and not self._quiet(event.causality_id):
                 self._discard_carrying(event.tenant, event.user_id, frozenset(event.memory_ids))
+            if event.action == "forget":  # forget_user: delete_user_docs took them
+                self._drop_dead_letters(event.tenant, event.user_id, frozenset(event.memory_ids),
+                                        frozenset(event.keys))
             if event_id is not None:
                 with self._lock:
                     self.held.discard(event_id)
@@ -246,7 +266,28 @@ class Federation:
         if doomed:
             self.outbox.remove(doomed)
 
+    def _drop_dead_letters(self, tenant: str, user_id: str, ids: frozenset[str], keys: frozenset[str]) -> None:
+        """An erasure also erases the dead letters that carry an erased version or a version of an erased key."""
+        for key, doc in self.ctx.store.list_docs(tenant, DEAD_LETTERS, user_id=user_id, limit=100_000):
+            try:
+                records = json.loads(str(doc.get("payload") or "{}")).get("records") or []
+            except ValueError:
+                continue
+            if any(isinstance(r, dict) and (r.get("id") in ids or r.get("key") in keys) for r in records):
+                self.ctx.store.delete_doc(tenant, DEAD_LETTERS, key)
+
     # -- incoming ------------------------------------------------------------------------------------
+
+    def park(self, change: RemoteChange, error: str, attempts: int, *, now: float | None = None) -> None:
+        """Keep a remote event whose apply keeps failing as a dead letter (the consumer then acknowledges it):
+        a document of the user's (erased with them) holding the event as it travelled."""
+        at = self.ctx.now(now)
+        check_ids(change.tenant, change.user_id)
+        self.ctx.store.put_doc(change.tenant, DEAD_LETTERS, change.event_id, {
+            "event_id": change.event_id, "user_id": change.user_id, "domain": change.domain,
+            "action": change.action, "keys": list(change.keys), "attempts": attempts, "error": error[:300],
+            "at": at, "payload": json.dumps(change.raw, ensure_ascii=False)}, now=at, user_id=change.user_id)
+        self._bump("dead_letters")
 
     def apply(self, change: RemoteChange, *, now: float | None = None) -> str:
         """Apply one remote event (exactly once). Returns what happened: "applied", "duplicate",
