@@ -118,7 +118,8 @@ def test_a_remote_change_applies_and_the_later_one_wins_everywhere(pair: tuple[N
 
 
 def test_clock_skew_does_not_let_an_older_change_win(hub: LocalHub) -> None:
-    fast, slow = Node("fast", hub, skew=3_600.0), Node("slow", hub, skew=0.0)
+    drift = {"federate_max_clock_drift_seconds": 7_200.0}  # an hour of skew is tolerated here
+    fast, slow = Node("fast", hub, skew=3_600.0, **drift), Node("slow", hub, skew=0.0, **drift)
     try:
         fast.write("city", "Paris")  # stamped an hour ahead of the slow machine
         _deliver_all([fast, slow])
@@ -417,6 +418,11 @@ def test_federation_settings_are_checked() -> None:
     with pytest.raises(ConfigError) as exc:
         compose(_settings(federate_notice_window_seconds=-1.0))
     assert exc.value.setting == "federate_notice_window_seconds"
+    for name, bad in (("federate_max_deliveries", 0), ("federate_max_clock_drift_seconds", 0.0),
+                      ("federate_max_clock_drift_seconds", float("inf"))):
+        with pytest.raises(ConfigError) as exc:
+            _settings(**{name: bad})
+        assert exc.value.setting == name
     m = Memory(settings=_settings())
     try:
         with pytest.raises(ConfigError):
@@ -541,3 +547,23 @@ def test_a_failing_erasure_is_never_set_aside(pair: tuple[Node, Node], monkeypat
     for _ in range(4):
         b.consumer.handle(b.transport.fetch(100, 0))
     assert b.consumer.counts["dead_lettered"] == 0 and len(b.transport.inbox) == 1  # still redelivered
+
+
+def test_a_remote_clock_beyond_the_maximum_drift_is_refused(hub: LocalHub) -> None:
+    """federate_max_clock_drift_seconds (default 300): an event stamped further ahead is refused (counted,
+    logged, acknowledged as rejected) and does not move this instance's clock; within the drift it applies."""
+    fast, near, slow = Node("fast", hub, skew=3_600.0), Node("near", hub, skew=200.0), Node("slow", hub)
+    try:
+        before = slow.fed.clock
+        fast.write("city", "Paris")  # an hour ahead
+        _deliver_all([fast, near, slow])
+        assert slow.current("city") is None and slow.fed.clock == before  # not applied, not pulled forward
+        assert slow.fed.counts["clock_refused"] == 1 and slow.consumer.counts["rejected"] == 1
+        assert near.current("city") is None and near.fed.counts["clock_refused"] == 1  # 3,400 s ahead of it
+        near.write("diet", "vegan")  # 200 s ahead: within the drift
+        _deliver_all([fast, near, slow])
+        assert slow.current("diet") == "vegan" and slow.fed.counts["clock_refused"] == 1
+        assert fast.current("diet") == "vegan"  # a clock behind is always accepted
+    finally:
+        for n in (fast, near, slow):
+            n.close()

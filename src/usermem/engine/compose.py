@@ -194,7 +194,8 @@ class Engine:
                               setting="store_url")
         fed = Federation(ctx, self.write, self.erasure, self.grants, domain=None,
                          encode=encoder(settings.nats_subject_prefix, ctx.contracts_for, settings.nats_values, origin),
-                         window=settings.federate_notice_window_seconds)
+                         window=settings.federate_notice_window_seconds,
+                         max_drift=settings.federate_max_clock_drift_seconds)
         if self.events is not None:
             fed.suppress = self.events.caused_remotely
             fed.on_remote_cause = self.events.note_remote_cause

@@ -35,7 +35,18 @@ from usermem.engine.grants import GrantsPipeline
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import ConfigError, InvalidArgument, NotFound, ValidationError
 from usermem.model import AuditEvent, ChangeEvent, Kind, MemoryRecord, Source, WriteRequest, WriteResult
-from usermem.policy.hlc import ZERO, Hlc, Order, Skip, admit, deserves_notice, observe, tick, wins
+from usermem.policy.hlc import (
+    ZERO,
+    Hlc,
+    Order,
+    Skip,
+    admit,
+    deserves_notice,
+    observe,
+    tick,
+    too_far_ahead,
+    wins,
+)
 from usermem.policy.validate import InputProblem, check_identifier, check_key
 from usermem.policy.wording import changed_elsewhere
 from usermem.store.base import Outbox, OutboxEntry, Store, VersionStamp, WriteTx, chunked
@@ -138,7 +149,7 @@ def dead_letters(store: Store, tenant: str, user_id: str | None = None, *,
 
 class Federation:
     def __init__(self, ctx: EngineContext, write: WritePipeline, erasure: ErasurePipeline, grants: GrantsPipeline,
-                 *, domain: str | None, encode: Encoder, window: float = 300.0) -> None:
+                 *, domain: str | None, encode: Encoder, window: float = 300.0, max_drift: float = 300.0) -> None:
         outbox = ctx.store.capabilities.outbox
         if outbox is None:
             raise ConfigError("federation needs a store with a transactional outbox (SQLite or PostgreSQL)",
@@ -151,6 +162,7 @@ class Federation:
         self.domain: str | None = None if domain is None else check_domain(domain)
         self.encode = encode
         self.window = window
+        self.max_drift = max_drift
         self._lock = threading.Lock()
         seeded = outbox.max_hlc()
         self._clock = Hlc.parse(seeded) if seeded else ZERO
@@ -300,6 +312,7 @@ class Federation:
             return "own_domain"
         at = self.ctx.now(now)
         check_ids(change.tenant, change.user_id)
+        self._check_drift(change, at)
         if self.on_remote_cause is not None:
             self.on_remote_cause(change.causality_id)
         if change.action in ERASE_ACTIONS:
@@ -345,6 +358,23 @@ class Federation:
             finally:
                 self._applying.on = False
         return "applied"
+
+    def _check_drift(self, change: RemoteChange, at: float) -> None:
+        """Refuse (ValidationError: the consumer acknowledges it as rejected) an event stamped further ahead of
+        this instance's wall time than `federate_max_clock_drift_seconds` (policy.hlc.too_far_ahead)."""
+        for rec in change.records:
+            try:
+                clock = Hlc.parse(str(rec["hlc"])) if isinstance(rec, Mapping) and rec.get("hlc") else None
+            except ValueError:
+                continue  # a malformed record: _apply_record skips it
+            if clock is not None and too_far_ahead(clock, int(at * 1000), int(self.max_drift * 1000)):
+                self._bump("clock_refused")
+                ahead = clock.wall_ms / 1000 - at
+                log.warning("federation: refusing event %s from %s: its clock is %.0f s ahead of this instance's "
+                            "(federate_max_clock_drift_seconds = %g)", change.event_id, change.domain, ahead,
+                            self.max_drift)
+                raise ValidationError(f"the event's clock is {ahead:.0f} s ahead of this instance's (more than "
+                                      f"federate_max_clock_drift_seconds = {self.max_drift:g})", field="hlc")
 
     def _apply_record(self, tx: WriteTx, change: RemoteChange, rec: Mapping[str, Any], at: float,
                       contracts: Any, consents: set[tuple[str, str]]) -> Skip | tuple[MemoryRecord, Notice | None]:
