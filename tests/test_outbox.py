@@ -84,6 +84,31 @@ def test_applied_events_are_recorded_once_and_roll_back_with_the_apply(store: St
     assert [e.event_id for e in outbox.pending()] == ["x2"]
 
 
+def test_soft_delete_by_ids_and_its_announce_hook_share_the_transaction(store: Store) -> None:
+    outbox = store.capabilities.outbox
+    assert outbox is not None
+    r1, r2 = _record(1), _record(2)
+    with store.transaction("t", "u1") as tx:
+        tx.insert(r1)
+        tx.insert(r2)
+    seen: list[list[str]] = []
+
+    def announce_then_fail(tx: Any, ids: Any) -> None:
+        seen.append(list(ids))
+        outbox.add(tx, OutboxEntry("gone", "t", "u1", "s.forget", "{}", T0))
+        raise RuntimeError("crash before commit")
+
+    with pytest.raises(RuntimeError):
+        store.soft_delete("t", "u1", T0 + 5, ids=[r1.id, "not-there"], announce=announce_then_fail)
+    assert seen == [[r1.id]] and store.get("t", r1.id) is not None and outbox.pending() == []
+    assert store.soft_delete("t", "u1", T0 + 5, ids=[r1.id],
+                             announce=lambda tx, ids: outbox.add(tx, OutboxEntry("e", "t", "u1", "s", "{}", T0))
+                             ) == [r1.id]
+    assert store.get("t", r1.id) is None and store.get("t", r2.id) is not None
+    assert [e.event_id for e in outbox.pending()] == ["e"]
+    assert store.soft_delete("t", "u1", T0 + 6, ids=[]) == []
+
+
 def _settings(tmp_path: Path, **kw: Any) -> Settings:
     return Settings().with_overrides(store_url=f"sqlite:///{tmp_path}/{uuid.uuid4().hex[:6]}.db", embedder="none",
                                      hybrid_lexical_weight=0.0, **kw)
