@@ -31,7 +31,8 @@ TENANT, USER = "acme", "u1"
 
 
 def _settings(**kw: Any) -> Settings:
-    return Settings().with_overrides(store_url="sqlite://", embedder="none", hybrid_lexical_weight=0.0, **kw)
+    return Settings().with_overrides(**{"store_url": "sqlite://", "embedder": "none", "hybrid_lexical_weight": 0.0,
+                                        **kw})
 
 
 class Node:
@@ -117,7 +118,8 @@ def test_a_remote_change_applies_and_the_later_one_wins_everywhere(pair: tuple[N
 
 
 def test_clock_skew_does_not_let_an_older_change_win(hub: LocalHub) -> None:
-    fast, slow = Node("fast", hub, skew=3_600.0), Node("slow", hub, skew=0.0)
+    drift = {"federate_max_clock_drift_seconds": 7_200.0}  # an hour of skew is tolerated here
+    fast, slow = Node("fast", hub, skew=3_600.0, **drift), Node("slow", hub, skew=0.0, **drift)
     try:
         fast.write("city", "Paris")  # stamped an hour ahead of the slow machine
         _deliver_all([fast, slow])
@@ -416,6 +418,11 @@ def test_federation_settings_are_checked() -> None:
     with pytest.raises(ConfigError) as exc:
         compose(_settings(federate_notice_window_seconds=-1.0))
     assert exc.value.setting == "federate_notice_window_seconds"
+    for name, bad in (("federate_max_deliveries", 0), ("federate_max_clock_drift_seconds", 0.0),
+                      ("federate_max_clock_drift_seconds", float("inf"))):
+        with pytest.raises(ConfigError) as exc:
+            _settings(**{name: bad})
+        assert exc.value.setting == name
     m = Memory(settings=_settings())
     try:
         with pytest.raises(ConfigError):
@@ -453,3 +460,110 @@ def test_notices_over_http_and_keep_local() -> None:
         assert again.status_code == 404 and again.json()["code"] == "notice_not_found"
     finally:
         api.memory.close()
+
+
+def _held(node: Node, key: str) -> list[tuple[str, Any, bool]]:
+    """(id, value, current) of every version of `key` this node still holds."""
+    return [(r.id, r.value, r.superseded_by is None) for r in node.engine.ctx.store.history(TENANT, USER, key)]
+
+
+def test_a_remote_forget_range_erases_exactly_the_erased_versions(pair: tuple[Node, Node]) -> None:
+    """Receivers erase the ids the origin erased — not the whole key — with the same successor rules as the
+    origin's forget_range (a later version stays current; erasing the current one leaves the key without)."""
+    a, b = pair
+    a.write("city", "Paris")
+    a.now += 10
+    a.write("city", "Lyon")
+    a.write("diet", "vegan")
+    _deliver_all([a, b])
+    assert _held(a, "city") == _held(b, "city") and len(_held(b, "city")) == 2
+    a.now += 1
+    b.now += 11
+    a.engine.erasure.forget(TENANT, USER, created_from=T0 - 1, created_until=T0 + 5, now=a.now)  # Paris only
+    _deliver_all([a, b])
+    assert [v for _, v, _ in _held(b, "city")] == ["Lyon"] and b.current("city") == "Lyon"
+    assert _held(a, "city") == _held(b, "city") and b.current("diet") == "vegan"
+    a.engine.erasure.forget(TENANT, USER, created_from=T0 + 9, created_until=T0 + 10.5, now=a.now)  # current ones
+    _deliver_all([a, b])
+    assert _held(a, "city") == _held(b, "city") == [] and _held(a, "diet") == _held(b, "diet") == []
+    assert b.fed.counts["erasures_applied"] == 2
+
+
+def test_a_poison_event_is_set_aside_after_bounded_retries(hub: LocalHub, tmp_path: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An event whose apply keeps failing with a store error is redelivered up to the limit, then kept as a
+    dead letter of the user's (listed for operators, erased with the user) and acknowledged; the others apply."""
+    from typer.testing import CliRunner
+
+    from usermem.engine.federation import DEAD_LETTERS, dead_letters
+    from usermem.interfaces.cli import _register, app
+
+    url = f"sqlite:///{tmp_path}/b.db"
+    a, b = Node("app", hub), Node("miniapp", hub, store_url=url)
+    try:
+        b.consumer = Consumer(b.transport, lambda change: b.fed.apply(change, now=b.now), park=b.fed.park,
+                              max_attempts=3)
+        a.write("city", "Paris")
+        a.write("diet", "vegan")
+        a.pump()
+        poison = decode(b.transport.inbox[0]).event_id
+        real = b.fed.outbox.mark_applied
+
+        def failing(tx: Any, tenant: str, event_id: str, at: float) -> bool:
+            if event_id == poison:
+                raise StoreError("constraint violated")
+            return real(tx, tenant, event_id, at)
+
+        monkeypatch.setattr(b.fed.outbox, "mark_applied", failing)
+        for _ in range(5):
+            b.consumer.handle(b.transport.fetch(100, 0))
+        assert not b.transport.inbox  # no longer redelivered
+        assert b.consumer.counts["errors"] == 3 and b.consumer.counts["dead_lettered"] == 1
+        assert b.current("city") is None and b.current("diet") == "vegan"
+        (letter,) = dead_letters(b.engine.ctx.store, TENANT)
+        assert letter["event_id"] == poison and letter["attempts"] == 3 and letter["keys"] == ["city"]
+        assert "constraint violated" in letter["error"] and json.loads(letter["payload"])["event_id"] == poison
+        assert b.fed.stats()["dead_letters"] == 1
+        _register()
+        r = CliRunner().invoke(app, ["federation", "dead-letters", TENANT, "--store", url, "--json"])
+        assert r.exit_code == 0, r.output
+        assert [d["event_id"] for d in json.loads(r.output)] == [poison]
+        b.engine.erasure.forget(TENANT, USER, keys=["city"], now=b.now)  # erasing the key erases the letter
+        assert b.engine.ctx.store.list_docs(TENANT, DEAD_LETTERS) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_failing_erasure_is_never_set_aside(pair: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = pair
+    b.consumer = Consumer(b.transport, lambda change: b.fed.apply(change, now=b.now), park=b.fed.park,
+                          max_attempts=2)
+    a.write("city", "Paris")
+    _deliver_all([a, b])
+    monkeypatch.setattr(b.engine.erasure, "forget", lambda *a, **k: (_ for _ in ()).throw(StoreError("down")))
+    a.engine.erasure.forget(TENANT, USER, keys=["city"], now=a.now + 1)
+    a.pump()
+    for _ in range(4):
+        b.consumer.handle(b.transport.fetch(100, 0))
+    assert b.consumer.counts["dead_lettered"] == 0 and len(b.transport.inbox) == 1  # still redelivered
+
+
+def test_a_remote_clock_beyond_the_maximum_drift_is_refused(hub: LocalHub) -> None:
+    """federate_max_clock_drift_seconds (default 300): an event stamped further ahead is refused (counted,
+    logged, acknowledged as rejected) and does not move this instance's clock; within the drift it applies."""
+    fast, near, slow = Node("fast", hub, skew=3_600.0), Node("near", hub, skew=200.0), Node("slow", hub)
+    try:
+        before = slow.fed.clock
+        fast.write("city", "Paris")  # an hour ahead
+        _deliver_all([fast, near, slow])
+        assert slow.current("city") is None and slow.fed.clock == before  # not applied, not pulled forward
+        assert slow.fed.counts["clock_refused"] == 1 and slow.consumer.counts["rejected"] == 1
+        assert near.current("city") is None and near.fed.counts["clock_refused"] == 1  # 3,400 s ahead of it
+        near.write("diet", "vegan")  # 200 s ahead: within the drift
+        _deliver_all([fast, near, slow])
+        assert slow.current("diet") == "vegan" and slow.fed.counts["clock_refused"] == 1
+        assert fast.current("diet") == "vegan"  # a clock behind is always accepted
+    finally:
+        for n in (fast, near, slow):
+            n.close()

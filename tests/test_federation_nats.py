@@ -108,3 +108,37 @@ def test_a_partition_heals_converged_with_a_notice_and_nothing_lost(fed_settings
     finally:
         app.close()
         mini.close()
+
+
+def test_a_poison_event_is_dead_lettered_after_jetstream_redeliveries(fed_settings: Settings, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delivery count is JetStream's own (num_delivered): after federate_max_deliveries failed applies the
+    event is set aside and acknowledged; the user's erasure (from the other domain) erases the dead letter."""
+    from usermem.engine.federation import dead_letters
+    from usermem.errors import StoreError
+
+    app, mini = _instance(fed_settings, tmp_path, "app"), _instance(fed_settings, tmp_path, "mini",
+                                                                       federate_max_deliveries=2)
+    try:
+        fed = mini.federation
+        assert fed is not None
+        real = fed._apply_record
+
+        def poison(tx: Any, change: Any, rec: Any, *args: Any) -> Any:
+            if rec["key"] == "city":
+                raise StoreError("this row cannot be stored here")
+            return real(tx, change, rec, *args)
+
+        monkeypatch.setattr(fed, "_apply_record", poison)
+        app.write(TENANT, USER, "preference", "city", "Paris")
+        app.write(TENANT, USER, "preference", "reply_length", "concise")
+        wait_for(lambda: dead_letters(mini.store, TENANT), what="the poison event set aside", timeout=15.0)
+        (letter,) = dead_letters(mini.store, TENANT)
+        assert letter["attempts"] == 2 and letter["keys"] == ["city"] and "cannot be stored" in letter["error"]
+        wait_for(lambda: _value(mini, "reply_length") == "concise", what="the other event applied")
+        assert _value(mini, "city") is None and fed.counts["dead_letters"] == 1
+        app.forget_user(TENANT, USER)
+        wait_for(lambda: not dead_letters(mini.store, TENANT), what="the dead letter erased with the user")
+    finally:
+        app.close()
+        mini.close()

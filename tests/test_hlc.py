@@ -7,7 +7,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from usermem.policy.contracts import Sharing
-from usermem.policy.hlc import ZERO, Hlc, Order, Skip, admit, deserves_notice, observe, tick, wins
+from usermem.policy.hlc import (
+    ZERO,
+    Hlc,
+    Order,
+    Skip,
+    admit,
+    deserves_notice,
+    observe,
+    tick,
+    too_far_ahead,
+    wins,
+)
 
 
 def test_tick_follows_the_wall_clock_and_never_goes_back() -> None:
@@ -81,3 +92,10 @@ def test_a_notice_only_for_a_recent_value_of_this_domain() -> None:
     assert deserves_notice(head_origin="app", own_domain="app", head_written_at=100.0, now=350.0, window=300.0)
     assert not deserves_notice(head_origin="app", own_domain="app", head_written_at=100.0, now=401.0, window=300.0)
     assert not deserves_notice(head_origin="mini", own_domain="app", head_written_at=100.0, now=101.0, window=300.0)
+
+
+def test_a_remote_clock_too_far_ahead() -> None:
+    now = 1_790_000_000_000
+    assert not too_far_ahead(Hlc(now + 300_000, 5), now, 300_000)  # exactly the drift: accepted
+    assert too_far_ahead(Hlc(now + 300_001, 0), now, 300_000)
+    assert not too_far_ahead(Hlc(now - 86_400_000, 0), now, 300_000)  # behind: always accepted

@@ -84,6 +84,31 @@ def test_applied_events_are_recorded_once_and_roll_back_with_the_apply(store: St
     assert [e.event_id for e in outbox.pending()] == ["x2"]
 
 
+def test_soft_delete_by_ids_and_its_announce_hook_share_the_transaction(store: Store) -> None:
+    outbox = store.capabilities.outbox
+    assert outbox is not None
+    r1, r2 = _record(1), _record(2)
+    with store.transaction("t", "u1") as tx:
+        tx.insert(r1)
+        tx.insert(r2)
+    seen: list[list[str]] = []
+
+    def announce_then_fail(tx: Any, ids: Any) -> None:
+        seen.append(list(ids))
+        outbox.add(tx, OutboxEntry("gone", "t", "u1", "s.forget", "{}", T0))
+        raise RuntimeError("crash before commit")
+
+    with pytest.raises(RuntimeError):
+        store.soft_delete("t", "u1", T0 + 5, ids=[r1.id, "not-there"], announce=announce_then_fail)
+    assert seen == [[r1.id]] and store.get("t", r1.id) is not None and outbox.pending() == []
+    assert store.soft_delete("t", "u1", T0 + 5, ids=[r1.id],
+                             announce=lambda tx, ids: outbox.add(tx, OutboxEntry("e", "t", "u1", "s", "{}", T0))
+                             ) == [r1.id]
+    assert store.get("t", r1.id) is None and store.get("t", r2.id) is not None
+    assert [e.event_id for e in outbox.pending()] == ["e"]
+    assert store.soft_delete("t", "u1", T0 + 6, ids=[]) == []
+
+
 def _settings(tmp_path: Path, **kw: Any) -> Settings:
     return Settings().with_overrides(store_url=f"sqlite:///{tmp_path}/{uuid.uuid4().hex[:6]}.db", embedder="none",
                                      hybrid_lexical_weight=0.0, **kw)
@@ -249,3 +274,53 @@ def test_staging_and_applying_on_every_backend(backend: str, tmp_path: Path) -> 
         if backend != "sqlite":
             for p in paths:
                 backends.drop_schema(p)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                                     pytest.param("tiered", marks=[pytest.mark.postgres, pytest.mark.redis])])
+def test_an_erasure_and_its_event_commit_together(backend: str, tmp_path: Path) -> None:
+    """The erasure's outbox event is written in the soft delete's transaction: a failure after the rows were
+    marked deleted and the event queued, before commit, leaves neither; a committed erasure has its event."""
+    engine = compose(_backend_settings(backend, tmp_path))
+    try:
+        fed = engine.use_outbox(LocalHub().transport("a"), "origin-a")
+        assert engine.relay is not None
+        engine.relay.close()
+        fed.domain = "app"
+        outbox = engine.ctx.store.capabilities.outbox
+        assert outbox is not None
+        engine.write.write("t", "u1", _request("city", "Paris"), now=T0)
+        engine.write.write("t", "u1", _request("diet", "vegan"), now=T0)
+        real_add = outbox.add
+
+        def add_then_crash(tx: Any, entry: OutboxEntry) -> None:
+            real_add(tx, entry)  # the event is written in the transaction, then the process "dies"
+            raise RuntimeError("crash before commit")
+
+        fed.outbox = type("Crashing", (), {"add": staticmethod(add_then_crash),
+                                           "discard_user": outbox.discard_user})()  # type: ignore[assignment]
+        with pytest.raises(RuntimeError):
+            engine.erasure.forget("t", "u1", keys=["city"], now=T0 + 1)
+        with pytest.raises(RuntimeError):
+            engine.erasure.forget("t", "u1", now=T0 + 1)
+        fed.outbox = outbox
+        assert [json.loads(e.payload)["action"] for e in outbox.pending()] == ["write", "write"]  # no event
+        assert {r.key for r in engine.ctx.store.live(_live())} == {"city", "diet"}  # and no deletion
+        assert engine.erasure.forget("t", "u1", keys=["city"], now=T0 + 2) == 1
+        assert fed.held == set()  # released after the commit (the relay may send it)
+        erasure = [json.loads(e.payload) for e in fed.pending() if json.loads(e.payload)["action"] == "forget"]
+        assert len(erasure) == 1 and erasure[0]["keys"] == ["city"] and erasure[0]["domain"] == "app"
+        engine.erasure.forget("t", "u1", now=T0 + 3)
+        # forget_user: the user's queued events were dropped in the same transaction; only its event is left
+        assert [json.loads(e.payload)["action"] for e in outbox.pending()] == ["forget_user"]
+        assert engine.ctx.store.live(_live()) == []
+    finally:
+        engine.close()
+        if backend != "sqlite":
+            backends.drop_schema(tmp_path)
+
+
+def _live() -> Any:
+    from usermem.store.base import LiveQuery
+
+    return LiveQuery("t", "u1", T0 + 10)

@@ -108,6 +108,8 @@ class Settings:
     federate_domain: str | None = None  # apply other domains' changes (docs/federation.md); None: do not federate
     federate_instance: str | None = None  # this instance's durable consumer name (default: the domain)
     federate_notice_window_seconds: float = 300.0  # a remote change overriding a local one this recent: a notice
+    federate_max_deliveries: int = 5  # a remote event whose apply failed this often is kept as a dead letter
+    federate_max_clock_drift_seconds: float = 300.0  # remote clocks further ahead of this one are refused
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -166,6 +168,10 @@ SETTING_HELP: dict[str, str] = {
     "federate_domain": "this instance's domain: apply other domains' changes by contract (docs/federation.md)",
     "federate_instance": "name of this instance's durable JetStream consumer (default: the domain)",
     "federate_notice_window_seconds": "a remote change overriding a local one made this recently raises a notice",
+    "federate_max_deliveries": "a remote event whose apply failed this many times (store errors) is set aside as "
+                               "a dead letter instead of being retried (usermem federation dead-letters)",
+    "federate_max_clock_drift_seconds": "a remote event whose clock is further than this ahead of this instance's "
+                                        "is refused (counted, logged), so it cannot pull every clock forward",
 }
 SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
 URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})
@@ -299,6 +305,10 @@ def _validated(s: Settings) -> Settings:
             raise ConfigError(f"must match [a-z0-9_.-]{{1,64}}, got {value!r:.80}", setting=name)
     if not math.isfinite(s.federate_notice_window_seconds) or s.federate_notice_window_seconds < 0:
         raise ConfigError("must be a finite number of seconds ≥ 0", setting="federate_notice_window_seconds")
+    if s.federate_max_deliveries < 1:
+        raise ConfigError("must be at least 1", setting="federate_max_deliveries")
+    if not math.isfinite(s.federate_max_clock_drift_seconds) or s.federate_max_clock_drift_seconds <= 0:
+        raise ConfigError("must be a finite number of seconds > 0", setting="federate_max_clock_drift_seconds")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")

@@ -194,14 +194,15 @@ class Engine:
                               setting="store_url")
         fed = Federation(ctx, self.write, self.erasure, self.grants, domain=None,
                          encode=encoder(settings.nats_subject_prefix, ctx.contracts_for, settings.nats_values, origin),
-                         window=settings.federate_notice_window_seconds)
+                         window=settings.federate_notice_window_seconds,
+                         max_drift=settings.federate_max_clock_drift_seconds)
         if self.events is not None:
             fed.suppress = self.events.caused_remotely
             fed.on_remote_cause = self.events.note_remote_cause
             self.events.use_outbox()
-        ctx.use_stager(fed.stage)
+        ctx.use_stager(fed.stage, fed.stage_erasure)
         ctx.subscribe(fed.on_change)  # after the event sync's listener: the stream's erasure goes first
-        relay = Relay(outbox.pending, outbox.remove, transport)
+        relay = Relay(fed.pending, outbox.remove, transport)
         fed.wake = relay.wake
         relay.start()
         relay.wake()  # events left in the outbox by an earlier run
@@ -228,7 +229,8 @@ class Engine:
         fed.domain = check_domain(domain)
         if self.consumer is not None:
             self.consumer.stop()
-        consumer = Consumer(transport, fed.apply)
+        consumer = Consumer(transport, fed.apply, park=fed.park,
+                            max_attempts=self.ctx.settings.federate_max_deliveries)
         consumer.catch_up(catch_up_timeout)  # before serving: what happened while this instance was away
         consumer.start()
         self.consumer = consumer

@@ -19,9 +19,12 @@ Listener = Callable[[ChangeEvent], None]
 # Called inside a change's transaction, before commit, with the versions it inserted: writes the change
 # event to the transactional outbox (engine/federation.py). Raising rolls the change back.
 Stager = Callable[[WriteTx, str, str, tuple[MemoryRecord, ...]], None]
+# Called inside an erasure's soft-delete transaction, before commit, with its change event (the ids erased
+# included): writes the erasure's event to the outbox. Raising rolls the erasure back.
+ErasureStager = Callable[[WriteTx, ChangeEvent], None]
 log = logging.getLogger("usermem")
 
-__all__ = ["Clock", "EngineContext", "Listener", "Stager", "new_id"]
+__all__ = ["Clock", "EngineContext", "ErasureStager", "Listener", "Stager", "new_id"]
 
 
 class RecordingTx:
@@ -73,9 +76,12 @@ class EngineContext:
     # The outbox stager (engine/federation.py), when change events go out through the outbox.
     stager: Stager | None = None
 
-    def use_stager(self, stager: Stager | None) -> None:
-        """Write every change's event inside its transaction (None: no outbox)."""
+    erasure_stager: ErasureStager | None = None
+
+    def use_stager(self, stager: Stager | None, erasure_stager: ErasureStager | None = None) -> None:
+        """Write every change's event inside its transaction, erasures' too (None: no outbox)."""
         self.stager = stager
+        self.erasure_stager = erasure_stager
 
     @contextmanager
     def transaction(self, tenant: str, user_id: str) -> Iterator[WriteTx]:

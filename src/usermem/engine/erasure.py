@@ -15,7 +15,7 @@ from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, TierUnavailable, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
 from usermem.policy.validate import KEY_PATTERN, MAX_TTL_SECONDS, number_arg
-from usermem.store.base import AuditQuery
+from usermem.store.base import Announce, AuditQuery, WriteTx
 
 TIER_FAILED = "erase_tiers_failed"  # audit: the store of record is erased, a serving tier is not yet
 TIER_DONE = "erase_tiers_done"  # audit: a retry finished erasing the tiers
@@ -47,9 +47,11 @@ class ErasurePipeline:
 
     def forget(self, tenant: str, user_id: str, *, keys: Sequence[str] | None = None,
                created_from: float | None = None, created_until: float | None = None,
-               now: float | None = None, actor: str | None = None, causality_id: str | None = None) -> int:
+               now: float | None = None, actor: str | None = None, causality_id: str | None = None,
+               memory_ids: Sequence[str] | None = None) -> int:
         """Soft-delete matching versions (all versions of the keys); returns how many rows were deleted.
-        `causality_id`: the remote event this erasure applies (federation; it is then not announced again)."""
+        `causality_id`: the remote event this erasure applies (federation; it is then not announced again).
+        `memory_ids`: only these versions (a remote forget_range, applied by the ids its origin erased)."""
         check_ids(tenant, user_id, actor=actor)
         if keys is not None:
             for key in keys:
@@ -58,15 +60,25 @@ class ErasurePipeline:
                 if not KEY_PATTERN.match(key):
                     raise ValidationError(f"key must match [a-z0-9_.-]{{1,64}}, got {key!r:.80}", field="key")
         at = self.ctx.now(now)
-        whole_user = keys is None and created_from is None and created_until is None
+        whole_user = keys is None and created_from is None and created_until is None and memory_ids is None
         action = "forget_user" if whole_user else "forget"
         # The audit entry commits in the soft-delete's own transaction (detail gets "rows"): an erasure
         # is never committed without it, whatever happens to the tier step below (issue 12 item 15).
         audit = AuditEvent(tenant=tenant, at=at, action=action, user_id=user_id, actor=actor,
                            detail={"keys": list(keys) if keys else None, "created_from": created_from,
-                                   "created_until": created_until})
+                                   "created_until": created_until,
+                                   **({"memory_ids": len(memory_ids)} if memory_ids is not None else {})})
+        stage = self.ctx.erasure_stager
+        announce: Announce | None = None
+        if stage is not None:  # the erasure's outbox event commits with it (federation)
+
+            def announce(tx: WriteTx, erased: Sequence[str]) -> None:
+                stage(tx, ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(erased),
+                                      causality_id=causality_id))
+
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
-                                         created_until=created_until, audit=audit)
+                                         created_until=created_until, audit=audit, announce=announce,
+                                         ids=memory_ids)
         if whole_user:
             # Sessions, grants, verifications and other per-user documents go too (hard delete).
             self.ctx.store.delete_user_docs(tenant, user_id)

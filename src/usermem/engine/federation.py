@@ -4,9 +4,9 @@
   of every change it stamps each inserted version with the hybrid logical clock (policy/hlc.py) and writes
   the change event to the store's outbox (`store.capabilities.outbox`), so the event commits or rolls back
   with the change. A relay (events/federation.py) publishes the outbox and removes what the bus
-  acknowledged. Erasures (`forget`, `forget_range`, `forget_user`) are written to the outbox right after
-  they commit (their own transaction: the store's soft delete is one call), after dropping the user's queued
-  events that carry what was erased.
+  acknowledged. Erasures (`forget`, `forget_range`, `forget_user`) write their event in the soft delete's
+  own transaction too (`stage_erasure`, through the store's `announce` hook); queued events that carry what
+  was erased are dropped.
 * **Incoming.** `apply(change)` applies a remote event in one transaction, exactly once (the event id goes
   into `applied_events` in the same transaction; a duplicate applies nothing): each record is admitted by
   the field's contract here (`shared` applies; `explicit_opt_in` only when the user opted the field in for
@@ -35,10 +35,21 @@ from usermem.engine.grants import GrantsPipeline
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import ConfigError, InvalidArgument, NotFound, ValidationError
 from usermem.model import AuditEvent, ChangeEvent, Kind, MemoryRecord, Source, WriteRequest, WriteResult
-from usermem.policy.hlc import ZERO, Hlc, Order, Skip, admit, deserves_notice, observe, tick, wins
+from usermem.policy.hlc import (
+    ZERO,
+    Hlc,
+    Order,
+    Skip,
+    admit,
+    deserves_notice,
+    observe,
+    tick,
+    too_far_ahead,
+    wins,
+)
 from usermem.policy.validate import InputProblem, check_identifier, check_key
 from usermem.policy.wording import changed_elsewhere
-from usermem.store.base import Outbox, OutboxEntry, VersionStamp, WriteTx
+from usermem.store.base import Outbox, OutboxEntry, Store, VersionStamp, WriteTx, chunked
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
@@ -47,6 +58,9 @@ log = logging.getLogger("usermem.federation")
 
 NOTICES = "federation_notices"  # documents: <notice id> -> the notice (user_id set: erased with the user)
 NOTICE_TTL = 30 * 86_400.0
+# documents: <event id> -> a remote event whose apply kept failing (user_id set: erased with the user; the
+# payload is the event as it travelled — values of L1 fields only, docs/events.md)
+DEAD_LETTERS = "federation_dead_letters"
 WRITE_ACTIONS = frozenset({"write", "confirm", "deny", "revert"})
 ERASE_ACTIONS = frozenset({"forget", "forget_user"})
 # (event, event_id, domain, clock per memory id) -> (subject, JSON payload): events/federation.encoder.
@@ -120,9 +134,22 @@ def keep_local(ctx: EngineContext, write: WritePipeline, tenant: str, user_id: s
     return result
 
 
+def dead_letters(store: Store, tenant: str, user_id: str | None = None, *,
+                 limit: int = 1000) -> list[dict[str, Any]]:
+    """Remote events set aside after `federate_max_deliveries` failed applies, oldest first (operators:
+    `usermem federation dead-letters`). Each: event_id, user_id, domain, action, keys, attempts, error, at,
+    payload (the event's JSON text)."""
+    if user_id is None:
+        check_ids(tenant, "any")  # the tenant alone
+    else:
+        check_ids(tenant, user_id)
+    docs = store.list_docs(tenant, DEAD_LETTERS, user_id=user_id, limit=limit)
+    return sorted((d for _, d in docs), key=lambda d: (float(d.get("at", 0.0)), str(d.get("event_id"))))
+
+
 class Federation:
     def __init__(self, ctx: EngineContext, write: WritePipeline, erasure: ErasurePipeline, grants: GrantsPipeline,
-                 *, domain: str | None, encode: Encoder, window: float = 300.0) -> None:
+                 *, domain: str | None, encode: Encoder, window: float = 300.0, max_drift: float = 300.0) -> None:
         outbox = ctx.store.capabilities.outbox
         if outbox is None:
             raise ConfigError("federation needs a store with a transactional outbox (SQLite or PostgreSQL)",
@@ -135,13 +162,18 @@ class Federation:
         self.domain: str | None = None if domain is None else check_domain(domain)
         self.encode = encode
         self.window = window
+        self.max_drift = max_drift
         self._lock = threading.Lock()
         seeded = outbox.max_hlc()
         self._clock = Hlc.parse(seeded) if seeded else ZERO
         self._applying = threading.local()
         self.counts: dict[str, int] = {"staged": 0, "applied": 0, "duplicates": 0, "won": 0, "lost": 0,
+                                       "dead_letters": 0, "clock_refused": 0,
                                        "notices": 0, "erasures_applied": 0, "own_domain": 0, "bad_records": 0,
                                        **{f"skipped_{s.value}": 0 for s in Skip}}
+        # Erasure events committed whose stream purge may not be queued yet: the relay leaves them (pending()).
+        self.held: set[str] = set()
+        self._erasing = threading.local()
         self.wake: Callable[[], None] | None = None  # the relay's nudge (events/federation.Relay.wake)
         self.on_remote_cause: Callable[[str], None] | None = None  # FederatedSync.note_remote_cause
         # FederatedSync.caused_remotely: a change made while handling a remote event is not announced
@@ -184,19 +216,49 @@ class Federation:
         self.outbox.add(tx, OutboxEntry(event_id, tenant, user_id, subject, payload, at))
         self._bump("staged")
 
+    def _quiet(self, causality_id: str | None) -> bool:
+        return getattr(self._applying, "on", False) or (self.suppress is not None and self.suppress(causality_id))
+
+    def stage_erasure(self, tx: WriteTx, event: ChangeEvent) -> None:
+        """The EngineContext erasure stager: inside the soft delete's transaction, the erasure's outbox event
+        (and, for forget_user, dropping the user's queued events: they may carry values). The event is held
+        back from the relay until `on_change` saw the commit — after the event sync queued the stream's
+        purge, which would otherwise erase the announcement too."""
+        if self._quiet(event.causality_id):
+            return  # applying a remote erasure: not announced again
+        if event.action == "forget_user":
+            self.outbox.discard_user(event.tenant, event.user_id, tx)
+        event_id = new_id()
+        subject, payload = self.encode(event, event_id, self.domain, {})
+        stale = getattr(self._erasing, "held", None)  # an erasure of this thread that rolled back
+        with self._lock:
+            if stale is not None:
+                self.held.discard(stale)
+            self.held.add(event_id)
+        self._erasing.held = event_id
+        self.outbox.add(tx, OutboxEntry(event_id, event.tenant, event.user_id, subject, payload, event.at))
+        self._bump("staged")
+
+    def pending(self, limit: int = 256) -> list[OutboxEntry]:
+        """The relay's view of the outbox: what is queued, less the erasure events held back (above)."""
+        with self._lock:
+            held = set(self.held)
+        return [e for e in self.outbox.pending(limit) if e.event_id not in held]
+
     def on_change(self, event: ChangeEvent) -> None:
-        """Change listener (after commit): erasures go to the outbox; every change wakes the relay."""
-        quiet = getattr(self._applying, "on", False) or (self.suppress is not None and self.suppress(event.causality_id))
-        if event.action in ERASE_ACTIONS and not quiet:
-            if event.action == "forget_user":
-                self.outbox.discard_user(event.tenant, event.user_id)  # queued events may carry values
-            elif event.memory_ids:
+        """Change listener (after commit): releases an erasure's event (forget(key) / forget_range first drop
+        the queued events that carry what was erased); every change wakes the relay."""
+        if event.action in ERASE_ACTIONS:  # emitted on the thread that erased, right after its commit
+            event_id = getattr(self._erasing, "held", None)
+            self._erasing.held = None
+            if event.action == "forget" and event.memory_ids and not self._quiet(event.causality_id):
                 self._discard_carrying(event.tenant, event.user_id, frozenset(event.memory_ids))
-            event_id = new_id()
-            subject, payload = self.encode(event, event_id, self.domain, {})
-            with self.ctx.store.transaction(event.tenant, event.user_id) as tx:
-                self.outbox.add(tx, OutboxEntry(event_id, event.tenant, event.user_id, subject, payload, event.at))
-            self._bump("staged")
+            if event.action == "forget":  # forget_user: delete_user_docs took them
+                self._drop_dead_letters(event.tenant, event.user_id, frozenset(event.memory_ids),
+                                        frozenset(event.keys))
+            if event_id is not None:
+                with self._lock:
+                    self.held.discard(event_id)
         if self.wake is not None:
             self.wake()
 
@@ -216,7 +278,28 @@ class Federation:
         if doomed:
             self.outbox.remove(doomed)
 
+    def _drop_dead_letters(self, tenant: str, user_id: str, ids: frozenset[str], keys: frozenset[str]) -> None:
+        """An erasure also erases the dead letters that carry an erased version or a version of an erased key."""
+        for key, doc in self.ctx.store.list_docs(tenant, DEAD_LETTERS, user_id=user_id, limit=100_000):
+            try:
+                records = json.loads(str(doc.get("payload") or "{}")).get("records") or []
+            except ValueError:
+                continue
+            if any(isinstance(r, dict) and (r.get("id") in ids or r.get("key") in keys) for r in records):
+                self.ctx.store.delete_doc(tenant, DEAD_LETTERS, key)
+
     # -- incoming ------------------------------------------------------------------------------------
+
+    def park(self, change: RemoteChange, error: str, attempts: int, *, now: float | None = None) -> None:
+        """Keep a remote event whose apply keeps failing as a dead letter (the consumer then acknowledges it):
+        a document of the user's (erased with them) holding the event as it travelled."""
+        at = self.ctx.now(now)
+        check_ids(change.tenant, change.user_id)
+        self.ctx.store.put_doc(change.tenant, DEAD_LETTERS, change.event_id, {
+            "event_id": change.event_id, "user_id": change.user_id, "domain": change.domain,
+            "action": change.action, "keys": list(change.keys), "attempts": attempts, "error": error[:300],
+            "at": at, "payload": json.dumps(change.raw, ensure_ascii=False)}, now=at, user_id=change.user_id)
+        self._bump("dead_letters")
 
     def apply(self, change: RemoteChange, *, now: float | None = None) -> str:
         """Apply one remote event (exactly once). Returns what happened: "applied", "duplicate",
@@ -229,6 +312,7 @@ class Federation:
             return "own_domain"
         at = self.ctx.now(now)
         check_ids(change.tenant, change.user_id)
+        self._check_drift(change, at)
         if self.on_remote_cause is not None:
             self.on_remote_cause(change.causality_id)
         if change.action in ERASE_ACTIONS:
@@ -274,6 +358,23 @@ class Federation:
             finally:
                 self._applying.on = False
         return "applied"
+
+    def _check_drift(self, change: RemoteChange, at: float) -> None:
+        """Refuse (ValidationError: the consumer acknowledges it as rejected) an event stamped further ahead of
+        this instance's wall time than `federate_max_clock_drift_seconds` (policy.hlc.too_far_ahead)."""
+        for rec in change.records:
+            try:
+                clock = Hlc.parse(str(rec["hlc"])) if isinstance(rec, Mapping) and rec.get("hlc") else None
+            except ValueError:
+                continue  # a malformed record: _apply_record skips it
+            if clock is not None and too_far_ahead(clock, int(at * 1000), int(self.max_drift * 1000)):
+                self._bump("clock_refused")
+                ahead = clock.wall_ms / 1000 - at
+                log.warning("federation: refusing event %s from %s: its clock is %.0f s ahead of this instance's "
+                            "(federate_max_clock_drift_seconds = %g)", change.event_id, change.domain, ahead,
+                            self.max_drift)
+                raise ValidationError(f"the event's clock is {ahead:.0f} s ahead of this instance's (more than "
+                                      f"federate_max_clock_drift_seconds = {self.max_drift:g})", field="hlc")
 
     def _apply_record(self, tx: WriteTx, change: RemoteChange, rec: Mapping[str, Any], at: float,
                       contracts: Any, consents: set[tuple[str, str]]) -> Skip | tuple[MemoryRecord, Notice | None]:
@@ -351,13 +452,14 @@ class Federation:
             if change.action == "forget_user":
                 self.erasure.forget(tenant, user_id, now=at, actor=f"domain:{change.domain}",
                                     causality_id=change.causality_id)
-            else:
-                keys = set(change.keys)
-                if not keys and change.memory_ids:  # forget_range: the keys of the erased versions held here
-                    keys = {r.key for r in self.ctx.store.get_many(tenant, list(change.memory_ids))}
-                if keys:
-                    self.erasure.forget(tenant, user_id, keys=sorted(keys), now=at, actor=f"domain:{change.domain}",
-                                        causality_id=change.causality_id)
+            elif change.keys:  # forget(key): the keys, every version held here
+                self.erasure.forget(tenant, user_id, keys=sorted(set(change.keys)), now=at,
+                                    actor=f"domain:{change.domain}", causality_id=change.causality_id)
+            else:  # forget_range: exactly the versions erased at the origin (applied versions keep their ids)
+                ids = list(dict.fromkeys(change.memory_ids))
+                for part in chunked(ids):
+                    self.erasure.forget(tenant, user_id, memory_ids=list(part), now=at,
+                                        actor=f"domain:{change.domain}", causality_id=change.causality_id)
         finally:
             self._applying.on = False
         with self.ctx.store.transaction(tenant, user_id) as tx:

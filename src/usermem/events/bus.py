@@ -63,6 +63,10 @@ class Pulled:
         self._msg = msg
         self.data: bytes = msg.data or b""
         self.subject: str = msg.subject
+        try:  # JetStream's delivery count (redeliveries included)
+            self.attempts: int = max(1, int(msg.metadata.num_delivered))
+        except Exception:
+            self.attempts = 1
 
     def ack(self) -> None:
         self._bus.call(self._msg.ack(), 5.0)

@@ -34,6 +34,8 @@ from usermem.model import ChangeEvent
 log = logging.getLogger("usermem.federation")
 
 Apply = Callable[[RemoteChange], object]
+# (the event, the error, the deliveries so far): keep an event whose apply keeps failing aside (a dead letter).
+Park = Callable[[RemoteChange, str, int], None]
 
 
 def encoder(prefix: str, contracts_for: ContractsFor, values: str,
@@ -145,14 +147,18 @@ class Relay:
 class Consumer:
     """Applies this instance's durable consumer's events (acknowledged after the apply)."""
 
-    def __init__(self, transport: Transport, apply: Apply, *, batch: int = 64, poll: float = 1.0) -> None:
+    def __init__(self, transport: Transport, apply: Apply, *, batch: int = 64, poll: float = 1.0,
+                 park: Park | None = None, max_attempts: int = 5) -> None:
         self.transport = transport
         self.apply = apply
         self.batch = batch
         self.poll = poll
+        self.park = park
+        self.max_attempts = max(1, max_attempts)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.counts = {"delivered": 0, "applied": 0, "bad_payloads": 0, "rejected": 0, "errors": 0}
+        self.counts = {"delivered": 0, "applied": 0, "bad_payloads": 0, "rejected": 0, "errors": 0,
+                       "dead_lettered": 0}
 
     def handle(self, deliveries: Sequence[Delivery]) -> int:
         for d in deliveries:
@@ -171,10 +177,25 @@ class Consumer:
                 log.warning("usermem federation: refusing event %s: %s", change.event_id, exc)
                 d.ack()
                 continue
-            except Exception:
+            except Exception as exc:
                 self.counts["errors"] += 1
-                log.exception("usermem federation: applying event %s failed; it will be redelivered",
-                              change.event_id)
+                attempts = getattr(d, "attempts", 1)
+                # Erasures are never set aside: dropping one would keep what the user asked to erase.
+                if self.park is not None and attempts >= self.max_attempts and not change.is_erasure:
+                    try:  # a poison event: set aside (a dead letter an operator lists), not retried for ever
+                        self.park(change, f"{type(exc).__name__}: {exc}"[:300], attempts)
+                    except Exception:
+                        log.exception("usermem federation: could not set event %s aside; it will be redelivered",
+                                      change.event_id)
+                        d.nak()
+                        continue
+                    self.counts["dead_lettered"] += 1
+                    log.error("usermem federation: event %s failed %d times (%s); kept as a dead letter, not "
+                              "retried (usermem federation dead-letters)", change.event_id, attempts, exc)
+                    d.ack()
+                    continue
+                log.exception("usermem federation: applying event %s failed (attempt %d of %d); it will be "
+                              "redelivered", change.event_id, attempts, self.max_attempts)
                 d.nak()
                 continue
             self.counts["applied"] += 1
@@ -244,6 +265,7 @@ class _LocalDelivery:
     def __init__(self, inbox: LocalTransport, data: bytes) -> None:
         self._inbox = inbox
         self.data = data
+        inbox.deliveries[data] = self.attempts = inbox.deliveries.get(data, 0) + 1
 
     def ack(self) -> None:
         return None
@@ -295,6 +317,7 @@ class LocalTransport:
         self.inbox: deque[bytes] = deque()
         self.missed: list[bytes] = []
         self.connected = True
+        self.deliveries: dict[bytes, int] = {}  # how often each message was delivered (Delivery.attempts)
 
     def publish(self, subject: str, data: bytes, msg_id: str, done: Callable[[bool], None]) -> None:
         if not self.connected:  # refused: the event stays in the outbox and is sent again after reconnect()

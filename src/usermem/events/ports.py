@@ -53,6 +53,10 @@ class Delivery(Protocol):
     @property
     def data(self) -> bytes: ...
 
+    @property
+    def attempts(self) -> int:
+        """How many times this message was delivered, this time included (1: the first delivery)."""
+
     def ack(self) -> None: ...
 
     def nak(self) -> None: ...

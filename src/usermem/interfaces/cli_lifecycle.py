@@ -288,7 +288,7 @@ def decay_table() -> None:
 
 # -- federation notices (docs/federation.md) ---------------------------------------------------------------
 
-federation_app = typer.Typer(help="Federation: the user's \"changed on another device\" notices.",
+federation_app = typer.Typer(help="Federation: the user's \"changed on another device\" notices; dead letters.",
                              no_args_is_help=True)
 app.add_typer(federation_app, name="federation")
 
@@ -326,3 +326,34 @@ def keep_local(tenant: str, user_id: str, notice_id: str, store: StoreOpt = None
                           f"已保留 [bold]{esc(r.memory.key)}[/bold] = {esc(shown(r.memory.value))}"))
     else:
         console.print(f"[yellow]{r.op.value}[/yellow] {r.reason.value if r.reason else ''} {esc(r.detail or '')}")
+
+
+@federation_app.command("dead-letters")
+def federation_dead_letters(tenant: str, user_id: Annotated[str | None, typer.Argument()] = None,
+                            store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """List remote events set aside after `federate_max_deliveries` failed applies (operators): the event id,
+    user, source domain, action, keys, attempts and the last error. Reads the store only.
+
+    Example: usermem federation dead-letters acme
+    """
+    from usermem.config import load_settings
+    from usermem.engine.federation import dead_letters
+    from usermem.interfaces.cli_output import require_existing_store
+    from usermem.store.base import open_store
+
+    configured = load_settings().store_url
+    url = store or (configured if configured != "sqlite://" else "sqlite:///data/usermem.db")  # as open_memory
+    require_existing_store(url)
+    s = open_store(url)
+    try:
+        items = dead_letters(s, tenant, user_id)
+    finally:
+        s.close()
+    if as_json:
+        print(dumps(items))
+        return
+    out = table(f"{tenant} dead letters", "event", "user", say("from", "来源"), "action", "keys", "attempts", "error")
+    for d in items:
+        out.add_row(cell(d["event_id"]), cell(d["user_id"]), cell(d.get("domain") or "-"), cell(d["action"]),
+                    cell(", ".join(d.get("keys") or [])), cell(str(d["attempts"])), cell(d["error"]))
+    console.print(out)

@@ -80,6 +80,13 @@ def observe(last: Hlc, remote: Hlc, now_ms: int) -> Hlc:
     return Hlc(wall, 0)
 
 
+def too_far_ahead(remote: Hlc, now_ms: int, max_drift_ms: int) -> bool:
+    """A remote clock more than `max_drift_ms` ahead of this instance's wall time `now_ms` is refused: accepted,
+    it would pull every clock that sees it (and every later change) that far into the future, and its change
+    would win every conflict until the wall clocks caught up."""
+    return remote.wall_ms - now_ms > max_drift_ms
+
+
 @dataclass(frozen=True, order=True, slots=True)
 class Order:
     """The total order of versions: clock, then client id, then origin domain, then event id."""

@@ -7,7 +7,7 @@ decay. It knows how to keep versions, find the current one under a lock, and del
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -131,8 +131,8 @@ class Outbox(Protocol):
     def remove(self, event_ids: Sequence[str]) -> int:
         """Drop events the bus acknowledged; returns how many were removed."""
 
-    def discard_user(self, tenant: str, user_id: str) -> int:
-        """Drop a user's queued events (erasure: they may carry values)."""
+    def discard_user(self, tenant: str, user_id: str, tx: WriteTx | None = None) -> int:
+        """Drop a user's queued events (erasure: they may carry values); in `tx` when given."""
 
     def mark_applied(self, tx: WriteTx, tenant: str, event_id: str, at: float) -> bool:
         """Record a remote event as applied in `tx`; False when it already was (apply nothing then)."""
@@ -203,6 +203,10 @@ class WriteTx(Protocol):
     def audit(self, event: AuditEvent) -> None: ...
 
 
+# soft_delete's hook inside its transaction: (the transaction, the ids deleted) -> None.
+Announce = Callable[["WriteTx", Sequence[str]], None]
+
+
 @runtime_checkable
 class Store(Protocol):
     """What every backend implements. One conformance suite (tests/conformance) runs on all of them."""
@@ -266,11 +270,17 @@ class Store(Protocol):
         created_from: float | None = None,
         created_until: float | None = None,
         audit: AuditEvent | None = None,
+        announce: Announce | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[str]:
         """Mark every matching version deleted (one transaction); returns the ids of all versions deleted.
 
         `audit`: an entry written in the same transaction, its detail completed with ``rows`` (the number
-        of versions deleted), so an erasure is never committed without its audit entry."""
+        of versions deleted), so an erasure is never committed without its audit entry.
+        `announce`: called in the same transaction, after the rows are marked and before commit, with the
+        transaction and the ids deleted — the engine writes the erasure's outbox event through it (stores
+        with `capabilities.outbox`); raising rolls the erasure back.
+        `ids`: only versions among these ids (federation applies a remote forget_range by the ids it erased)."""
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:
         """Physically remove soft-deleted and expired rows, and make their bytes unrecoverable."""

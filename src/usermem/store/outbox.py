@@ -67,10 +67,13 @@ class SqlOutbox:
                 n += int(c.execute(f"DELETE FROM outbox WHERE {cond}", args).rowcount)
         return n
 
-    def discard_user(self, tenant: str, user_id: str) -> int:
+    def discard_user(self, tenant: str, user_id: str, tx: WriteTx | None = None) -> int:
         p = self._d.mark
+        stmt = f"DELETE FROM outbox WHERE tenant={p} AND user_id={p} RETURNING event_id"
+        if tx is not None:
+            return len(self._txc(tx).execute(stmt, (tenant, user_id)).fetchall())
         with self._conn(True) as c:
-            return int(c.execute(f"DELETE FROM outbox WHERE tenant={p} AND user_id={p}", (tenant, user_id)).rowcount)
+            return len(c.execute(stmt, (tenant, user_id)).fetchall())
 
     def mark_applied(self, tx: WriteTx, tenant: str, event_id: str, at: float) -> bool:
         # RETURNING, not rowcount: PostgreSQL's pipelined transactions report rows only once results are read.

@@ -56,7 +56,15 @@ from usermem.config import redact_url
 from usermem.errors import ConfigError, IntegrityError, StoreError, UsermemError
 from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, WriteTx, current_read_scope
+from usermem.store.base import (
+    Announce,
+    AuditQuery,
+    LiveQuery,
+    ScoreRow,
+    StoreCapabilities,
+    WriteTx,
+    current_read_scope,
+)
 from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
 from usermem.store.sql import POSTGRES, users_query
@@ -487,17 +495,21 @@ class PostgresStore:
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None,
-                    audit: AuditEvent | None = None) -> list[str]:
-        if keys is not None and not keys:
+                    audit: AuditEvent | None = None, announce: Announce | None = None,
+                    ids: Sequence[str] | None = None) -> list[str]:
+        if (keys is not None and not keys) or (ids is not None and not ids):
             return []
-        where, args = POSTGRES.soft_delete_where(tenant, user_id, keys, created_from, created_until)
+        where, args = POSTGRES.soft_delete_where(tenant, user_id, keys, created_from, created_until, ids)
         with self._conn("soft delete", tenant, write=True) as c:
             self._user_lock(c, tenant, user_id)
             rows = c.execute(f"UPDATE memories SET deleted_at=%s WHERE {where} RETURNING id, seq",
                              [at, *args]).fetchall()
+            ids = [r[0] for r in sorted(rows, key=lambda r: r[1])]
             if audit is not None:  # same transaction (issue 12 item 15)
                 _insert_audit(c, replace(audit, detail={**audit.detail, "rows": len(rows)}))
-        return [r[0] for r in sorted(rows, key=lambda r: r[1])]
+            if announce is not None:  # the erasure's outbox event (issue 17): same transaction
+                announce(_PgTx(c, tenant, user_id), ids)
+        return ids
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:
         cond = _Q["purge_where"]

@@ -149,12 +149,17 @@ class SqlDialect:
         return text, args
 
     def soft_delete_where(self, tenant: str, user_id: str, keys: Sequence[str] | None,
-                          created_from: float | None, created_until: float | None) -> tuple[str, list[Any]]:
+                          created_from: float | None, created_until: float | None,
+                          ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
         """The versions a soft delete marks: every non-deleted version of the user, of `keys`, created in
-        [created_from, created_until). `keys=[]` matches nothing (callers return early)."""
+        [created_from, created_until), among `ids`. `keys=[]` / `ids=[]` match nothing (callers return early)."""
         p = self.mark
         where = [f"tenant={p}", f"user_id={p}", "deleted_at IS NULL"]
         args: list[Any] = [tenant, user_id]
+        if ids is not None:
+            cond, more = self.in_list("id", ids)
+            where.append(cond)
+            args.extend(more)
         if keys is not None:
             cond, more = self.in_list("key", keys)
             where.append(cond)

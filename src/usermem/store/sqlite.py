@@ -20,7 +20,7 @@ from typing import Any
 from usermem.errors import IntegrityError, StoreError
 from usermem.model import AuditEvent, Kind, MemoryRecord
 from usermem.store import migrations
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, WriteTx, chunked
+from usermem.store.base import Announce, AuditQuery, LiveQuery, ScoreRow, StoreCapabilities, WriteTx, chunked
 from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, record_from_row, row_from_record
 from usermem.store.sql import SQLITE, users_query
@@ -219,15 +219,18 @@ class SQLiteStore:
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None,
-                    audit: AuditEvent | None = None) -> list[str]:
-        if keys is not None and not keys:
+                    audit: AuditEvent | None = None, announce: Announce | None = None,
+                    ids: Sequence[str] | None = None) -> list[str]:
+        if (keys is not None and not keys) or (ids is not None and not ids):
             return []
-        where, args = SQLITE.soft_delete_where(tenant, user_id, keys, created_from, created_until)
-        with self.transaction(tenant, user_id):
+        where, args = SQLITE.soft_delete_where(tenant, user_id, keys, created_from, created_until, ids)
+        with self.transaction(tenant, user_id) as tx:
             ids = [r[0] for r in self._conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY seq", args)]
             self._conn.execute(f"UPDATE memories SET deleted_at=? WHERE {where}", [at, *args])
             if audit is not None:  # same transaction (issue 12 item 15)
                 _insert_audit(self._conn, replace(audit, detail={**audit.detail, "rows": len(ids)}))
+            if announce is not None:  # the erasure's outbox event (issue 17): same transaction
+                announce(tx, ids)
         return ids
 
     def purge(self, *, deleted_before: float, expired_before: float) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 from usermem.config import redact_url
 from usermem.errors import ConfigError, TierUnavailable
 from usermem.model import AuditEvent, Kind, MemoryRecord, parse_kind
-from usermem.store.base import AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
+from usermem.store.base import Announce, AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
 from usermem.store.redis import Change, RedisTier, SessionTier, Tier
 
 log = logging.getLogger("usermem.store")
@@ -293,7 +293,8 @@ class TieredStore:
 
     def soft_delete(self, tenant: str, user_id: str, at: float, *, keys: Sequence[str] | None = None,
                     created_from: float | None = None, created_until: float | None = None,
-                    audit: AuditEvent | None = None) -> list[str]:
+                    audit: AuditEvent | None = None, announce: Announce | None = None,
+                    ids: Sequence[str] | None = None) -> list[str]:
         """Soft-delete in the store of record, then erase the tiers' copies.
 
         A tier that cannot be reached does not fail this call: the user is marked dirty (no read uses
@@ -301,8 +302,9 @@ class TieredStore:
         the erasure pipeline calls after deleting the user's documents and which raises it.
         """
         ids = self.record.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
-                                      created_until=created_until, audit=audit)
-        by_key = keys if keys is not None and created_from is None and created_until is None else None
+                                      created_until=created_until, audit=audit, announce=announce,
+                                      ids=ids)
+        by_key = keys if keys is not None and created_from is None and created_until is None and ids is None else None
         failed: dict[str, str] = {}
         for tier in self.tiers:
             try:
