@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 # (query, records) -> relevance in [0, 1] per record, same order (the call part of ports.Relevance).
 RelevanceFn = Callable[[str, Sequence[MemoryRecord]], Sequence[float]]
+# (query, tenant, user_id, [(id, key)], load(ids) -> records) -> relevance per row: the optional
+# `score_rows` of a relevance plug-in (relevance/hybrid.py), equal to its __call__ on the rows' records.
+ScoreRowsFn = Callable[[str, str, str, Sequence[tuple[str, str]], Callable[[Sequence[str]], Sequence[MemoryRecord]]],
+                       Sequence[float]]
 # Tiered authorization (engine/grants.py): gate_for(tenant, user_id, now, reader, domain) -> AccessGate.
 GateFor = Callable[[str, str, float, str | None, str | None], "AccessGate"]
 # Consent requests (engine/consent.py): consent_for(tenant, user_id, now) -> declined / pending fields.
@@ -173,6 +177,9 @@ class RecallPipeline:
         # Read top-k candidates from the store's rank index when it has one (StoreCapabilities.ranked);
         # False: score every live row (the reference the index path is tested against).
         self.use_index = True
+        # Score a query's candidates from ScoreRows and the plug-in's index, loading full records for the
+        # winners only (issue 19); False: load every candidate's record (the reference it is tested against).
+        self.light_query = True
         # Query relevance (engine/ports.Relevance, e.g. relevance/hybrid.py); None: no query ranking.
         self.relevance = relevance
         # Tiered authorization (engine/grants.py). Without it, recall fails closed: L2/L3 fields are never
@@ -302,8 +309,9 @@ class RecallPipeline:
         `event_until` keep memories whose event time (else write time) lies in [from, until).
 
         Hot path: scoring reads only the ScoreRow columns (a covering index on SQLite); full
-        records, with their values, are fetched for the winners only. A query needs the values of
-        every candidate for relevance, so it takes the full-record path.
+        records, with their values, are fetched for the winners only. A query takes the same path when
+        the plug-in scores rows (`score_rows`: its index keeps every indexed memory's tokens and vector);
+        an event-time window, or a plug-in without candidates, loads every candidate's record.
         """
         q = LiveQuery(tenant, user_id, now, kinds=kinds, keys=keys, session_id=session_id)
         store = self.ctx.store
@@ -321,13 +329,23 @@ class RecallPipeline:
             records = self._query_records(q, query, window.start, window.end) if window is not None else []
             if window is not None and not records:
                 window = None
+            light = None
             if window is None:
-                records = self._query_records(q, query, event_from, event_until)
-            full = {r.id: r for r in records}
-            rows = [ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at, r.last_used_at,
-                             r.last_confirmed_at) for r in records]
-            if query and self.relevance is not None:
-                relevance = dict(zip(full, self.relevance(query, records), strict=True))
+                if query and self.relevance is not None and not timed and self.light_query:
+                    keys = self._candidate_keys(q, query, None, None)
+                    light = self._light_rows(q, query, keys)
+                    if light is None:
+                        records = self._records_of(q, keys, None, None)
+                else:
+                    records = self._query_records(q, query, event_from, event_until)
+            if light is not None:  # scored from ScoreRows and the index; full records for the winners only
+                rows, relevance = light
+            else:
+                full = {r.id: r for r in records}
+                rows = [ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
+                                 r.last_used_at, r.last_confirmed_at) for r in records]
+                if query and self.relevance is not None:
+                    relevance = dict(zip(full, self.relevance(query, records), strict=True))
             judge = _Judge(contracts, gate, self.ctx.settings, now, relevance,
                            self.relevance.combine if relevance is not None and self.relevance is not None else None)
             ranked = self._scoped(q, judge.all(rows), full)
@@ -397,23 +415,54 @@ class RecallPipeline:
                                 request_id=state.pending.get(key) if state is not None else None))
         return out
 
+    def _candidate_keys(self, q: LiveQuery, query: str | None, event_from: float | None,
+                        event_until: float | None) -> list[str] | None:
+        """The relevance plug-in's candidate keys (within q.keys), or None: it offers none (score every live
+        memory)."""
+        rel = self.relevance if query else None
+        keys = rel.candidates(q.tenant, q.user_id, query, kinds=q.kinds, at_from=event_from, at_until=event_until) \
+            if rel is not None and query else None
+        if keys is not None and q.keys is not None:
+            wanted = set(q.keys)
+            keys = [k for k in keys if k in wanted]
+        return keys
+
+    def _other_kinds(self) -> list[Kind]:
+        indexed = self.relevance.indexed_kinds if self.relevance is not None else frozenset()
+        return [k for k in Kind if k not in indexed]
+
+    def _light_rows(self, q: LiveQuery, query: str, keys: list[str] | None
+                    ) -> tuple[list[ScoreRow], dict[str, float]] | None:
+        """The candidates as ScoreRows and their relevance, without their values (issue 19): the plug-in
+        scores the candidates indexed at their current version from its index (stored tokens for BM25,
+        stored vectors) and reads the records of the others only. None when the plug-in offers no
+        candidates or cannot score rows: the caller takes the full-record path."""
+        score_rows: ScoreRowsFn | None = getattr(self.relevance, "score_rows", None)
+        if keys is None or score_rows is None:
+            return None
+        store = self.ctx.store
+        rows = store.live_scores(replace(q, keys=keys)) if keys else []
+        others = [k for k in (q.kinds or list(Kind)) if k in self._other_kinds()]
+        if others:
+            rows += store.live_scores(replace(q, kinds=others))
+        scores = score_rows(query, q.tenant, q.user_id, [(r.id, r.key) for r in rows],
+                            lambda ids: store.get_many(q.tenant, ids))
+        return rows, dict(zip([r.id for r in rows], scores, strict=True))
+
     def _query_records(self, q: LiveQuery, query: str | None, event_from: float | None,
                        event_until: float | None) -> list[MemoryRecord]:
         """Full records for a query or an event-time window: the relevance plug-in's candidates when it
         offers them (plus live memories of kinds it does not index), else every live memory."""
+        return self._records_of(q, self._candidate_keys(q, query, event_from, event_until), event_from, event_until)
+
+    def _records_of(self, q: LiveQuery, keys: list[str] | None, event_from: float | None,
+                    event_until: float | None) -> list[MemoryRecord]:
         store = self.ctx.store
-        rel = self.relevance if query else None
-        keys = rel.candidates(q.tenant, q.user_id, query, kinds=q.kinds, at_from=event_from, at_until=event_until) \
-            if rel is not None and query else None
         if keys is None:
             records = store.live(q)
         else:
-            if q.keys is not None:
-                wanted = set(q.keys)
-                keys = [k for k in keys if k in wanted]
             records = store.live(replace(q, keys=keys)) if keys else []
-            indexed = rel.indexed_kinds if rel is not None else frozenset()
-            others = [k for k in (q.kinds or list(Kind)) if k not in indexed]
+            others = [k for k in (q.kinds or list(Kind)) if k in self._other_kinds()]
             if others:
                 records += store.live(replace(q, kinds=others))
         if event_from is not None or event_until is not None:

@@ -277,67 +277,93 @@ class HybridRelevance:
         """(cosine or None, BM25 with concept words, planner-field match) per record."""
         if not records:
             return [], [], []
-        state = self._state_for(records[0].tenant, records[0].user_id, query)
+
+        def texts(wanted: Sequence[int]) -> dict[int, str]:
+            return {i: memory_text(records[i], self.describe(records[i].key)) for i in wanted}
+
+        return self._signals_of(query, records[0].tenant, records[0].user_id, [r.id for r in records],
+                                [r.key for r in records], texts)
+
+    def _signals_of(self, query: str, tenant: str, user_id: str, ids: Sequence[str], keys: Sequence[str],
+                    texts_of: Callable[[Sequence[int]], dict[int, str]]
+                    ) -> tuple[list[float | None], list[float], list[bool]]:
+        """The signals of candidates given by (id, key): a candidate whose current version is in the user's
+        index is scored from the index alone (its stored tokens for BM25, its stored vector); `texts_of`
+        is asked once, for the positions that are not (their text is tokenized / embedded now)."""
+        n = len(ids)
+        if n == 0:
+            return [], [], []
+        state = self._state_for(tenant, user_id, query)
         self._local.state = None
         ux = state.ux
-        texts: dict[int, str] = {}
+        indexed = ux is not None and bool(ux.keys)
+        pos: list[int | None] = [None] * n  # position in ux of the candidate's current version, if indexed
+        if ux is not None and indexed:
+            where, row_ids = ux.position, ux.ids
+            for i, (key, mid) in enumerate(zip(keys, ids, strict=True)):
+                p = where.get(key)
+                if p is not None and row_ids[p] == mid:
+                    pos[i] = p
+        dense_on = self.embedder is not None
+        if dense_on and state.qvec is None and not state.dense_failed:
+            state.qvec = self._query_vector(query, state)
+        dense_on = dense_on and state.qvec is not None
+        # Dense: stored vectors of the current version, else embedded now (records not indexed yet). A burst
+        # of writes can leave many memories waiting for their vectors: embed at most PENDING_EMBED of them
+        # for this query (the rest rank by BM25 until the indexer catches up).
+        missing: list[int] = []
+        if dense_on and ux is not None:
+            has_vec = ux.has_vec
+            missing = [i for i in range(n) if pos[i] is None or not has_vec[pos[i]]][:self.PENDING_EMBED]
+        elif dense_on:
+            missing = list(range(n))[:self.PENDING_EMBED]
+        need = [i for i in range(n) if pos[i] is None] if indexed else list(range(n))
+        text = texts_of(sorted(set(need) | set(missing))) if need or missing else {}
 
-        def text(i: int) -> str:
-            if i not in texts:
-                texts[i] = memory_text(records[i], self.describe(records[i].key))
-            return texts[i]
-
-        # Lexical: BM25 with the user's statistics when indexed, else over the records themselves.
+        # Lexical: BM25 with the user's statistics when indexed, else over the candidates themselves.
         lexical: list[float] = []
-        if ux is not None and ux.keys:
+        if ux is not None and indexed:
             if state.lexical is None:
                 state.lexical = self._bm25(ux, state)
-            for i, r in enumerate(records):
-                p = ux.position.get(r.key)
-                if p is not None and ux.ids[p] == r.id:
-                    lexical.append(float(state.lexical[p]))
+            lex_all = state.lexical
+            for i in range(n):
+                p = pos[i]
+                if p is not None:
+                    lexical.append(float(lex_all[p]))
                 else:
-                    doc = tokenize(text(i))
+                    doc = tokenize(text[i])
                     lexical.append(ux.bm25.score_doc(state.tokens, doc)
                                    + EXPANSION_WEIGHT * ux.bm25.score_doc(state.expansion, doc))
         else:
-            bm = BM25Index([tokenize(text(i)) for i in range(len(records))])
+            bm = BM25Index([tokenize(text[i]) for i in range(n)])
             lex_arr = bm.scores(state.tokens)
             if state.expansion:
                 lex_arr = lex_arr + EXPANSION_WEIGHT * bm.scores(state.expansion)
             lexical = [float(x) for x in lex_arr]
-        fields = [bool(state.fields) and field_match(r.key, state.fields) for r in records]
-        # Dense: stored vectors of the current version, else embedded now (records not indexed yet).
-        dense: list[float | None] = [None] * len(records)
-        if state.qvec is None and not state.dense_failed:
-            state.qvec = self._query_vector(query, state)
-        if self.embedder is not None and state.qvec is not None:
+        fields = [bool(state.fields) and field_match(k, state.fields) for k in keys]
+        dense: list[float | None] = [None] * n
+        if dense_on and state.qvec is not None:
             q = state.qvec
             known: dict[str, float] = dict(state.dense)
             need_db: list[str] = []
-            missing: list[int] = []
-            for i, r in enumerate(records):
-                p = ux.position.get(r.key) if ux is not None else None
-                fresh = p is not None and ux is not None and ux.ids[p] == r.id and bool(ux.has_vec[p])
-                if fresh and r.key in known:
-                    dense[i] = known[r.key]
-                elif fresh and ux is not None and ux.matrix is not None:
+            for i in range(n):
+                p = pos[i]
+                if p is None or ux is None or not ux.has_vec[p]:
+                    continue
+                if keys[i] in known:
+                    dense[i] = known[keys[i]]
+                elif ux.matrix is not None:
                     dense[i] = float(ux.matrix[p] @ q)
-                elif fresh:
-                    need_db.append(r.key)
                 else:
-                    missing.append(i)
+                    need_db.append(keys[i])
             if need_db and self.index is not None:
-                got = self.index.dense(records[0].tenant, records[0].user_id, q, limit=len(need_db), keys=need_db)
-                for i, r in enumerate(records):
-                    if r.key in got and dense[i] is None:
-                        dense[i] = got[r.key]
-            # A burst of writes can leave many memories waiting for their vectors: embed at most
-            # PENDING_EMBED of them for this query (the rest rank by BM25 until the indexer catches up).
-            missing = missing[:self.PENDING_EMBED]
-            if missing:
+                got = self.index.dense(tenant, user_id, q, limit=len(need_db), keys=need_db)
+                for i in range(n):
+                    if keys[i] in got and dense[i] is None:
+                        dense[i] = got[keys[i]]
+            if missing and self.embedder is not None:
                 try:
-                    mat = self.embedder.passages([text(i) for i in missing])
+                    mat = self.embedder.passages([text[i] for i in missing])
                 except ProviderError as exc:
                     log.warning("relevance: embedding %d unindexed memories failed (%s); they rank by BM25 only",
                                 len(missing), exc)
@@ -358,7 +384,25 @@ class HybridRelevance:
             return None
 
     def __call__(self, query: str, records: Sequence[MemoryRecord]) -> list[float]:
-        dense, lexical, fields = self._signals(query, records)
+        return self._fuse(query, *self._signals(query, records))
+
+    def score_rows(self, query: str, tenant: str, user_id: str, rows: Sequence[tuple[str, str]],
+                   load: Callable[[Sequence[str]], Sequence[MemoryRecord]]) -> list[float]:
+        """Relevance per candidate given by (id, key), same order, equal to `__call__` on their records:
+        the candidates indexed at their current version are scored from the index (stored tokens and
+        vectors); `load(ids)` reads the records of the others only (written since the last index pass), once.
+        The recall hot path (engine/recall.py) loads full records for its winners only."""
+        ids = [r[0] for r in rows]
+
+        def texts(wanted: Sequence[int]) -> dict[int, str]:
+            got = {r.id: r for r in load([ids[i] for i in wanted])}
+            # A record deleted between the two reads has no text: it matches nothing and is dropped by recall.
+            return {i: memory_text(got[ids[i]], self.describe(got[ids[i]].key)) if ids[i] in got else ""
+                    for i in wanted}
+
+        return self._fuse(query, *self._signals_of(query, tenant, user_id, ids, [r[1] for r in rows], texts))
+
+    def _fuse(self, query: str, dense: list[float | None], lexical: list[float], fields: list[bool]) -> list[float]:
         dw, lw = self.weights(query)
         if self.settings.hybrid_fusion == "learned":
             if dw == 0 or lw == 0:  # a signal switched off: the learned weights do not apply, rank by the other

@@ -93,7 +93,15 @@ class FieldModel:
     def detect(self, text: str, threshold: float | None = None) -> dict[str, float]:
         """Fields whose calibrated probability reaches the threshold (chosen on dev)."""
         cut = self.threshold if threshold is None else threshold
-        return {f: p for f, p in self.probabilities(text).items() if p >= cut}
+        a, b = self.platt
+        z = self.scores(text)
+        if a > 0 and 0.0 < cut < 1.0:
+            # On the recall path (the planner runs per query): the sigmoid only for logits near or above the
+            # cut's logit (a margin absorbs rounding), then the exact test, so the result equals the full one.
+            floor = (math.log(cut / (1.0 - cut)) - b) / a - 1e-6
+            return {f: p for f, v in zip(self.fields, z, strict=True) if v >= floor
+                    and (p := _sigmoid(a * v + b)) >= cut}
+        return {f: p for f, v in zip(self.fields, z, strict=True) if (p := _sigmoid(a * v + b)) >= cut}
 
     def to_json(self) -> dict[str, Any]:
         inv = sorted(self.vocab.items(), key=lambda kv: kv[1])
