@@ -108,6 +108,14 @@ def test_huge_now_plus_huge_ttl_cannot_overflow_to_infinity(make_memory):
     assert r.op is Op.ADD and math.isfinite(r.memory.expires_at)
 
 
+def test_tiny_importance_and_confidence_cannot_underflow_the_rank(make_memory):
+    """1e-200 × 1e-200 underflows; PostgreSQL refused the row ("value out of range: underflow"), a 5xx."""
+    m = make_memory()
+    r = m.write("acme", "u", "fact", "city", "杭州", importance=1e-200, confidence=1e-200, now=T0)
+    assert r.op is Op.ADD and r.memory.importance == 0.0 and r.memory.confidence == 0.0
+    assert [x.key for x in m.recall("acme", "u", now=T0)] in ([], ["city"])  # readable, whatever its weight
+
+
 def test_batch_with_a_non_finite_item_writes_only_the_valid_ones():
     with _lean() as m:
         res = m.write_many("acme", "u", [{"kind": "fact", "key": "city", "value": "杭州"},

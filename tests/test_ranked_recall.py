@@ -25,6 +25,7 @@ from usermem.engine.compose import Engine, compose
 from usermem.model import KIND_REGISTRY, Kind, MemoryRecord, Source
 from usermem.policy.contracts import DEFAULT_CONTRACTS, ContractSet, FieldContract, Sensitivity
 from usermem.policy.decay import rank_bound, rank_time, time_constant, weight_of
+from usermem.policy.validate import check_unit
 from usermem.store.sql import POSTGRES, SQLITE
 
 T0 = 1_790_000_000.0
@@ -60,7 +61,9 @@ def _records(user: str, rows: list[tuple]) -> list[MemoryRecord]:
         seen.add(key)
         out.append(MemoryRecord(
             id=f"m{next(_seq):08d}", tenant="t", user_id=user, kind=kind, key=key, value="v", source=Source.USER_CONFIRMED,
-            confidence=conf, importance=imp, created_at=T0 + created,
+            # as the write path admits them (check_unit: below UNIT_FLOOR is 0, so the product never underflows)
+            confidence=check_unit("confidence", conf), importance=check_unit("importance", imp),
+            created_at=T0 + created,
             last_used_at=None if used is None else T0 + used,
             last_confirmed_at=None if confirmed is None else T0 + confirmed,
             expires_at=None if expires is None else T0 + expires,

@@ -285,11 +285,19 @@ def check_ttl(name: str, value: Any) -> float | None:
     return seconds
 
 
+UNIT_FLOOR = 1e-100  # importance/confidence below this are 0: their product never underflows
+
+
 def check_unit(name: str, value: Any) -> float | None:
-    """importance / confidence: None, or a number in [0, 1]."""
+    """importance / confidence: None, or a number in [0, 1]; below UNIT_FLOOR it is 0.
+
+    The store ranks by importance × confidence: two tiny factors (1e-200 × 1e-200) underflow, which
+    PostgreSQL refuses ("value out of range: underflow") — a 5xx for a valid-looking write. Values that small
+    mean nothing, so they are 0."""
     if value is None:
         return None
-    return check_number(name, value, 0.0, 1.0)
+    out = check_number(name, value, 0.0, 1.0)
+    return 0.0 if out < UNIT_FLOOR else out
 
 
 def check_int(name: str, value: Any, lo: int, hi: int) -> int:
