@@ -146,28 +146,40 @@ def _consent_requests(memory: Memory, docs: list[dict[str, Any]], report: Import
     first = min(_time(d.get("created_at"), "consent_requests") for d in docs)  # as of then: none expired yet
     held = {(r.purpose, tuple(r.fields), r.created_at)
             for r in memory.consent_requests(report.tenant, report.user_id, status=None, now=first)}
-    for d in sorted(docs, key=lambda d: _time(d.get("created_at"), "consent_requests")):
+    # Replayed as they happened, asks and answers in one time order (an ask before an answer at the same
+    # time; ties by request id): answering each request right after its ask would let a later-answered
+    # request with the same fields be asked while an earlier one was still pending or already declined —
+    # which changes what the ask returns.
+    events: list[tuple[float, int, str, dict[str, Any]]] = []
+    for d in docs:
         created = _time(d.get("created_at"), "consent_requests")
         fields = tuple(str(f) for f in d.get("fields") or ())
         if (d.get("purpose"), fields, created) in held:
             if d.get("grant_id"):
                 remade.add(str(d["grant_id"]))
             continue
+        events.append((created, 0, str(d.get("id")), d))
+        if d.get("status") in ("approved", "declined") and d.get("decided_at") is not None:
+            events.append((_time(d.get("decided_at"), "consent_requests"), 1, str(d.get("id")), d))
+    asked: dict[str, Any] = {}
+    for at, step, rid, d in sorted(events, key=lambda e: e[:3]):
         try:
-            req = memory.request_consent(report.tenant, report.user_id, list(fields), str(d.get("purpose")),
-                                         float(d.get("ttl_seconds") or 1800.0), domain=d.get("domain"),
-                                         session_id=d.get("session_id"), actor=d.get("requested_by"), now=created)
-            status, decided = d.get("status"), d.get("decided_at")
-            if status in ("approved", "declined") and req.status == "pending" and decided is not None:
-                answer = memory.approve_consent if status == "approved" else memory.decline_consent
-                answer(report.tenant, report.user_id, req.id, actor=d.get("decided_by"),
-                       now=_time(decided, "consent_requests"))
+            if step == 0:
+                asked[rid] = memory.request_consent(
+                    report.tenant, report.user_id, [str(f) for f in d.get("fields") or ()], str(d.get("purpose")),
+                    float(d.get("ttl_seconds") or 1800.0), domain=d.get("domain"), session_id=d.get("session_id"),
+                    actor=d.get("requested_by"), now=at)
+                report.consent_requests += 1
+                if d.get("status") == "approved" and d.get("grant_id"):
+                    remade.add(str(d["grant_id"]))
+                continue
+            req = asked.get(rid)
+            if req is None or req.status != "pending":
+                continue  # its ask was refused (reported) or answered already
+            answer = memory.approve_consent if d.get("status") == "approved" else memory.decline_consent
+            asked[rid] = answer(report.tenant, report.user_id, req.id, actor=d.get("decided_by"), now=at)
         except UsermemError as exc:
             report.rejected.append((f"consent_request:{d.get('id')}", str(exc)))
-            continue
-        report.consent_requests += 1
-        if d.get("status") == "approved" and d.get("grant_id"):
-            remade.add(str(d["grant_id"]))
     return remade
 
 
