@@ -344,3 +344,42 @@ def test_passwords_never_appear_in_configuration_errors(tmp_path):
     with pytest.raises(ConfigError) as e:
         Memory("postgresql://postgres:s3cret-pw@127.0.0.1:1/x")
     assert "s3cret-pw" not in str(e.value)
+
+
+def test_a_write_through_that_loses_its_watch_still_drops_a_fill_from_before_the_commit(monkeypatch):
+    """The write-through's WATCH fails (someone touched the user meanwhile): the cache is dropped — and a
+    reader that refills it from a snapshot taken before the write commits must not keep that fill (it lacks
+    the write: a lost value, seen as a rare flake of the tenant-isolation test on the tiered store)."""
+    import redis as redis_lib
+
+    from usermem.model import MemoryRecord, Source
+    from usermem.store.redis import Change
+
+    tier = RedisTier(backends.require_redis(), [Kind.PREFERENCE], prefix=f"umtest-watch-{threading.get_ident()}")
+
+    def rec(key: str, value: str, rid: str) -> MemoryRecord:
+        return MemoryRecord(id=rid, tenant="t", user_id="u", kind=Kind.PREFERENCE, key=key, value=value,
+                            source=Source.USER_CONFIRMED, confidence=1.0, importance=0.5, created_at=1.0)
+
+    try:
+        old = rec("language", "zh", "m1")
+        _, token = tier.read("t", "u")
+        assert tier.fill("t", "u", [old], token)
+        new = rec("reply_length", "简洁", "m2")
+
+        def lose_the_watch(*args, **kw):
+            raise redis_lib.WatchError("another client changed a watched key")
+
+        with monkeypatch.context() as mp:
+            mp.setattr(tier, "_put", lose_the_watch)  # runs inside MULTI: as if EXEC saw a watched key change
+            applied = tier.apply("t", "u", Change(inserted=[new]))
+        # before the commit: a reader misses and refills from the store of record's pre-commit snapshot
+        cached, fill_token = tier.read("t", "u")
+        assert cached is None
+        assert tier.fill("t", "u", [old], fill_token)
+        tier.committed("t", "u", applied)  # the write commits
+        after, _ = tier.read("t", "u")
+        assert after is None or any(r.key == "reply_length" for r in after)  # never the stale fill
+    finally:
+        tier.erase("t", "u", None)
+        tier.close()

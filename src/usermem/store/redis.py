@@ -362,8 +362,10 @@ class RedisTier:
                 token = p.execute()[0]
                 return token
         except self._watch_error:
-            self.invalidate(tenant, user_id)
-            return None
+            # Someone touched the user meanwhile: drop the cache — and return the counter's new value as the
+            # token, so that committed() also drops a fill made from a pre-commit snapshot between this
+            # invalidation and the commit (returning no token left such a fill in place: a lost write).
+            return self._invalidate(tenant, user_id)
         except self._errors as exc:
             raise self._fail("write-through", exc) from exc
 
@@ -386,12 +388,16 @@ class RedisTier:
             return 0 if self._near.pop((tenant, user_id), None) is None else 1
 
     def invalidate(self, tenant: str, user_id: str) -> None:
+        self._invalidate(tenant, user_id)
+
+    def _invalidate(self, tenant: str, user_id: str) -> Any:
+        """Bump the counter and drop the `loaded` marker; returns the counter's new value."""
         k = self._k(tenant, user_id)
         try:
             with self.client.pipeline(transaction=True) as p:
                 p.incr(k.ver)
                 p.delete(k.loaded)
-                p.execute()
+                return p.execute()[0]
         except self._errors as exc:
             raise self._fail("invalidate", exc) from exc
 
