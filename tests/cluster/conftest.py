@@ -34,32 +34,27 @@ def _started(make):  # type: ignore[no-untyped-def]
         pytest.fail(f"the local cluster could not be started: {exc}", pytrace=False)
 
 
+def _running(make):  # type: ignore[no-untyped-def]
+    """Build a cluster piece, start it, hand it to the fixture, stop it afterwards."""
+    piece = _started(make)
+    try:
+        _started(piece.start)
+        yield piece
+    finally:
+        piece.stop()
+
+
 @pytest.fixture(scope="module")
 def pg_pair(cluster_root: Path, request: pytest.FixtureRequest) -> Iterator[PgPair]:
     """A fresh pair per module (the fault tests crash the primary)."""
-    pair = _started(lambda: PgPair(cluster_root / f"pg-{request.module.__name__.rpartition('.')[2]}"))
-    try:
-        _started(pair.start)
-        yield pair
-    finally:
-        pair.stop()
+    yield from _running(lambda: PgPair(cluster_root / f"pg-{request.module.__name__.rpartition('.')[2]}"))
 
 
 @pytest.fixture(scope="session")
 def redis_cluster(cluster_root: Path) -> Iterator[RedisCluster]:
-    rc = _started(lambda: RedisCluster(cluster_root / "redis"))
-    try:
-        _started(rc.start)
-        yield rc
-    finally:
-        rc.stop()
+    yield from _running(lambda: RedisCluster(cluster_root / "redis"))
 
 
 @pytest.fixture(scope="session")
 def nats_cluster(cluster_root: Path) -> Iterator[NatsCluster]:
-    nc = _started(lambda: NatsCluster(cluster_root / "nats"))
-    try:
-        _started(nc.start)
-        yield nc
-    finally:
-        nc.stop()
+    yield from _running(lambda: NatsCluster(cluster_root / "nats"))
