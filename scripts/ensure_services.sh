@@ -70,6 +70,29 @@ else
   fi
 fi
 
+# --- pgvector (optional) ----------------------------------------------------------------------------------
+# The semantic benchmark and the pgvector tests use PostgreSQL's `vector` extension where it exists. When the
+# running server does not offer it, install Debian's postgresql-<major>-pgvector if the archive has it (it
+# is not in every archive: then the pgvector tests and benchmark rows say "skipped" with the reason).
+# Never a failure: the store works without it (vectors then live in no PostgreSQL table).
+pg_has_vector() {
+  command -v psql >/dev/null 2>&1 || return 1
+  [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -Atqc \
+        "SELECT 1 FROM pg_available_extensions WHERE name='vector'" 2>/dev/null)" = "1" ]
+}
+if pg_ready && command -v psql >/dev/null 2>&1; then
+  if pg_has_vector; then
+    echo "pgvector: ok (available)"
+  else
+    major=$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -Atqc "SHOW server_version_num" 2>/dev/null | cut -c1-2)
+    if [ -n "$major" ] && apt_install "postgresql-$major-pgvector" && pg_has_vector; then
+      echo "pgvector: ok (installed postgresql-$major-pgvector)"
+    else
+      echo "pgvector: not available (no postgresql-${major:-?}-pgvector package in this apt archive; optional)"
+    fi
+  fi
+fi
+
 # --- Redis ------------------------------------------------------------------------------------------------
 redis_ready() {
   if command -v redis-cli >/dev/null 2>&1; then

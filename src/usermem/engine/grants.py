@@ -260,6 +260,12 @@ class AccessGate:
             return "private_to_domain"
         return None if self.allows(contract) else "needs_grant"
 
+    def may_refuse(self, contract: FieldContract) -> bool:
+        """False when `why_not(contract)` is None whatever the grants and consents (an L1 field this reader's
+        domain may read): no grant is read to say so. True means it may refuse (ask `why_not`)."""
+        return is_sensitive(contract) or (self.domain is not None
+                                          and contract.domain not in (self.domain, GENERAL_DOMAIN))
+
     def shares(self, contract: FieldContract) -> bool:
         """Cross-domain use (seed 004 §5): a reader that names its domain sees a field of another domain
         only if the field is shared, or explicit_opt_in and the user opted in; never if private."""

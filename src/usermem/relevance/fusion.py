@@ -48,10 +48,10 @@ class FusionParams:
 
 def _present(values: Sequence[float | None], positive_only: bool) -> tuple[np.ndarray, np.ndarray]:
     """(mask of present values, values with missing as 0)."""
-    arr = np.asarray([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    arr = np.array(values, dtype=np.float64)  # None -> nan
     mask = ~np.isnan(arr)
     if positive_only:
-        mask &= np.nan_to_num(arr, nan=0.0) > 0
+        mask &= arr > 0  # nan compares False, as 0 would
     return mask, np.where(mask, np.nan_to_num(arr, nan=0.0), 0.0)
 
 
@@ -75,7 +75,15 @@ def _normalise(arr: np.ndarray, mask: np.ndarray, how: str) -> np.ndarray:
 
 def separation(arr: np.ndarray, mask: np.ndarray, top: int) -> float:
     """How far the best present score stands out from the rest of the top list, in standard deviations."""
-    vals = np.sort(arr[mask])[::-1]
+    return _separation(_descending(arr, mask), top)
+
+
+def _descending(arr: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The present scores, best first (shared by separation and _top: one sort per signal)."""
+    return np.sort(arr[mask])[::-1]
+
+
+def _separation(vals: np.ndarray, top: int) -> float:
     if len(vals) < 2:
         return 0.0
     sd = float(vals.std())
@@ -85,12 +93,13 @@ def separation(arr: np.ndarray, mask: np.ndarray, top: int) -> float:
     return float((vals[0] - rest.mean()) / sd)
 
 
-def _top(arr: np.ndarray, mask: np.ndarray, k: int) -> set[int]:
-    """The present items scoring at least the k-th best score (ties all in: the input order never matters)."""
+def _top(arr: np.ndarray, mask: np.ndarray, k: int, desc: np.ndarray | None = None) -> set[int]:
+    """The present items scoring at least the k-th best score (ties all in: the input order never matters).
+    `desc`: the present scores best first, when the caller has them (_descending)."""
     idx = np.flatnonzero(mask)
     if len(idx) == 0 or k <= 0:
         return set()
-    kth = float(np.sort(arr[idx])[::-1][min(k, len(idx)) - 1])
+    kth = float((_descending(arr, mask) if desc is None else desc)[min(k, len(idx)) - 1])
     return set(idx[arr[idx] >= kth].tolist())
 
 
@@ -106,15 +115,19 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
     dmask, d = _present(dense, positive_only=False)
     lmask, lex = _present(lexical, positive_only=True)
     wd, wl = p.dense_weight, p.lexical_weight
-    if p.adapt_dispersion and dmask.any() and lmask.any() and wd > 0 and wl > 0:
-        sd_, sl_ = separation(d, dmask, p.top), separation(lex, lmask, p.top)
+    both = bool(dmask.any()) and bool(lmask.any())
+    ddesc = _descending(d, dmask) if both else None
+    ldesc = _descending(lex, lmask) if both else None
+    if p.adapt_dispersion and both and wd > 0 and wl > 0:
+        assert ddesc is not None and ldesc is not None
+        sd_, sl_ = _separation(ddesc, p.top), _separation(ldesc, p.top)
         total = sd_ + sl_
         if total > 0:
             wd *= float(np.clip(2 * sd_ / total, p.share_lo, p.share_hi))
             wl *= float(np.clip(2 * sl_ / total, p.share_lo, p.share_hi))
-    if p.adapt_agreement and dmask.any() and lmask.any() and wl > 0:
+    if p.adapt_agreement and both and wl > 0:
         k = min(p.top, int(dmask.sum()), int(lmask.sum()))
-        overlap = min(1.0, len(_top(d, dmask, k) & _top(lex, lmask, k)) / k) if k else 0.0
+        overlap = min(1.0, len(_top(d, dmask, k, ddesc) & _top(lex, lmask, k, ldesc)) / k) if k else 0.0
         wl *= p.agreement_floor + (1.0 - p.agreement_floor) * overlap
     raw = wd * _normalise(d, dmask, p.norm) + wl * _normalise(lex, lmask, p.norm)
     if fields is not None and p.field_weight > 0:
@@ -170,12 +183,13 @@ def fusion_features(dense: Sequence[float | None], lexical: Sequence[float], zh:
     cd = cl = 1.0
     overlap = 0.0
     if dmask.any() and lmask.any():
-        sd_, sl_ = separation(d, dmask, top), separation(lex, lmask, top)
+        ddesc, ldesc = _descending(d, dmask), _descending(lex, lmask)
+        sd_, sl_ = _separation(ddesc, top), _separation(ldesc, top)
         if sd_ + sl_ > 0:
             cd = float(np.clip(2 * sd_ / (sd_ + sl_), 0.25, 1.75))
             cl = float(np.clip(2 * sl_ / (sd_ + sl_), 0.25, 1.75))
         k = min(top, int(dmask.sum()), int(lmask.sum()))
-        overlap = min(1.0, len(_top(d, dmask, k) & _top(lex, lmask, k)) / k) if k else 0.0
+        overlap = min(1.0, len(_top(d, dmask, k, ddesc) & _top(lex, lmask, k, ldesc)) / k) if k else 0.0
     z = 1.0 if zh else 0.0
     return np.stack([zd, zl, lmask.astype(np.float64), _rr(d, dmask), _rr(lex, lmask),
                      zd * cd, zl * cl, zl * overlap, zl * z, zd * z], axis=1)

@@ -340,7 +340,11 @@ class HybridRelevance:
             if state.expansion:
                 lex_arr = lex_arr + EXPANSION_WEIGHT * bm.scores(state.expansion)
             lexical = [float(x) for x in lex_arr]
-        fields = [bool(state.fields) and field_match(k, state.fields) for k in keys]
+        if state.fields:  # field_match per key, its prefixes built once
+            wanted, prefixes = state.fields, tuple(f + "." for f in state.fields)
+            fields = [k in wanted or k.startswith(prefixes) for k in keys]
+        else:
+            fields = [False] * n
         dense: list[float | None] = [None] * n
         if dense_on and state.qvec is not None:
             q = state.qvec
