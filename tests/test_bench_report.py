@@ -112,3 +112,13 @@ def test_multi_line_errors_stay_in_their_table_cell(fake_benchmarks, tmp_path):
     md = (tmp_path / f"bench-partial-{report['run']['id']}.md").read_text(encoding="utf-8")
     row = next(line for line in md.splitlines() if line.startswith("| t.crash |"))
     assert "unexpectedly \\| really" in row and row.count(" | ") == 4
+
+
+def test_a_missed_target_names_its_companion_number() -> None:
+    from usermem.bench import Target
+
+    t = Target("wall.p95_ms", "<=", 1.0, "recall p95", beside="cpu.p95_ms")
+    missed = t.check({"wall": {"p95_ms": 4.4}, "cpu": {"p95_ms": 0.45}})
+    assert missed["met"] is False and missed["why"] == "cpu.p95_ms = 0.45"
+    assert t.check({"wall": {"p95_ms": 0.8}, "cpu": {"p95_ms": 0.45}})["why"] is None  # met: nothing beside
+    assert t.check({"wall": {"p95_ms": 4.4}})["why"] is None  # no companion number: a plain miss

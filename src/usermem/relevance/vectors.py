@@ -295,7 +295,7 @@ class SQLiteVectorIndex(_CacheMixin):
         # One product over the whole matrix (no copy of the rows), then mask the scores. einsum runs in
         # this thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here).
         sims = np.einsum("ij,j->i", ux.matrix, q)
-        masked = np.where(valid, sims, -np.inf)
+        masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
         take = min(limit, n_valid)
         best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
         out = {ux.keys[i]: float(sims[i]) for i in best if valid[i]}
