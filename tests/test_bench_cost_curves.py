@@ -33,3 +33,18 @@ def test_semantic_scale_quick(tmp_path):
         assert 0 < out[series]["p50_ms"] <= out[series]["p95_ms"]
     # The scan of the cached matrix is a small part of a recall: no per-row Python.
     assert out["dense_top50_cpu"]["p50_ms"] < out["recall_query_beyond_embedding_cpu"]["p50_ms"]
+
+
+def test_http_curves_plot_each_measured_backend(tmp_path):
+    from usermem.bench.http_wrk import CONCURRENCY, plot_http_curves
+
+    def curve(scale: float) -> dict:
+        return {f"c{c}": {"requests_per_s": 900.0 * scale, "p50_ms": c * scale, "p95_ms": 2 * c * scale}
+                for c in CONCURRENCY}
+
+    path = plot_http_curves({"sqlite": curve(1.0), "postgres": {"error": "down"}, "tiered": curve(2.0)},
+                            tmp_path / "http-curves.png")
+    assert path is not None and path.stat().st_size > 10_000
+    # nothing measured: no picture
+    assert plot_http_curves({"sqlite": {"error": "no wrk"}}, tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()

@@ -161,7 +161,53 @@ def bench_http_wrk(ctx: BenchContext) -> dict[str, Any]:
     except Exception as exc:  # PostgreSQL missing: the SQLite curve still stands
         out["postgres"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     out["tiered"] = _tiered_curve(wrk, users, ctx, workers)
+    plot = plot_http_curves(out, ctx.out_dir / "http-curves.png")
+    if plot is not None:
+        out["plot"] = str(plot)
     return out
+
+
+def plot_http_curves(out: dict[str, Any], path: Path) -> Path | None:
+    """p50 / p95 latency and requests/s against concurrency, one line per backend that was measured."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    drawn = False
+    for backend, colour in (("sqlite", "#1b9e77"), ("postgres", "#7570b3"), ("tiered", "#d95f02")):
+        res = out.get(backend)
+        if not isinstance(res, dict):
+            continue
+        cs = [c for c in CONCURRENCY if isinstance(res.get(f"c{c}"), dict) and "p95_ms" in res[f"c{c}"]]
+        if not cs:
+            continue
+        drawn = True
+        for pct, style in (("p50_ms", "-o"), ("p95_ms", "--^")):
+            ax.plot(cs, [res[f"c{c}"][pct] for c in cs], style, color=colour, label=f"{backend} {pct[:3]}")
+        bx.plot(cs, [res[f"c{c}"]["requests_per_s"] for c in cs], "-o", color=colour, label=backend)
+    if not drawn:
+        plt.close(fig)
+        return None
+    for axis in (ax, bx):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(list(CONCURRENCY), [str(c) for c in CONCURRENCY])
+        axis.set_xlabel("concurrency")
+        axis.legend(fontsize=7)
+    fig.suptitle(f"{PER_USER:,} memories/user; load from {GENERATOR}", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("milliseconds")
+    ax.set_title("HTTP recall latency")
+    bx.set_ylabel("requests/s")
+    bx.set_title("HTTP recall throughput")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _tiered_curve(wrk: str, users: int, ctx: BenchContext, workers: int) -> dict[str, Any]:
