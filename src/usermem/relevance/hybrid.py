@@ -36,6 +36,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -119,9 +120,13 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
 ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
                         field_weight=0.5)
 
-# (tenant, query) -> the memory fields (keys) the query asks about; the recall planner, wired by the
-# composition root. A memory matches a field when its key is the field or starts with "<field>.".
-QueryFields = Callable[[str, str], Collection[str]]
+class QueryFields(Protocol):
+    """(tenant, query, vector) -> the memory fields (keys) the query asks about; the recall planner, wired by
+    the composition root. `vector` is the query vector this plug-in computed for semantic search (None without
+    an embedder): the planner reads it instead of embedding the query again. A memory matches a field when
+    its key is the field or starts with "<field>."."""
+
+    def __call__(self, tenant: str, query: str, vector: np.ndarray | None = None, /) -> Collection[str]: ...
 
 
 def field_match(key: str, fields: Collection[str]) -> bool:
@@ -201,15 +206,17 @@ class HybridRelevance:
         return parse_window(query, now)
 
     def _new_state(self, tenant: str, user_id: str, query: str, ux: UserIndex | None) -> _QueryState:
+        """The query's state: its vector (the one embedding of this recall, computed first so the planner
+        reads it too), tokens, concept words and planner fields."""
         tokens = tokenize(query)
-        fields: frozenset[str] = frozenset()
+        state = _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens))
+        state.qvec = self._query_vector(query, state)
         if self.query_fields is not None:
             try:
-                fields = frozenset(self.query_fields(tenant, query))
+                state.fields = frozenset(self.query_fields(tenant, query, state.qvec))
             except Exception:  # the planner is an aid: a failure must not fail recall
                 log.exception("relevance: the query planner failed; ranking without field hints")
-        return _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens),
-                           fields=fields)
+        return state
 
     @staticmethod
     def _bm25(ux: UserIndex, state: _QueryState) -> np.ndarray:
@@ -247,7 +254,6 @@ class HybridRelevance:
                 lexical_keys += [ux.keys[i] for i in ux.under(state.fields)
                                  if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
-        state.qvec = self._query_vector(query, state)
         if state.qvec is not None:
             # The best n by cosine, and the cosine of the lexical candidates (one pass / one round trip).
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
