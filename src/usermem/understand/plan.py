@@ -10,7 +10,10 @@ Two recognisers:
   message against each field's key, aliases and topic cues. Chinese is matched by character n-grams
   (a term of two or more characters is a substring of the normalised message); single-character
   Chinese terms count only outside the compounds listed in `_CJK_COMPOUNDS`. English terms match
-  whole words (plural -s allowed).
+  whole words (plural -s allowed). The learned models add what the cues miss: the lexical field model
+  (`learned.FieldModel` "plan") and, when the caller passes the message's query vector (recall passes the
+  one it computed for semantic search), the vector head (`planvec.VectorFieldModel`), mixed by calibrated
+  probability. Without a vector the plan is the cues + the lexical model, as before.
 - LLM (when configured): the same inputs in a prompt, JSON-schema output whose field names are
   enumerated from the whitelist, validated, then filtered again; any failure falls back to the
   deterministic recogniser.
