@@ -236,3 +236,18 @@ def test_recall_hands_its_query_vector_to_the_planner(monkeypatch) -> None:
         assert [r.key for r in got] == ["pets"]
     finally:
         m.close()
+
+
+def test_a_two_argument_query_fields_callable_still_works() -> None:
+    """`query_fields(tenant, query)` callables written before the vector was passed keep working."""
+    from usermem.config import load_settings
+    from usermem.relevance.hybrid import HybridRelevance
+
+    calls: list[tuple[str, ...]] = []
+    old_style = HybridRelevance(load_settings(env={}), None, None,
+                                query_fields=lambda tenant, query: calls.append((tenant, query)) or ("pets",))
+    new_style = HybridRelevance(load_settings(env={}), None, None,
+                                query_fields=lambda tenant, query, vector=None: calls.append((tenant, query)) or ("city",))
+    assert old_style._new_state("t", "u", "my dog?", None).fields == {"pets"}
+    assert new_style._new_state("t", "u", "where?", None).fields == {"city"}
+    assert calls == [("t", "my dog?"), ("t", "where?")]

@@ -30,6 +30,7 @@ records, checks they are live, and `__call__` scores them.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -129,6 +130,18 @@ class QueryFields(Protocol):
     def __call__(self, tenant: str, query: str, vector: np.ndarray | None = None, /) -> Collection[str]: ...
 
 
+def _takes_three(fn: Callable[..., object]) -> bool:
+    """Whether a `query_fields` callable takes the vector too (callables written for the older
+    `(tenant, query)` form keep working, without the vector)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 3
+
+
 def field_match(key: str, fields: Collection[str]) -> bool:
     return key in fields or key.startswith(tuple(f + "." for f in fields))
 
@@ -178,6 +191,7 @@ class HybridRelevance:
                  concepts: ConceptLexicon | None = None) -> None:
         self.settings = settings
         self.query_fields = query_fields
+        self._fields_take_vector = query_fields is not None and _takes_three(query_fields)
         self.concepts = concepts if concepts is not None else default_lexicon()
         # False when some memories can live outside the indexed table (tiered stores route kinds to
         # Redis): every live memory is then scored, with stored vectors where they exist.
@@ -213,7 +227,8 @@ class HybridRelevance:
         state.qvec = self._query_vector(query, state)
         if self.query_fields is not None:
             try:
-                state.fields = frozenset(self.query_fields(tenant, query, state.qvec))
+                state.fields = frozenset(self.query_fields(tenant, query, state.qvec) if self._fields_take_vector
+                                         else self.query_fields(tenant, query))
             except Exception:  # the planner is an aid: a failure must not fail recall
                 log.exception("relevance: the query planner failed; ranking without field hints")
         return state
