@@ -390,8 +390,12 @@ def test_a_session_turn_is_indexed_with_the_turns_before_it(tmp_path):
     assert "dishwasher" not in ux_with.tokens[ux_with.position["t3"]]  # three turns back
     assert "twice" not in ux_with.tokens[ux_with.position["t2"]]  # never the turns after
     assert "pottery" not in ux_without.tokens[ux_without.position["t3"]]  # no session: own words only
-    top = [r.key for r in m.recall("acme", "with", 2, query="how often is the pottery class?", now=T0 + 60)]
-    assert "t3" in top
+    # "how often ... pottery": the reply matches only through its context, and only in the session
+    query = tokenize("how often do you go to the pottery class?")
+    assert ux_with.bm25.scores(query)[ux_with.position["t3"]] > 0
+    assert ux_without.bm25.scores(query)[ux_without.position["t3"]] == 0
+    top = [r.key for r in m.recall("acme", "with", 1, query="pottery class every week", now=T0 + 60)]
+    assert top == ["t3"]
     # a turn written later in the session gets the context from the store, and reindex rebuilds the same terms
     m.write("acme", "with", "episode", "t4", "Jo: Wow, good for you.", event_at=T0 + 4, session_id="chat-1", now=T0)
     m.flush()
