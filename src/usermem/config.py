@@ -84,7 +84,7 @@ class Settings:
     # Defaults chosen from the LoCoMo (English) and MemoryBank (Chinese) sweeps in docs/relevance.md.
     hybrid_fusion: str = "adaptive"  # adaptive | learned | minmax | rrf (relevance/fusion.py, docs/relevance.md)
     hybrid_dense_weight: float = 1.0
-    hybrid_lexical_weight: float = 1.75
+    hybrid_lexical_weight: float = 1.0
     hybrid_lexical_weight_zh: float = 0.5
     hybrid_rrf_k: float = 10.0
     hybrid_relevance_share: float = 0.9
