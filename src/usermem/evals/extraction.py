@@ -477,10 +477,19 @@ def run_bank_plan(plan_fn: Callable[[str], Any], path: str | Path | None = None,
 
 
 def bank_plan_markdown(result: dict[str, Any]) -> str:
-    lines = ["# Recall plans on the bank's plan queries (deterministic: cues + learned model)", "",
-             "The model was fitted on `train`, its threshold chosen on `dev`; `test` was never used to choose.", "",
-             "| split | n | precision | recall | F1 | p95 ms |", "|---|---|---|---|---|---|"]
-    for split, r in result["splits"].items():
-        lines.append(f"| {split} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | "
-                     f"{r['latency_ms']['p95']} |")
+    lines = ["# Recall plans on the bank's plan queries (deterministic: cues + learned models)", "",
+             "The lexical model and the vector head (over the message's query vector, the one recall computes "
+             "for semantic search) were fitted on `train`; their regularisation, calibration, mix and thresholds "
+             "were chosen on `dev` (`usermem train`); `test` was never used to choose.", "",
+             "| embedder | split | n | precision | recall | F1 | p95 ms |", "|---|---|---|---|---|---|---|"]
+    for res in (result, result.get("without_vector")):
+        if not res:
+            continue
+        for split, r in res["splits"].items():
+            lines.append(f"| {res.get('embedder', '-')} | {split} | {r['n']} | {r['precision']:.3f} | "
+                         f"{r['recall']:.3f} | {r['f1']:.3f} | {r['latency_ms']['p95']} |")
+    lines += ["", "With an embedder the planner reads the message's query vector, as it does inside "
+              "`recall(query=...)` (where the vector is the one recall computes for semantic search: no second "
+              "embedding); here the p95 includes embedding the message once. Without one (`embedder = none`, "
+              "and `Memory.plan`, which embeds nothing) the planner uses the rules and the lexical model only."]
     return "\n".join(lines) + "\n"

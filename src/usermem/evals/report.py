@@ -77,7 +77,12 @@ def rows_plan(d: Mapping[str, Any]) -> list[Row]:
     bank = d.get("bank") or {}
     for split, r in bank.get("splits", {}).items():
         out.append(Row("plan", "recall-plan field F1 (bank queries)", _f(r["f1"]), f"{split} (n={r['n']})",
-                       "deterministic planner on usermem/data/bank/plan_queries.jsonl"))
+                       "deterministic planner (rules + lexical model + vector head over the query vector) on "
+                       "usermem/data/bank/plan_queries.jsonl"))
+    for split, r in (bank.get("without_vector") or {}).get("splits", {}).items():
+        out.append(Row("plan", "recall-plan field F1 (bank queries, no embedder)", _f(r["f1"]),
+                       f"{split} (n={r['n']})", "deterministic planner without a query vector (rules + lexical "
+                       "model) on usermem/data/bank/plan_queries.jsonl"))
     return out
 
 

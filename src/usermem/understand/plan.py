@@ -10,7 +10,10 @@ Two recognisers:
   message against each field's key, aliases and topic cues. Chinese is matched by character n-grams
   (a term of two or more characters is a substring of the normalised message); single-character
   Chinese terms count only outside the compounds listed in `_CJK_COMPOUNDS`. English terms match
-  whole words (plural -s allowed).
+  whole words (plural -s allowed). The learned models add what the cues miss: the lexical field model
+  (`learned.FieldModel` "plan") and, when the caller passes the message's query vector (recall passes the
+  one it computed for semantic search), the vector head (`planvec.VectorFieldModel`), mixed by calibrated
+  probability. Without a vector the plan is the cues + the lexical model, as before.
 - LLM (when configured): the same inputs in a prompt, JSON-schema output whose field names are
   enumerated from the whitelist, validated, then filtered again; any failure falls back to the
   deterministic recogniser.
@@ -28,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from usermem.model import Kind
 from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.understand.llm import LLMClient
+from usermem.understand.planvec import VectorFieldModel
 from usermem.understand.text import has_cjk, normalise
 
 Priority = Literal["high", "medium", "low"]
@@ -173,13 +177,15 @@ class DeterministicPlanner:
     the bank's plan queries; its threshold was chosen on the dev split for rules + model together).
     Indexes are built once per contract set. `model=None` plans with the rules alone."""
 
-    def __init__(self, contracts: ContractSet, model: Any = "default") -> None:
+    def __init__(self, contracts: ContractSet, model: Any = "default", vectors: Any = "default") -> None:
         from usermem.understand.learned import load_model
+        from usermem.understand.planvec import load_vector_model
 
         self.contracts = contracts
         self.model = load_model("plan") if model == "default" else model
         self.model_threshold = float(self.model.meta.get("combined_threshold", self.model.threshold)) \
             if self.model is not None else 1.0
+        self.vectors: VectorFieldModel | None = load_vector_model() if vectors == "default" else vectors
         self._enabled_keys = {c.key: c for c in contracts.enabled()}
         self._fields: list[_FieldIndex] = []
         for c in contracts.enabled():
@@ -201,7 +207,39 @@ class DeterministicPlanner:
         self._high_cjk, self._high_latin = _phrase_pattern(HIGH_CUES)
         self._always_cjk, self._always_latin = _phrase_pattern(ALWAYS_CUES)
 
-    def plan(self, message: str) -> RecallPlan:
+    @property
+    def vector_model(self) -> str | None:
+        """The embedder whose query vectors the vector head reads (`Embedder.model_id`), or None."""
+        return self.vectors.model_id if self.vectors is not None else None
+
+    def model_fields(self, message: str, vector: Any = None, vector_model: str | None = None) -> dict[str, float]:
+        """Fields the learned models name for the message, with their calibrated probability.
+
+        With a query vector the vector head reads (same embedder, same dimension), the head's probability is
+        mixed with the lexical model's and cut at the head's threshold (both chosen on dev for rules + models
+        together); without one, the lexical model alone at its own combined threshold."""
+        head = self.vectors
+        if head is not None and head.accepts(vector, vector_model):
+            return self.mixed(message, head.fields, head.probabilities(vector), head.mix, head.threshold)
+        if self.model is not None:
+            return self.model.detect(message, self.model_threshold)
+        return {}
+
+    def mixed(self, message: str, fields: Sequence[str], p_vector: Iterable[float], mix: float,
+              threshold: float) -> dict[str, float]:
+        """mix · p_vector + (1 − mix) · p_lexical per field, kept where it reaches `threshold`."""
+        p_lex = self.model.probabilities(message) if self.model is not None and mix < 1.0 else {}
+        out: dict[str, float] = {}
+        for f, pv in zip(fields, p_vector, strict=True):
+            p = mix * float(pv) + (1.0 - mix) * p_lex.get(f, 0.0)
+            if p >= threshold:
+                out[f] = p
+        return out
+
+    def plan(self, message: str, vector: Any = None, vector_model: str | None = None) -> RecallPlan:
+        """The plan for `message`. `vector`: the message's query vector, when the caller has one (recall
+        computes it for semantic search; `vector_model` names its embedder); the plan is deterministic
+        either way, and without a vector it is what the rules and the lexical model say."""
         text = normalise(message)
         facts: list[str] = []
         prefs: list[str] = []
@@ -229,8 +267,9 @@ class DeterministicPlanner:
                 facts.append(c.key)
             if c.standing and c.kind is Kind.FACT and c.sensitivity.value == "L3":
                 high = True  # allergies and the like are safety facts
-        if self.model is not None:  # the learned model adds the fields the cues miss
-            for key, _p in sorted(self.model.detect(message, self.model_threshold).items(), key=lambda kv: -kv[1]):
+        learned = self.model_fields(message, vector, vector_model)
+        if learned:  # the learned models add the fields the cues miss
+            for key, _p in sorted(learned.items(), key=lambda kv: (-kv[1], kv[0])):
                 found = self._enabled_keys.get(key)
                 if found is None or key in facts or key in prefs or found.kind is Kind.CONTEXT:
                     continue
@@ -320,13 +359,14 @@ class Planner:
         self._system = (_SYSTEM + "\n\nFact fields:\n" + _describe(self._facts) + "\n\nPreference fields:\n"
                         + _describe(self._prefs))
 
-    def plan(self, message: str, *, use_llm: bool = True) -> RecallPlan:
+    def plan(self, message: str, *, use_llm: bool = True, vector: Any = None,
+             vector_model: str | None = None) -> RecallPlan:
         if use_llm and self.llm is not None:
             reply = self.llm.structured("recall_plan", self._system, message, _PlanReply, self._schema,
                                         timeout=self.timeout)
             if reply is not None:
                 return self._whitelisted(reply)
-        return self.deterministic.plan(message)
+        return self.deterministic.plan(message, vector, vector_model)
 
     def _whitelisted(self, reply: _PlanReply) -> RecallPlan:
         """Keep only enabled fields, each in the bucket its contract's kind says; drop duplicates."""

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from usermem.config import Settings
 from usermem.model import Kind, MemoryRecord, Recalled, ScoredMemory, WriteRequest, WriteResult
@@ -15,8 +15,25 @@ from usermem.policy.contracts import ContractSet
 from usermem.store.base import Store
 
 
+class QueryEmbedder(Protocol):
+    """An embedding model as the recall planner sees it (relevance/embed.Embedder has this shape): the planner
+    reads the query vector recall computes, so there is one embedding per request and one model instance."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def query(self, text: str) -> Any:
+        """The query vector of `text` (L2-normalised; a numpy array)."""
+        ...
+
+
 class MemoryHost(Protocol):
     """The engine as `Understanding` sees it."""
+
+    @property
+    def query_embedder(self) -> QueryEmbedder | None:
+        """The embedder recall uses for query vectors (None: no embedder configured)."""
+        ...
 
     @property
     def settings(self) -> Settings: ...

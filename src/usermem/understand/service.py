@@ -98,10 +98,32 @@ class Understanding:
 
     # -- plan / extract / ingest / assemble ------------------------------------------------------------
 
-    def plan(self, tenant: str, user_id: str, message: str, *, use_llm: bool = True) -> RecallPlan:
+    def plan(self, tenant: str, user_id: str, message: str, *, use_llm: bool = True, vector: Any = None,
+             vector_model: str | None = None, embed: bool = False) -> RecallPlan:
+        """The recall plan of `message`. The deterministic recogniser also reads the message's query vector
+        when it is given (`vector`, made by the embedder `vector_model` names: recall(query=...) passes the
+        one it computed for semantic search) or, with `embed=True`, after one embedding by the host's query
+        embedder. By default `Memory.plan` embeds nothing: on the older, narrowly labelled plan set the
+        vector head costs precision (docs/understanding.md), and a plan stays well under a millisecond."""
         self.host.check_ids(tenant, user_id)
         check_text("message", message)
-        return self.planner(tenant).plan(message, use_llm=use_llm)
+        planner = self.planner(tenant)
+        if vector is None and embed and not (use_llm and planner.llm is not None):
+            vector, vector_model = self.query_vector(planner, message)
+        return planner.plan(message, use_llm=use_llm, vector=vector, vector_model=vector_model)
+
+    def query_vector(self, planner: Planner, message: str) -> tuple[Any, str | None]:
+        """(the message's query vector, its embedder's model id), or (None, None) when the planner cannot
+        read the host embedder's vectors or there is no embedder."""
+        wanted = planner.deterministic.vector_model
+        embedder = self.host.query_embedder if wanted is not None else None
+        if embedder is None or embedder.model_id != wanted:
+            return None, None
+        try:
+            return embedder.query(message), wanted
+        except Exception as exc:  # the vector is an aid: plan without it
+            log.warning("plan: embedding the message failed (%s); planning without its vector", exc)
+            return None, None
 
     def extract(self, messages: Any, *, tenant: str | None = None, use_llm: bool = True) -> list[Candidate]:
         return self.extractor(tenant).extract(messages, use_llm=use_llm)

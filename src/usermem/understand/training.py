@@ -5,7 +5,9 @@ for fitting, dev split only for choosing (C, calibration, thresholds); the test 
   probability, threshold chosen on dev extraction F1);
 - `tagger_fields.json`: the tagger's stage-1 field model (message -> fields it states), fitted on train
   (C and calibration chosen on dev); the CRF's field features on train come from 5-fold out-of-fold fits;
-- `plan.json`: the recall planner's field model (message -> fields it needs), `learned.FieldModel`.
+- `plan.json`: the recall planner's field model (message -> fields it needs), `learned.FieldModel`;
+- `plan_vectors.json`: the planner's vector head (query vector -> fields it needs), `planvec.VectorFieldModel`,
+  built with the embedder passed in (`usermem train` passes the bundled e5-small).
 
 Each artifact records the sha256 of the bank files it was built from, so a test can tell a stale one.
 """
@@ -16,10 +18,13 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from usermem.understand import bank, learned, tagger
+from usermem.model import Kind
+from usermem.understand import bank, learned, planvec, tagger
+from usermem.understand.ports import QueryEmbedder
 from usermem.understand.text import normalise
 
 TAGGER_PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150}
@@ -215,14 +220,97 @@ def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, flo
     return best[1], scores
 
 
+PRECISION_BAR = 0.85  # the recall planner's precision on the older plan set (tests/test_plan_understand.py)
+
+
+def _older_plan_rows() -> list[dict[str, Any]]:
+    text = resources.files("usermem.data").joinpath("plan_eval.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def plan_vector_texts() -> tuple[list[learned.Example], list[learned.Example], list[learned.Example]]:
+    """(train plan queries, train utterances with labels, dev plan queries): what the vector head learns from
+    and is chosen on. The utterances are the user turns of a bank item joined, as `plan_examples` does."""
+    train = plan_examples("train")
+    n_q = sum(1 for q in bank.load_plan_queries() if q.split == "train")
+    return train[:n_q], train[n_q:], plan_examples("dev")
+
+
+def train_plan_vector_model(out_dir: Path, embedder: QueryEmbedder,
+                            lexical: learned.FieldModel | None = None) -> planvec.VectorFieldModel:
+    """The planner's vector head (understand/planvec.py): fitted on the train plan queries and utterances,
+    embedded with `embedder.query` (the vectors recall computes for a query); C, utterance weight, Platt
+    scaling, mix with the lexical model and threshold chosen on dev for rules + models together."""
+    import numpy as np
+
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.plan import DeterministicPlanner
+
+    queries, utterances, dev = plan_vector_texts()
+
+    def embed(examples: Sequence[learned.Example]) -> Any:
+        return np.stack([np.asarray(embedder.query(e.text), dtype=np.float64) for e in examples])
+
+    x_train = embed([*queries, *utterances])
+    x_dev = embed(dev)
+    lexical = lexical if lexical is not None else learned.load_model("plan")
+    planner = DeterministicPlanner(ContractSet(), model=lexical, vectors=None)
+    rules_only = DeterministicPlanner(ContractSet(), model=None, vectors=None)
+    enabled = {c.key for c in ContractSet().enabled() if c.kind is not Kind.CONTEXT}
+    # Two dev sets: the bank's dev plan queries (F1 is maximised) and the dev rows of the older plan set
+    # (usermem/data/plan_eval.jsonl, narrower labels): the planner keeps its precision there (PRECISION_BAR).
+    older = [r for r in _older_plan_rows() if r.get("split") == "dev"]
+    older_known = {f for r in older for f in (*r["fact_recall"], *r["preference_recall"])}
+    older_dev = [learned.Example(str(r["text"]), frozenset((*r["fact_recall"], *r["preference_recall"])))
+                 for r in older]
+    x_older = embed(older_dev) if older_dev else np.zeros((0, x_dev.shape[1]))
+    sets = [(dev, x_dev, [set(rules_only.plan(e.text).fields) for e in dev], None),
+            (older_dev, x_older, [set(rules_only.plan(e.text).fields) & older_known for e in older_dev],
+             older_known)]
+
+    # The bar: no precision lost on the older set's dev rows against the planner without a vector (and never
+    # below PRECISION_BAR).
+    tp0 = fp0 = 0
+    for e, b in zip(older_dev, sets[1][2], strict=True):
+        got = b | {f for f in planner.plan(e.text).fields if f in older_known}
+        tp0, fp0 = tp0 + len(got & e.fields), fp0 + len(got - e.fields)
+    bar = max(PRECISION_BAR, tp0 / (tp0 + fp0) if tp0 + fp0 else 1.0)
+
+    def evaluate(head: planvec.VectorFieldModel) -> dict[float, tuple[float, bool]]:
+        probs = [head.probabilities(x) for x in x_dev], [head.probabilities(x) for x in x_older]
+        out: dict[float, tuple[float, bool]] = {}
+        for th in planvec.THRESHOLDS:
+            prf = []
+            for (examples, _, base, known), p_set in zip(sets, probs, strict=True):
+                tp = fp = fn = 0
+                for e, b, p in zip(examples, base, p_set, strict=True):
+                    got = b | {f for f in planner.mixed(e.text, head.fields, p, head.mix, th) if f in enabled
+                               and (known is None or f in known)}
+                    tp, fp, fn = tp + len(got & e.fields), fp + len(got - e.fields), fn + len(e.fields - got)
+                prf.append((2 * tp / (2 * tp + fp + fn) if tp else 0.0, tp / (tp + fp) if tp + fp else 1.0))
+            out[th] = (prf[0][0], prf[1][1] >= bar - 1e-9)
+        return out
+
+    fields = lexical.fields if lexical is not None else sorted({f for e in queries for f in e.fields})
+    model = planvec.fit(embedder.model_id, queries, utterances, x_train, dev, x_dev, fields, evaluate)
+    meta = dict(model.meta, bank=bank_digest("plan_queries.jsonl", "utterances.jsonl"))
+    model = planvec.VectorFieldModel(model.model_id, model.fields, model.weights, model.intercepts, model.platt,
+                                     model.mix, model.threshold, meta)
+    (out_dir / f"{planvec.NAME}.json").write_text(planvec.dump(model), encoding="utf-8")
+    return model
+
+
 def artifact_digests(out_dir: Path) -> dict[str, str]:
     """sha256 of the tagger's binary artifacts (recorded in tagger.json; a test checks the shipped files)."""
     names = (tagger.MODEL_NAME, f"{tagger.FIELDS_NAME}.json")
     return {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in names if (out_dir / n).exists()}
 
 
-def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[str, Any]:
-    """Rebuild every model into `out_dir` (default: the package's data/models). Returns what was chosen."""
+def train_all(out_dir: Path | None = None, *, tagger_too: bool = True,
+              embedder: QueryEmbedder | None = None) -> dict[str, Any]:
+    """Rebuild every model into `out_dir` (default: the package's data/models). Returns what was chosen.
+    The planner's vector head needs `embedder` (the bundled one: the shipped head reads its vectors);
+    without it the head is left as it is."""
     out = out_dir or models_dir()
     out.mkdir(parents=True, exist_ok=True)
     items = bank.load_items()
@@ -245,4 +333,8 @@ def train_all(out_dir: Path | None = None, *, tagger_too: bool = True) -> dict[s
     plan = train_plan_model(out)
     learned.load_model.cache_clear()
     report["plan"] = dict(plan.meta, threshold=plan.threshold, fields=len(plan.fields))
+    if embedder is not None:
+        head = train_plan_vector_model(out, embedder, plan)
+        planvec.load_vector_model.cache_clear()
+        report["plan_vectors"] = dict(head.meta, mix=head.mix, threshold=head.threshold, model_id=head.model_id)
     return report
