@@ -125,7 +125,18 @@ _ADDRESS_EN = re.compile(r"(?<![A-Za-z])(?:call me|address me as|you can call me
                          + _TITLE + r"(?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
 _NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
 _NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
-_NOT_NAMES = frozenset({"Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
+_FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
+
+
+def famous_name(value: str) -> bool:
+    """A famous character's or person's name ("Batman", "秦始皇"): said as one's own name, a joke."""
+    return bool(_FAMOUS_ZH.search(value)) or any(w in _FAMOUS for w in re.findall(r"[A-Za-z][A-Za-z\-]*", value))
+
+
+_FAMOUS = frozenset({"Batman", "Superman", "Spiderman", "Spider-Man", "Ironman", "Santa", "Sherlock", "Gandalf",
+                     "Yoda", "Voldemort", "Shakespeare", "Einstein", "Napoleon", "Beyonce", "Cleopatra"})
+_NOT_NAMES = frozenset({*_FAMOUS,
+                        "Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
                         "Really", "Back", "Going", "Currently", "Based", "Allergic", "Vegan", "Vegetarian", "Fine",
                         "Good", "Tired", "Busy", "Done", "The", "A", "An", "On", "Off", "Working", "Learning",
                         "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok",
@@ -141,7 +152,8 @@ def names(clause: str) -> list[Found]:
     out = _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
     out += [f for f in _all(_ADDRESS_EN, clause, "preferred_name", confidence=0.85)
             if f.value.split()[0] not in _NOT_NAMES]
-    out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)]
+    out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)
+            and not famous_name(f.value)]
     out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
     return out
 
@@ -189,6 +201,7 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
 
 
 NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出门|起床|学习|作业|补习|培训|接送|打翻|花盆|幼儿园|小学|中学|"
+                        r"昨晚|昨天|今天|今晚|明天|最近|刚才|早上|晚上|一起|"
                          r"生日|过敏|发烧|感冒|生病|考试")
 
 
@@ -344,7 +357,8 @@ _NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|
 _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on)?|birthday(?: is|'s)?(?: on)?|"
                        r"turning \d{1,3} on|(?:i'?ll be|i turn) \d{1,3} on)\s*"
                        r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
-                       r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)|"
+                       r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)(?: of (?:january|february|march|april|may|june|july|"
+                       r"august|september|october|november|december))?|"
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
                        r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
                        r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
@@ -464,7 +478,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
                            r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
-                           r"fish|skate|box|dance|sing|draw|sew|hike)\b"), 0.6),
+                           r"fish|skate|box|dance|sing|draw|sew|hike)\b(?!\s+(?:a|an|the|my|our|his|her|their)\b)"), 0.6),
     ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
                            r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
@@ -562,6 +576,10 @@ def sentence_level(sentence: str) -> list[Found]:
     return out
 
 
+# What comes before a news topic in a request ("每天早上给我推一下财经新闻", "我关注新能源汽车的新闻").
+_NEWS_LEAD = re.compile(r"^.*(?:推送|推荐|推|关注|发我|发|看|给我|加点|多|些|点|一下)(?=[\u4e00-\u9fffA-Za-z0-9]{2,}(?:的)?新闻$)")
+
+
 def free_text(clause: str) -> list[Found]:
     out: list[Found] = []
     for key, pat, conf in _FREE:
@@ -572,7 +590,7 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
                 continue  # "I moved to Chicago" names a place, not an employer
-            if key == "occupation" and re.match(r"个|一下|下|点|了|early bird|night owl|newbie|noob", value, re.I):
+            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob", value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
@@ -584,6 +602,8 @@ def free_text(clause: str) -> list[Found]:
                 continue  # "帮我看看这个周末苏州的天气" asks for something this weekend; it is no routine
             start = m.start(g) if g else m.start()
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
+            if key == "news_topics" and (lead := _NEWS_LEAD.match(value)):
+                value, start = value[lead.end():], start + lead.end()  # "给我推送点篮球新闻": the topic
             out.append(Found(key, value, start, start + len(value), None, conf))
     return out
 
