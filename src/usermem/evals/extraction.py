@@ -456,10 +456,14 @@ def _how_fitted() -> str:
     splits = meta.get("fit_splits", ["train"])
     chosen = f"{meta.get('threshold')}/{meta.get('template_similarity')}"
     held_out = (meta.get("dev_f1_by_threshold_and_similarity") or {}).get(chosen)
+    from usermem.understand.bank import SUPPLEMENT
+
+    used = {"all": "and the train-only supplement `utterances_extra.jsonl`",
+            "negatives": "and the trap items (questions, hypotheticals, third parties, ...) of the train-only "
+                         "supplement `utterances_extra.jsonl`"}.get(SUPPLEMENT, "only")
     text = ("The rules were written from the train and dev splits; the learned models (span tagger, its field "
-            "model, value templates) were fitted on `train` (the bank's train split and the train-only "
-            "supplement `utterances_extra.jsonl`) and every threshold, C and calibration was chosen on `dev` "
-            "(`usermem train`); `test` was never used to choose anything.")
+            f"model, value templates) were fitted on `train` (the bank's train split {used}) and every threshold, "
+            "C and calibration was chosen on `dev` (`usermem train`); `test` was never used to choose anything.")
     if "dev" in splits:
         text += (" After choosing, the shipped models were **refitted on train + dev** with those choices kept, so "
                  "the `dev` row below is not held out (the models saw it); the held-out dev F1 of the same "

@@ -273,6 +273,11 @@ DIETS: Mapping[str, str] = {
     "can't do dairy": "dairy_free", "can't have gluten": "gluten_free", "can't have dairy": "dairy_free",
     "intermittent fasting": "intermittent_fasting",
     "轻断食": "intermittent_fasting", "don't eat meat": "vegetarian", "don't eat beef": "no_beef",
+    "不喝酒": "no_alcohol", "戒酒": "no_alcohol", "滴酒不沾": "no_alcohol", "don't drink alcohol": "no_alcohol",
+    "teetotal": "no_alcohol", "off gluten": "gluten_free", "only eat fish": "pescatarian", "只吃海鲜": "pescatarian",
+    "只吃鱼": "pescatarian", "只吃熟的": "no_raw_food", "减脂": "calorie_limit", "低卡": "calorie_limit",
+    "calorie diet": "calorie_limit", "不吃主食": "low_carb", "断碳": "low_carb", "don't eat red meat": "no_red_meat",
+    "不喝牛奶": "dairy_free", "乳制品不吃": "dairy_free",
 }
 TONES: Mapping[str, str] = {
     "正式": "formal", "正式一点": "formal", "随意": "casual", "随便一点": "casual", "轻松": "casual", "直接": "direct",
@@ -354,9 +359,10 @@ _PHONE_CUE = re.compile(r"手机|电话|打我|号码|联系我|call me|phone|mo
                         r"(?<![A-Za-z])(?:call|ring|text|tel)(?![A-Za-z])",
                         re.IGNORECASE)
 _NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|invoice|ticket|tracking", re.IGNORECASE)
+_ZH_MD = r"[一二三四五六七八九十]{1,3}月[一二三四五六七八九十]{1,3}[日号]"
 _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on)?|birthday(?: is|'s)?(?: on)?|"
                        r"turning \d{1,3} on|(?:i'?ll be|i turn) \d{1,3} on)\s*"
-                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
+                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|" + _ZH_MD + r"|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
                        r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)(?: of (?:january|february|march|april|may|june|july|"
                        r"august|september|october|november|december))?|"
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
@@ -379,14 +385,24 @@ def phone(clause: str) -> list[Found]:
     return [f for f in _all(_PHONE, clause, "phone", confidence=0.85) if 7 <= sum(ch.isdigit() for ch in f.value) <= 15]
 
 
+# "我是九月二十号生的", "三月十二号是我生日": the date before the cue.
+_BIRTHDAY_BEFORE = re.compile(r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]|" + _ZH_MD + r")(?:生的|出生的?|是我(?:的)?生日)")
+
+
 def birthday(clause: str) -> list[Found]:
     out = []
-    for f in _all(_BIRTHDAY, clause, "birthday", confidence=0.85):
+    for f in [*_all(_BIRTHDAY, clause, "birthday", confidence=0.85),
+              *_all(_BIRTHDAY_BEFORE, clause, "birthday", confidence=0.8)]:
         out.append(Found(f.key, f.value, f.start, f.end, month_day(f.value), f.confidence))
     return out
 
 
 def month_day(text: str) -> str | None:
+    zh = re.search(r"([一二三四五六七八九十]{1,3})月([一二三四五六七八九十]{1,3})[日号]?", text)
+    if zh and not re.search(r"农历|阴历|腊月|正月", text):
+        month, day = zh_number(zh.group(1)), zh_number(zh.group(2))
+        if month and day and 1 <= month <= 12 and 1 <= day <= 31:
+            return f"{int(month):02d}-{int(day):02d}"
     m = re.search(r"(?:(\d{4})年)?(\d{1,2})(?:月|\.(?=\d{1,2}$))(\d{1,2})", text.strip())
     if m:
         md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
@@ -611,8 +627,31 @@ def free_text(clause: str) -> list[Found]:
 _LEXICONS: Mapping[str, Mapping[str, str]] = {"diet": DIETS, "reply_tone": TONES, "languages_spoken": _LANG_CODES}
 
 
+# A habit said about oneself ("我平时喜欢弹吉他", "I do pottery classes on Wednesdays") around a listed activity
+# (`word_classes.json`, class "hobby").
+_HOBBY_CUE = re.compile(r"喜欢|爱|常|经常|每周|每天|每个|平时|周末|一般|迷上|在学|开始|好多年|坚持|业余|没事|闲|练|玩了|"
+                        r"(?i:\b(?:love|enjoy|into|play|do|go|every|weekends?|twice|keen|learning|started|hooked|"
+                        r"obsessed|practi[cs]e)\b)")
+_ME = re.compile(r"我|(?i:\bi\b|\bi'm\b|\bi've\b|\bmy\b)")
+_NOT_HOBBY_CLAUSE = re.compile(r"帮我|推荐|[?？吗]|(?i:\b(?:can|could) you\b|\bany (?:good |tips|ideas)|\brecommend\b)")
+
+
+def hobbies(clause: str) -> list[Found]:
+    if not (_HOBBY_CUE.search(clause) and _ME.search(clause)) or _NOT_HOBBY_CLAUSE.search(clause):
+        return []
+    from usermem.understand.tagger import word_pattern
+
+    pattern = word_pattern("hobby")
+    return [] if pattern is None else [Found("hobbies", m.group(0), m.start(), m.end(), None, HOBBY_CONFIDENCE)
+                                       for m in pattern.finditer(clause)]
+
+
+HOBBY_CONFIDENCE = 0.5  # below a schedule's (0.55): "每周六上午都去游泳" stays one schedule
+
+
 def typed(clause: str) -> list[Found]:
     out: list[Found] = []
-    for rule in (places, timezone, names, family, pets, diet, tone, spoken, phone, birthday, budget, free_text):
+    for rule in (places, timezone, names, family, pets, diet, tone, spoken, phone, birthday, budget, free_text,
+                 hobbies):
         out += rule(clause)
     return out

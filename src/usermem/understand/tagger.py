@@ -96,6 +96,19 @@ def _word_classes() -> tuple[re.Pattern[str] | None, dict[str, str]]:
     return pattern, classes
 
 
+@lru_cache(maxsize=16)
+def word_pattern(name: str) -> re.Pattern[str] | None:
+    """The words of one class (`word_classes.json`) as a pattern, or None without the file or the class."""
+    words = sorted((w for w, c in _word_classes()[1].items() if c == name), key=lambda w: (-len(w), w))
+    if not words:
+        return None
+    latin = [w for w in words if w.isascii()]
+    cjk = [w for w in words if not w.isascii()]
+    parts = ([r"(?<![A-Za-z])(?:" + "|".join(map(re.escape, latin)) + r")(?![A-Za-z])"] if latin else []) + \
+        (["|".join(map(re.escape, cjk))] if cjk else [])
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
 def word_class_marks(text: str, tokens: Sequence[Token]) -> list[str]:
     """The word class of each token ("" when it is in no listed word)."""
     pattern, classes = _word_classes()
