@@ -86,36 +86,57 @@ def test_fields_json_is_complete(fields: dict[str, dict[str, Any]]) -> None:
     assert all(fields[k]["sensitivity"] == "L2" for k in ("email", "phone", "address"))
 
 
+@pytest.fixture(scope="module")
+def extra() -> list[dict[str, Any]]:
+    """The train-only supplement (utterances_extra.jsonl): same schema, every item in `train`."""
+    return _jsonl("utterances_extra.jsonl")
+
+
 def test_utterance_schema_and_spans(utterances: list[dict[str, Any]], fields: dict[str, dict[str, Any]]) -> None:
     for r in utterances:
-        rid = r["id"]
-        assert set(r) <= _UTTERANCE_KEYS and _UTTERANCE_KEYS - {"notes"} <= set(r), rid
-        assert r["split"] in SPLITS and r["split"] == _split_of(rid), rid
-        assert r["lang"] == ("zh" if _CJK.search(_user_text(r)) else "en"), rid
-        turns = r["turns"]
-        assert turns and all(set(t) == {"role", "content"} for t in turns), rid
-        assert all(t["role"] in ("user", "assistant") and isinstance(t["content"], str) and t["content"].strip()
-                   for t in turns), rid
-        assert any(t["role"] == "user" for t in turns), rid
-        assert r["negative"] is None or r["negative"] in NEGATIVES, rid
-        assert r["labels"] or r["negative"] is not None, f"{rid}: neither labels nor a negative kind"
-        for lab in r["labels"]:
-            assert set(lab) <= _LABEL_KEYS and {"field", "value", "span"} <= set(lab), rid
-            assert lab["field"] in fields, f"{rid}: unknown field {lab['field']}"
-            ti, start, end = lab["span"]
-            assert 0 <= ti < len(turns) and turns[ti]["role"] == "user", rid
-            assert 0 <= start < end <= len(turns[ti]["content"]), rid
-            assert turns[ti]["content"][start:end] == lab["value"], f"{rid}: span does not match the value"
-            assert lab["value"] == lab["value"].strip(), f"{rid}: value has surrounding spaces"
-            assert "canonical" not in lab or (isinstance(lab["canonical"], str) and lab["canonical"]), rid
-            allowed = fields[lab["field"]].get("canonical_values")
-            assert allowed is None or lab.get("canonical") in allowed, f"{rid}: canonical of {lab['field']}"
-            assert "attrs" not in lab or all(isinstance(k, str) and isinstance(v, str)
-                                             for k, v in lab["attrs"].items()), rid
-        if r["negative"] == "corrected":
-            users = [i for i, t in enumerate(turns) if t["role"] == "user"]
-            assert len(users) >= 2, f"{rid}: a correction needs a later user turn"
-            assert any(lab["span"][0] > users[0] for lab in r["labels"]), f"{rid}: label the corrected value"
+        assert r["split"] in SPLITS and r["split"] == _split_of(r["id"]), r["id"]
+        _check_utterance(r, fields)
+
+
+def test_extra_utterances_are_train_only(extra: list[dict[str, Any]], utterances: list[dict[str, Any]],
+                                         fields: dict[str, dict[str, Any]]) -> None:
+    assert len(extra) >= 300
+    assert sum(1 for r in extra if r["negative"] is not None) >= 100
+    assert {r["lang"] for r in extra} == {"zh", "en"}
+    for r in extra:
+        assert r["split"] == "train" and r["id"].startswith("x-"), r["id"]
+        _check_utterance(r, fields)
+    assert not {r["id"] for r in extra} & {r["id"] for r in utterances}
+
+
+def _check_utterance(r: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
+    rid = r["id"]
+    assert set(r) <= _UTTERANCE_KEYS and _UTTERANCE_KEYS - {"notes"} <= set(r), rid
+    assert r["lang"] == ("zh" if _CJK.search(_user_text(r)) else "en"), rid
+    turns = r["turns"]
+    assert turns and all(set(t) == {"role", "content"} for t in turns), rid
+    assert all(t["role"] in ("user", "assistant") and isinstance(t["content"], str) and t["content"].strip()
+               for t in turns), rid
+    assert any(t["role"] == "user" for t in turns), rid
+    assert r["negative"] is None or r["negative"] in NEGATIVES, rid
+    assert r["labels"] or r["negative"] is not None, f"{rid}: neither labels nor a negative kind"
+    for lab in r["labels"]:
+        assert set(lab) <= _LABEL_KEYS and {"field", "value", "span"} <= set(lab), rid
+        assert lab["field"] in fields, f"{rid}: unknown field {lab['field']}"
+        ti, start, end = lab["span"]
+        assert 0 <= ti < len(turns) and turns[ti]["role"] == "user", rid
+        assert 0 <= start < end <= len(turns[ti]["content"]), rid
+        assert turns[ti]["content"][start:end] == lab["value"], f"{rid}: span does not match the value"
+        assert lab["value"] == lab["value"].strip(), f"{rid}: value has surrounding spaces"
+        assert "canonical" not in lab or (isinstance(lab["canonical"], str) and lab["canonical"]), rid
+        allowed = fields[lab["field"]].get("canonical_values")
+        assert allowed is None or lab.get("canonical") in allowed, f"{rid}: canonical of {lab['field']}"
+        assert "attrs" not in lab or all(isinstance(k, str) and isinstance(v, str)
+                                         for k, v in lab["attrs"].items()), rid
+    if r["negative"] == "corrected":
+        users = [i for i, t in enumerate(turns) if t["role"] == "user"]
+        assert len(users) >= 2, f"{rid}: a correction needs a later user turn"
+        assert any(lab["span"][0] > users[0] for lab in r["labels"]), f"{rid}: label the corrected value"
 
 
 def test_plan_schema(plans: list[dict[str, Any]], fields: dict[str, dict[str, Any]]) -> None:
@@ -177,8 +198,9 @@ def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
         assert 0.12 <= shares["test"] / len(records) <= 0.28, shares
 
 
-def test_split_hygiene(utterances: list[dict[str, Any]], plans: list[dict[str, Any]]) -> None:
-    records = utterances + plans
+def test_split_hygiene(utterances: list[dict[str, Any]], extra: list[dict[str, Any]],
+                       plans: list[dict[str, Any]]) -> None:
+    records = utterances + extra + plans
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate ids"
     seen: dict[str, str] = {}

@@ -70,6 +70,10 @@ def test_one_statement_one_meaning(mem: Memory) -> None:
     # real-conversation traps (MemoryBank): conjunctions and idioms that look like patterns
     ["I don't know what to do and feel helpless"], ["最近我在考虑要不要换工作"], ["特别是站在山顶上，心情很舒畅"],
     ["和别人交流也是一种很好的方式"], ["I read A Brief History of Time"], ["我的一个朋友最近要搬到另一个城市去"],
+    # another person's particulars, a famous name as a joke, a milestone wish, an apostrophe that is no quote
+    ["我同学的邮箱是 wangfang@example.com，帮我给她写封信"], ["I'm Batman, obviously"], ["我叫秦始皇，快给我磕头"],
+    ["等我有钱了就养一只布偶猫"], ["I'm at my parents' place in Leeds this weekend"],
+    ["the new intern is vegan, what should we order for lunch?"],
 ])
 def test_not_memories(mem: Memory, messages) -> None:
     assert mem.extract(messages) == []
@@ -170,7 +174,7 @@ def test_shipped_models_were_built_from_the_shipped_bank() -> None:
     from usermem.understand import learned, tagger, training
 
     meta = json.loads(tagger.model_path().with_suffix(".json").read_text(encoding="utf-8"))
-    assert meta["bank"] == training.bank_digest("utterances.jsonl"), "stale tagger: run `usermem train`"
+    assert meta["bank"] == training.bank_digest(*training.BANK_FILES), "stale tagger: run `usermem train`"
     assert {"threshold", "template_similarity", "platt"} <= set(meta)
     plan = learned.load_model("plan")
     assert plan is not None
@@ -191,6 +195,60 @@ def test_shipped_tagger_artifacts_match_their_recorded_checksums() -> None:
     assert meta["sha256"] == digests
     loaded = tagger.load_tagger()
     assert loaded is not None and loaded.field_model is not None
+
+
+def test_shipped_tagger_was_chosen_on_dev_then_refitted() -> None:
+    """Every choice is made with dev held out; the shipped tagger is then refitted on train + dev (never test)."""
+    import json
+
+    from usermem.understand import learned, tagger, training
+
+    meta = json.loads(tagger.model_path().with_suffix(".json").read_text(encoding="utf-8"))
+    assert meta["fit_splits"] == (["train", "dev"] if training.REFIT else ["train"])
+    assert "test" not in meta["fit_splits"]
+    chosen = f"{meta['threshold']}/{meta['template_similarity']}"
+    assert meta["dev_f1_by_threshold_and_similarity"][chosen] == max(meta["dev_f1_by_threshold_and_similarity"].values())
+    if training.REFIT:  # the refit keeps the span calibration chosen with dev held out
+        assert meta["chosen_with"]["platt"] == meta["platt"] and meta["chosen_with"]["dev"] > 0
+        fields = learned.FieldModel.from_json(json.loads(
+            (training.models_dir() / f"{tagger.FIELDS_NAME}.json").read_text(encoding="utf-8")))
+        assert fields.meta["fit_splits"] == ["train", "dev"] and fields.meta["calibrated_before_refit"]["dev"] > 0
+
+
+def test_refit_reuses_the_calibration_chosen_on_dev() -> None:
+    from usermem.understand import learned
+
+    train = [learned.Example(t, frozenset({"pets"} if "cat" in t or "猫" in t else set())) for t in (
+        "my cat is called Tom", "I have a cat", "我家猫很胖", "the weather is nice", "I like tea", "我喜欢喝茶",
+        "our cat sleeps all day", "send me the report", "我养了两只猫", "what time is it")]
+    first = learned.fit("t", train[:6], train[6:], c_grid=(1.0, 4.0))
+    refit = learned.fit("t", train, [], calibration=first)
+    assert refit.platt == first.platt and refit.threshold == first.threshold
+    assert refit.meta["C"] == first.meta["C"] and refit.meta["train"] == len(train)
+    assert refit.detect("my cat Luna") and not refit.detect("the report is late")
+
+
+def test_training_items_never_include_test_and_the_supplement_is_train_only() -> None:
+    from usermem.understand import bank
+
+    extra = bank.load_extra_items()
+    assert extra and all(i.split == "train" for i in extra)
+    used = bank.load_training_items()
+    assert {i.id for i in used if i.id.startswith("x-")} == {i.id for i in extra if i.negative is not None} \
+        if bank.SUPPLEMENT == "negatives" else True
+    assert len(bank.load_training_items(supplement="all")) == len(bank.load_items()) + len(extra)
+    assert len(bank.load_training_items(supplement="none")) == len(bank.load_items())
+
+
+def test_word_classes_mark_the_tokens_inside_listed_words() -> None:
+    from usermem.understand.tagger import featurize, tokenize, word_class_marks
+
+    text = "I'm a barista at Starbucks, 周末去爬山"
+    tokens = tokenize(text)
+    marks = dict(zip((t.text for t in tokens), word_class_marks(text, tokens), strict=True))
+    assert marks["barista"] == "occupation" and marks["Starbucks"] == "brand"
+    assert marks["爬"] == marks["山"] == "hobby" and marks["I'm"] == ""
+    assert "x=brand" in featurize(text, tokens)[[t.text for t in tokens].index("Starbucks")]
 
 
 def test_plan_model_equals_a_rebuild(tmp_path) -> None:

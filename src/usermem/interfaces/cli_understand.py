@@ -272,7 +272,8 @@ def _memorybank_files(path: Path | None) -> list[Path]:
 def train(out: Annotated[Path | None, typer.Option("--out", help="Directory (default: the package's data/models)")]
           = None, plan_only: Annotated[bool, typer.Option("--plan-only", help="Rebuild the plan model only")]
           = False) -> None:
-    """Rebuild the understanding models from the utterance bank (train split; choices on dev). Needs the `train` extra.
+    """Rebuild the understanding models from the utterance bank (fitted on train + the train-only supplement, every
+    choice made on dev, then the tagger refitted on train + dev; test never read). Needs the `train` extra.
 
     Example: usermem train --plan-only
     """

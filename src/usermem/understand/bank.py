@@ -6,6 +6,8 @@ Files (written by the project, licensed with the code; see usermem/data/bank/REA
   words as `value`, `span` = [turn, start, end], optional `canonical` and `attrs`), `negative` (why nothing
   or less is stored: question, hypothetical, third_party, ... or null) and a fixed `split`
   (train / dev / test; the test split is never used to choose anything);
+- `utterances_extra.jsonl`: more hand-written utterances in the same format, every one in the `train` split
+  (training data only, never scored: see the bank's README);
 - `plan_queries.jsonl`: messages and the fields a recall plan for them needs (`fields`), with a split.
 """
 
@@ -97,6 +99,31 @@ def load_items(root: str | Path | None = None, path: str | Path | None = None) -
     """The bank's utterances (or a file in the same format: `path`)."""
     text = Path(path).read_text(encoding="utf-8") if path else bank_text("utterances.jsonl", root)
     return [parse_item(r) for r in _jsonl(text)]
+
+
+EXTRA_FILE = "utterances_extra.jsonl"
+
+
+def load_extra_items(root: str | Path | None = None) -> list[Item]:
+    """The train-only supplement (`utterances_extra.jsonl`): more training data for the learned extractors."""
+    return [parse_item(r) for r in _jsonl(bank_text(EXTRA_FILE, root))]
+
+
+# Which items of the supplement the learned extractors train on: "all", or "negatives" (the items with a trap
+# kind — questions, hypotheticals, third parties, ... — and what else they say about the user). Chosen on dev
+# (2026-12-01, stage-1 fits with word classes; held-out dev F1): bank only 0.7466, + the supplement's
+# negatives 0.7462, + its positives 0.7388, + all of it 0.7404 — the hand-written positives made the tagger
+# more eager (more right values, more wrong ones) and did not pay on dev, so only the negatives are used.
+SUPPLEMENT = "negatives"
+
+
+def load_training_items(root: str | Path | None = None, supplement: str | None = None) -> list[Item]:
+    """Every labelled utterance a model may learn from, with its split: the bank and the train-only supplement
+    (`supplement`: "all" | "negatives" | "none", default `SUPPLEMENT`; callers pick the splits they fit on, the
+    test split is never among them)."""
+    which = SUPPLEMENT if supplement is None else supplement
+    extra = [] if which == "none" else [i for i in load_extra_items(root) if which == "all" or i.negative is not None]
+    return [*load_items(root), *extra]
 
 
 def load_plan_queries(root: str | Path | None = None, path: str | Path | None = None) -> list[PlanQuery]:

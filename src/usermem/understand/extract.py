@@ -30,6 +30,7 @@ from usermem.policy.pii import PIIKind, detect
 from usermem.understand import rules
 from usermem.understand.filters import (
     FICTION,
+    OTHERS_PARTICULARS,
     QUESTION_START,
     allowed,
     clause_spans,
@@ -663,7 +664,7 @@ class PatternExtractor:
                                      _canonical_of(tp.field, tp.value)), base + tp.start, base + tp.end, "model")
                 for sp in spans:
                     if base <= sp.start < base + len(clause) and allowed(sp.field, why):
-                        p = _calibrate(sp.probability)
+                        p = _calibrate(sp.probability, getattr(self.tagger, "platt", None))
                         if p >= self.tagger_threshold:
                             value = _trim(sp.text)
                             if value and _plausible(sp.field, value):
@@ -691,7 +692,7 @@ class PatternExtractor:
             low = s.lower()
             if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
-                    FILTER_REPORTED.search(low):
+                    FILTER_REPORTED.search(low) or OTHERS_PARTICULARS.search(low):
                 continue
             question = bool(QUESTION.search(original.strip()))
             one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
@@ -789,16 +790,19 @@ def reset_calibration() -> None:
     _PLATT = None
 
 
-def _calibrate(p: float) -> float:
-    """The tagger's span probability, Platt-scaled on the dev split (see `usermem train`)."""
+def _calibrate(p: float, platt: tuple[float, float] | None = None) -> float:
+    """The tagger's span probability, Platt-scaled on the dev split (see `usermem train`): with the tagger's
+    own scaling when it carries one, else the shipped metadata's."""
     global _PLATT
-    if _PLATT is None:
-        a, b = _tagger_meta().get("platt", (1.0, 0.0))
-        _PLATT = (float(a), float(b))
+    if platt is None:
+        if _PLATT is None:
+            a, b = _tagger_meta().get("platt", (1.0, 0.0))
+            _PLATT = (float(a), float(b))
+        platt = _PLATT
     import math
 
     p = min(max(p, 1e-6), 1 - 1e-6)
-    z = _PLATT[0] * math.log(p / (1 - p)) + _PLATT[1]
+    z = platt[0] * math.log(p / (1 - p)) + platt[1]
     return 1.0 / (1.0 + math.exp(-z))
 
 
@@ -820,6 +824,8 @@ def _plausible(key: str, value: str) -> bool:
         return False  # "Tr0ub4dor&3": credentials are not memories, whatever the model says
     if normalise(value) in _FUNCTION_WORDS or (len(value) == 1 and key not in ("pets", "children")):
         return False
+    if key in ("name", "preferred_name") and rules.famous_name(value):
+        return False  # "我叫秦始皇", "I'm Batman": a joke
     if key == "address":
         return bool(_ADDRESS_LIKE.search(value))
     if key == "allergy" and _NOT_ALLERGEN.search(value):

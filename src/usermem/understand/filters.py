@@ -12,12 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
+HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|换[作做]是我|换[作做]我|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
                           r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
                           re.IGNORECASE)
-# A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市"): the user does not
-# live there, work there or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
-WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也许|说不定|还没定|\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
+# A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市", "我想学日语"), or a
+# stay ("I'm staying at the Hilton"): the user does not live there, work there, speak it or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
+WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也许|说不定|还没定|"
+                  r"等我.{0,6}?(?:有钱|退休|毕业|结婚|买房|搬家|长大|有空|有时间)|想学|打算学|准备学|"
+                  r"\bwant(?:s|ed)? to learn\b|\bstay(?:ing)? (?:at|in|with)\b|入住|"
+                  r"\b(?:once|when|after) i (?:retire|graduate|get married|have (?:the )?(?:money|time)|make it)\b|"
+                  r"\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
                   r"\bthinking (?:of|about) (?:getting|moving|becoming|going)\b|\bplanning to (?:get|move)\b|"
                   r"\bi'?d (?:hate|love|like|rather|prefer) to (?:live|move|work|be based)\b|\bmight\b|\bmaybe\b",
                   re.IGNORECASE)
@@ -25,7 +29,7 @@ WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也�
 PAST = re.compile(r"以前|曾经|小时候|过去|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
                   re.IGNORECASE)
 WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation",
-                         "diet"})
+                         "diet", "languages_spoken"})
 PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
                          "allergy"})
 QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
@@ -46,12 +50,14 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"
-                    r"babysitter|landlord|landlady|housemate|flatmate)\b|\bmy date\b",
+                    r"babysitter|landlord|landlady|housemate|flatmate)\b|\bmy date\b|"
+                    r"\bthe new (?:intern|guy|girl|hire|starter|manager|boss|colleague|neighbou?rs?)\b|"
+                    r"\bour (?:intern|guests?|visitors?|neighbou?rs?)\b",
                     re.IGNORECASE)
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
-                     r"\bjust for\b|\btonight\b|\btoday\b|\bthis week\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
+                     r"\bjust for\b|\btonight\b|\btoday\b|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
@@ -60,7 +66,8 @@ FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|�
                      r"paper) (?:says|said|shows|claims|is about)\b|\bin the (?:movie|film|book|show|article|news)\b|写[一个首篇段]+(?:故事|诗|歌)|\b(?:poem|story|song|limerick)s? "
                      r"about\b|\bwrite (?:me )?(?:a|an) (?:poem|story|song|limerick)\b|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
                      r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
-QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|'[^'\n]{3,}'(?=\W|$)")
+# A single quote opens a quotation only where it does not follow a letter ("I'm at my parents' place" quotes nothing).
+QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<![A-Za-z])'[^'\n]{3,}'(?=\W|$)")
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
 # family words included ("my friend told me her wife Sarah..." is not the user's spouse).
 _REPORTER_ZH = (r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
@@ -78,9 +85,19 @@ OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husba
                            r"dad|boss|colleague)'s\s+(?:\w+\s+)?(?:dog|cat|puppy|kitten|parrot|hamster|rabbit|pet|wife|husband|"
                            r"son|daughter|kids?|fianc[ée]e?|partner|boyfriend|girlfriend)(?!\w)|"
                            r"(?:(?<!其)他|她|他们|她们|你|朋友|同事|邻居|别人|人家|同学|室友|儿子|女儿|孩子|老公|老婆|我妈|我爸|"
-                           r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板|(?<![我咱])(?:老|小)[\u4e00-\u9fff](?<![家我]))(?:的|家的?|家)"
+                           r"我姐|我哥|我弟|我妹|老妈|老爸|客户|老板|阿姨|叔叔|大爷|大妈|奶奶|爷爷|隔壁|"
+                           r"(?<![我咱])(?:老|小)[\u4e00-\u9fff](?<![家我]))(?:的|家的?|家)"
                            r"(?:老公|老婆|妻子|丈夫|先生|太太|儿子|女儿|孩子|宝宝|小孩|猫|狗|鹦鹉|仓鼠|兔子|鱼|宠物)",
                            re.IGNORECASE)
+# Another person's contact details or particulars: "我同学的邮箱是 …", "my colleague's number is …" (the value
+# is theirs even when the sentence goes on about the user: "…，帮我给她写封信").
+OTHERS_PARTICULARS = re.compile(r"(?:朋友|同事|老板|领导|闺蜜|同学|室友|舍友|邻居|客户|上司|下属|房东|(?<!其)他|她|他们|她们|"
+                                r"哥哥|姐姐|弟弟|妹妹|我妈|我爸|妈妈|爸爸|老妈|老爸|表姐|表哥|表妹|表弟)的?"
+                                r"(?:邮箱|电邮|电话|手机号?|号码|地址|微信号?|生日|名字|全名)|"
+                                r"\b(?:friend|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|roommate|"
+                                r"neighbou?r|client|landlord|flatmate|housemate)'s\s+(?:\w+\s+)?(?:e-?mail|number|phone|"
+                                r"mobile|address|birthday|name)\b|\b(?:his|her|their)\s+(?:e-?mail|number|phone number|"
+                                r"mobile|address|birthday)\b", re.IGNORECASE)
 # A whole sentence asked as a question: "Do you think I live in X?", "你觉得我是医生吗？".
 QUESTION_SENTENCE = re.compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|would|will|should|have|has|what|who|"
                                r"where|when|why|how|which|you think|isn'?t|aren'?t|don'?t)\b[^?？]*[?？]\s*$|"
@@ -164,7 +181,7 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     if sentence is not None and QUESTION_SENTENCE.search(sentence):
         out.add("question")
     c = clause.strip()
-    if OTHERS_FAMILY.search(c):
+    if OTHERS_FAMILY.search(c) or OTHERS_PARTICULARS.search(c):
         out.add("others_family")
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")

@@ -21,10 +21,10 @@ from pathlib import Path
 
 _CN_SUFFIX = re.compile(r"(特别行政区|维吾尔自治区|壮族自治区|回族自治区|自治区|自治州|自治县|地区|省|市|区|县|盟|旗)$")
 # Short names that are everyday words, never taken as places on their own.
-_CJK_STOP = frozenset({"城区", "市区", "郊区", "新区", "开发区", "矿区", "东区", "西区", "南区", "北区", "中区", "老家",
+_CJK_STOP = frozenset({"比如", "城区", "市区", "郊区", "新区", "开发区", "矿区", "东区", "西区", "南区", "北区", "中区", "老家",
                        "家里", "公司", "上班", "北京时间", "和平", "城中", "通州湾", "白云", "长安", "普通", "大方",
                        "永安", "平安", "安全", "吉利", "新华", "光明", "新城", "高新", "红旗", "文化", "市中"})
-_LATIN_STOP = frozenset({"nice", "mobile", "reading", "bath", "split", "gap", "of", "van", "mercedes", "victoria",
+_LATIN_STOP = frozenset({"officer", "nice", "mobile", "reading", "bath", "split", "gap", "of", "van", "mercedes", "victoria",
                          "florence", "hope", "orange", "york", "university", "college", "sale", "wells", "march",
                          "may", "june", "august", "mary", "paris texas", "university park", "university city",
                          "deal", "bury", "street", "ocean", "independence", "eagle", "marathon", "cork oak",

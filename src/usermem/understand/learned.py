@@ -158,11 +158,17 @@ class Example:
 
 
 def fit(name: str, train: Sequence[Example], dev: Sequence[Example], *, fields: Iterable[str] | None = None,
-        min_df: int = 1, c_grid: Sequence[float] = (1.0, 4.0, 16.0), prune: float = 1e-3) -> FieldModel:
+        min_df: int = 1, c_grid: Sequence[float] = (1.0, 4.0, 16.0), prune: float = 1e-3,
+        calibration: FieldModel | None = None) -> FieldModel:
     """Fit one logistic regression per field on `train`; choose C, the Platt scaling and the threshold on `dev`.
 
+    With `calibration` (a model fitted earlier on a subset of `train` and calibrated on a held-out split), its
+    C, Platt scaling and threshold are reused and `dev` is not needed: the refit on more data.
     Deterministic: sorted vocabulary, lbfgs, no sampling. Fields without a positive train example are left out.
     """
+    if calibration is not None:
+        c_grid = (float(calibration.meta["C"]),)
+        dev = ()
     try:
         import numpy as np
         from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
@@ -225,6 +231,8 @@ def fit(name: str, train: Sequence[Example], dev: Sequence[Example], *, fields: 
     a, b = _platt(z_dev.ravel(), y_dev.ravel()) if len(dev) else (1.0, 0.0)
     probs = 1.0 / (1.0 + np.exp(-(a * z_dev.ravel() + b)))
     threshold = _best_f1(probs, y_dev.ravel())[1] if len(dev) else 0.5
+    if calibration is not None:
+        (a, b), threshold = calibration.platt, calibration.threshold
     rows: list[list[tuple[int, float]]] = [[] for _ in vocab_list]
     for fi, ws in enumerate(coefs):
         for i, w in enumerate(ws):
@@ -233,8 +241,10 @@ def fit(name: str, train: Sequence[Example], dev: Sequence[Example], *, fields: 
     # Drop features that vote for nothing (smaller artifact); re-index.
     used = [i for i, r in enumerate(rows) if r]
     vocab_out = {vocab_list[i]: j for j, i in enumerate(used)}
-    meta = {"C": c_best, "train": len(train), "dev": len(dev), "min_df": min_df,
+    meta: dict[str, Any] = {"C": c_best, "train": len(train), "dev": len(dev), "min_df": min_df,
             "dev_f1_at_threshold": round(_f1_at(probs, y_dev.ravel(), threshold), 4) if len(dev) else None}
+    if calibration is not None:
+        meta["calibrated_before_refit"] = {k: calibration.meta.get(k) for k in ("train", "dev", "dev_f1_at_threshold")}
     return FieldModel(name, tuple(keep), vocab_out, [round(idf[i], 5) for i in used], [rows[i] for i in used],
                       [round(x, 5) for x in inter], (round(a, 6), round(b, 6)), round(threshold, 4), meta)
 

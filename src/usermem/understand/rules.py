@@ -125,7 +125,18 @@ _ADDRESS_EN = re.compile(r"(?<![A-Za-z])(?:call me|address me as|you can call me
                          + _TITLE + r"(?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
 _NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
 _NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
-_NOT_NAMES = frozenset({"Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
+_FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
+
+
+def famous_name(value: str) -> bool:
+    """A famous character's or person's name ("Batman", "秦始皇"): said as one's own name, a joke."""
+    return bool(_FAMOUS_ZH.search(value)) or any(w in _FAMOUS for w in re.findall(r"[A-Za-z][A-Za-z\-]*", value))
+
+
+_FAMOUS = frozenset({"Batman", "Superman", "Spiderman", "Spider-Man", "Ironman", "Santa", "Sherlock", "Gandalf",
+                     "Yoda", "Voldemort", "Shakespeare", "Einstein", "Napoleon", "Beyonce", "Cleopatra"})
+_NOT_NAMES = frozenset({*_FAMOUS,
+                        "Not", "Just", "So", "Very", "From", "In", "At", "Here", "Still", "Also", "Sorry", "Happy",
                         "Really", "Back", "Going", "Currently", "Based", "Allergic", "Vegan", "Vegetarian", "Fine",
                         "Good", "Tired", "Busy", "Done", "The", "A", "An", "On", "Off", "Working", "Learning",
                         "Retired", "Single", "Married", "Chinese", "English", "Hungry", "Sure", "Okay", "Ok",
@@ -141,7 +152,8 @@ def names(clause: str) -> list[Found]:
     out = _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
     out += [f for f in _all(_ADDRESS_EN, clause, "preferred_name", confidence=0.85)
             if f.value.split()[0] not in _NOT_NAMES]
-    out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)]
+    out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)
+            and not famous_name(f.value)]
     out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
     return out
 
@@ -189,6 +201,7 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
 
 
 NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出门|起床|学习|作业|补习|培训|接送|打翻|花盆|幼儿园|小学|中学|"
+                        r"昨晚|昨天|今天|今晚|明天|最近|刚才|早上|晚上|一起|"
                          r"生日|过敏|发烧|感冒|生病|考试")
 
 
@@ -260,6 +273,11 @@ DIETS: Mapping[str, str] = {
     "can't do dairy": "dairy_free", "can't have gluten": "gluten_free", "can't have dairy": "dairy_free",
     "intermittent fasting": "intermittent_fasting",
     "轻断食": "intermittent_fasting", "don't eat meat": "vegetarian", "don't eat beef": "no_beef",
+    "不喝酒": "no_alcohol", "戒酒": "no_alcohol", "滴酒不沾": "no_alcohol", "don't drink alcohol": "no_alcohol",
+    "teetotal": "no_alcohol", "off gluten": "gluten_free", "only eat fish": "pescatarian", "只吃海鲜": "pescatarian",
+    "只吃鱼": "pescatarian", "只吃熟的": "no_raw_food", "减脂": "calorie_limit", "低卡": "calorie_limit",
+    "calorie diet": "calorie_limit", "不吃主食": "low_carb", "断碳": "low_carb", "don't eat red meat": "no_red_meat",
+    "不喝牛奶": "dairy_free", "乳制品不吃": "dairy_free",
 }
 TONES: Mapping[str, str] = {
     "正式": "formal", "正式一点": "formal", "随意": "casual", "随便一点": "casual", "轻松": "casual", "直接": "direct",
@@ -341,10 +359,12 @@ _PHONE_CUE = re.compile(r"手机|电话|打我|号码|联系我|call me|phone|mo
                         r"(?<![A-Za-z])(?:call|ring|text|tel)(?![A-Za-z])",
                         re.IGNORECASE)
 _NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|invoice|ticket|tracking", re.IGNORECASE)
+_ZH_MD = r"[一二三四五六七八九十]{1,3}月[一二三四五六七八九十]{1,3}[日号]"
 _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on)?|birthday(?: is|'s)?(?: on)?|"
                        r"turning \d{1,3} on|(?:i'?ll be|i turn) \d{1,3} on)\s*"
-                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
-                       r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)|"
+                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|" + _ZH_MD + r"|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
+                       r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)(?: of (?:january|february|march|april|may|june|july|"
+                       r"august|september|october|november|december))?|"
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
                        r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
                        r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
@@ -365,14 +385,24 @@ def phone(clause: str) -> list[Found]:
     return [f for f in _all(_PHONE, clause, "phone", confidence=0.85) if 7 <= sum(ch.isdigit() for ch in f.value) <= 15]
 
 
+# "我是九月二十号生的", "三月十二号是我生日": the date before the cue.
+_BIRTHDAY_BEFORE = re.compile(r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]|" + _ZH_MD + r")(?:生的|出生的?|是我(?:的)?生日)")
+
+
 def birthday(clause: str) -> list[Found]:
     out = []
-    for f in _all(_BIRTHDAY, clause, "birthday", confidence=0.85):
+    for f in [*_all(_BIRTHDAY, clause, "birthday", confidence=0.85),
+              *_all(_BIRTHDAY_BEFORE, clause, "birthday", confidence=0.8)]:
         out.append(Found(f.key, f.value, f.start, f.end, month_day(f.value), f.confidence))
     return out
 
 
 def month_day(text: str) -> str | None:
+    zh = re.search(r"([一二三四五六七八九十]{1,3})月([一二三四五六七八九十]{1,3})[日号]?", text)
+    if zh and not re.search(r"农历|阴历|腊月|正月", text):
+        month, day = zh_number(zh.group(1)), zh_number(zh.group(2))
+        if month and day and 1 <= month <= 12 and 1 <= day <= 31:
+            return f"{int(month):02d}-{int(day):02d}"
     m = re.search(r"(?:(\d{4})年)?(\d{1,2})(?:月|\.(?=\d{1,2}$))(\d{1,2})", text.strip())
     if m:
         md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
@@ -464,7 +494,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
                            r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
-                           r"fish|skate|box|dance|sing|draw|sew|hike)\b"), 0.6),
+                           r"fish|skate|box|dance|sing|draw|sew|hike)\b(?!\s+(?:a|an|the|my|our|his|her|their)\b)"), 0.6),
     ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
                            r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
@@ -562,6 +592,10 @@ def sentence_level(sentence: str) -> list[Found]:
     return out
 
 
+# What comes before a news topic in a request ("每天早上给我推一下财经新闻", "我关注新能源汽车的新闻").
+_NEWS_LEAD = re.compile(r"^.*(?:推送|推荐|推|关注|发我|发|看|给我|加点|多|些|点|一下)(?=[\u4e00-\u9fffA-Za-z0-9]{2,}(?:的)?新闻$)")
+
+
 def free_text(clause: str) -> list[Found]:
     out: list[Found] = []
     for key, pat, conf in _FREE:
@@ -572,7 +606,7 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
                 continue  # "I moved to Chicago" names a place, not an employer
-            if key == "occupation" and re.match(r"个|一下|下|点|了|early bird|night owl|newbie|noob", value, re.I):
+            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob", value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
@@ -584,6 +618,8 @@ def free_text(clause: str) -> list[Found]:
                 continue  # "帮我看看这个周末苏州的天气" asks for something this weekend; it is no routine
             start = m.start(g) if g else m.start()
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
+            if key == "news_topics" and (lead := _NEWS_LEAD.match(value)):
+                value, start = value[lead.end():], start + lead.end()  # "给我推送点篮球新闻": the topic
             out.append(Found(key, value, start, start + len(value), None, conf))
     return out
 
@@ -591,8 +627,31 @@ def free_text(clause: str) -> list[Found]:
 _LEXICONS: Mapping[str, Mapping[str, str]] = {"diet": DIETS, "reply_tone": TONES, "languages_spoken": _LANG_CODES}
 
 
+# A habit said about oneself ("我平时喜欢弹吉他", "I do pottery classes on Wednesdays") around a listed activity
+# (`word_classes.json`, class "hobby").
+_HOBBY_CUE = re.compile(r"喜欢|爱|常|经常|每周|每天|每个|平时|周末|一般|迷上|在学|开始|好多年|坚持|业余|没事|闲|练|玩了|"
+                        r"(?i:\b(?:love|enjoy|into|play|do|go|every|weekends?|twice|keen|learning|started|hooked|"
+                        r"obsessed|practi[cs]e)\b)")
+_ME = re.compile(r"我|(?i:\bi\b|\bi'm\b|\bi've\b|\bmy\b)")
+_NOT_HOBBY_CLAUSE = re.compile(r"帮我|推荐|[?？吗]|(?i:\b(?:can|could) you\b|\bany (?:good |tips|ideas)|\brecommend\b)")
+
+
+def hobbies(clause: str) -> list[Found]:
+    if not (_HOBBY_CUE.search(clause) and _ME.search(clause)) or _NOT_HOBBY_CLAUSE.search(clause):
+        return []
+    from usermem.understand.tagger import word_pattern
+
+    pattern = word_pattern("hobby")
+    return [] if pattern is None else [Found("hobbies", m.group(0), m.start(), m.end(), None, HOBBY_CONFIDENCE)
+                                       for m in pattern.finditer(clause)]
+
+
+HOBBY_CONFIDENCE = 0.5  # below a schedule's (0.55): "每周六上午都去游泳" stays one schedule
+
+
 def typed(clause: str) -> list[Found]:
     out: list[Found] = []
-    for rule in (places, timezone, names, family, pets, diet, tone, spoken, phone, birthday, budget, free_text):
+    for rule in (places, timezone, names, family, pets, diet, tone, spoken, phone, birthday, budget, free_text,
+                 hobbies):
         out += rule(clause)
     return out

@@ -2,7 +2,9 @@
 
 Tokens are Chinese characters and Latin words/numbers; each gets a BIO tag per field ("B-city", "I-city",
 "O"). Features: the token and its neighbours (±2), Chinese character bigrams, shape (capitalised, digit),
-Latin prefixes/suffixes, gazetteer and e-mail/phone membership, and clause cues (a question mark, a
+Latin prefixes/suffixes, gazetteer and e-mail/phone membership, word classes (`usermem/data/word_classes.json`:
+occupations, brands, hobbies, food and drink, file formats, time and news words, so a value of a listed kind
+the bank never labelled still looks like one), and clause cues (a question mark, a
 hypothetical or a third person earlier in the clause), so the model learns both *where* a value is and
 *when* a mention is not the user's own.
 
@@ -31,6 +33,7 @@ from usermem.understand.gazetteer import find_places
 
 MODEL_NAME = "tagger.crfsuite"
 FIELDS_NAME = "tagger_fields"  # learned.FieldModel artifact: data/models/tagger_fields.json
+WORD_CLASSES = "word_classes.json"  # word lists by class (usermem/data), a feature of the tokens inside them
 FIELD_FEATURE_THRESHOLD = 0.3  # a field's calibrated probability from which its F= feature is on
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z][A-Za-z'’\-]*|\d+(?:[.:]\d+)?|\S")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}")
@@ -73,8 +76,61 @@ def _kind(tok: str) -> str:
     return "punct"
 
 
+@lru_cache(maxsize=1)
+def _word_classes() -> tuple[re.Pattern[str] | None, dict[str, str]]:
+    """`usermem/data/word_classes.json` (occupations, brands, hobbies, food, file formats, time and news words) as
+    one pattern and a word -> class map; (None, {}) when the file is absent."""
+    import json
+
+    res = resources.files("usermem.data").joinpath(WORD_CLASSES)
+    if not res.is_file():
+        return None, {}
+    classes: dict[str, str] = {}
+    for name, words in json.loads(res.read_text(encoding="utf-8"))["classes"].items():
+        for w in words:
+            classes.setdefault(w.lower(), name)
+    latin = sorted((w for w in classes if w.isascii()), key=lambda w: (-len(w), w))
+    cjk = sorted((w for w in classes if not w.isascii()), key=lambda w: (-len(w), w))
+    pattern = re.compile(r"(?<![A-Za-z])(?:" + "|".join(map(re.escape, latin)) + r")(?![A-Za-z])|"
+                         + "|".join(map(re.escape, cjk)), re.IGNORECASE)
+    return pattern, classes
+
+
+@lru_cache(maxsize=16)
+def word_pattern(name: str) -> re.Pattern[str] | None:
+    """The words of one class (`word_classes.json`) as a pattern, or None without the file or the class."""
+    words = sorted((w for w, c in _word_classes()[1].items() if c == name), key=lambda w: (-len(w), w))
+    if not words:
+        return None
+    latin = [w for w in words if w.isascii()]
+    cjk = [w for w in words if not w.isascii()]
+    parts = ([r"(?<![A-Za-z])(?:" + "|".join(map(re.escape, latin)) + r")(?![A-Za-z])"] if latin else []) + \
+        (["|".join(map(re.escape, cjk))] if cjk else [])
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+def word_class_marks(text: str, tokens: Sequence[Token]) -> list[str]:
+    """The word class of each token ("" when it is in no listed word)."""
+    pattern, classes = _word_classes()
+    out = [""] * len(tokens)
+    if pattern is None:
+        return out
+    i = 0
+    for m in pattern.finditer(text):
+        name = classes.get(m.group(0).lower(), "")
+        while i < len(tokens) and tokens[i].end <= m.start():
+            i += 1
+        j = i
+        while j < len(tokens) and tokens[j].start < m.end():
+            if tokens[j].start >= m.start() and tokens[j].end <= m.end():
+                out[j] = name
+            j += 1
+    return out
+
+
 def featurize(text: str, tokens: Sequence[Token], fields: Sequence[str] = ()) -> list[list[str]]:
     marks = [""] * len(tokens)
+    wclass = word_class_marks(text, tokens)
     for p in find_places(text):
         for i, t in enumerate(tokens):
             if t.start >= p.start and t.end <= p.end:
@@ -107,6 +163,12 @@ def featurize(text: str, tokens: Sequence[Token], fields: Sequence[str] = ()) ->
         f = ["b", "w=" + w, "k=" + _kind(t.text), "pos=" + str(min(i - clause_start, 6))]
         if marks[i]:
             f.append("g=" + marks[i])
+        if wclass[i]:
+            f.append("x=" + wclass[i])
+        if i and wclass[i - 1]:
+            f.append("x-1=" + wclass[i - 1])
+        if i + 1 < len(tokens) and wclass[i + 1]:
+            f.append("x+1=" + wclass[i + 1])
         if _kind(t.text) in ("lat", "Cap"):
             f += ["p3=" + w[:3], "s3=" + w[-3:], "s2=" + w[-2:]]
         for d in (-2, -1, 1, 2):

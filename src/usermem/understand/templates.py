@@ -1,7 +1,8 @@
 """Nearest-neighbour value templates learned from the bank: "find the train clauses most like this one and
 read the value where they had theirs".
 
-For every labelled value in the train split we keep its clause's features (`learned.features`, tf-idf),
+For every labelled value in the splits the shipped models were fitted on (train and the train-only supplement;
+dev too after the final refit, see `usermem train`) we keep its clause's features (`learned.features`, tf-idf),
 the field, and the words right before and after the value ("我对 | 花生 | 过敏", "allergic to | shellfish |
 <end>"). A new clause is compared with the train clauses (cosine over an inverted index); the templates of
 the nearest ones (similarity >= a cut chosen on dev) are tried on it: where a template's left context
@@ -78,12 +79,12 @@ def _join(tokens: Sequence[str]) -> str:
 
 
 class TemplateIndex:
-    def __init__(self, items: Sequence[bank.Item]) -> None:
+    def __init__(self, items: Sequence[bank.Item], splits: Sequence[str] = ("train",)) -> None:
         self.docs: list[tuple[dict[str, float], list[Template]]] = []
         df: dict[str, int] = {}
         raw: list[tuple[set[str], list[Template]]] = []
         for item in items:
-            if item.split != "train":
+            if item.split not in splits or item.split == "test":
                 continue
             for ti, (role, content) in enumerate(item.turns):
                 labs = [lab for lab in item.labels if lab.turn == ti]
@@ -184,6 +185,18 @@ def _apply(t: Template, clause: str, low: str) -> tuple[str, int, int] | None:
     return value, start, start + len(value)
 
 
+def fit_splits() -> tuple[str, ...]:
+    """The splits the shipped models were fitted on (`fit_splits` in tagger.json; "train" when absent)."""
+    import json
+
+    from usermem.understand.tagger import model_path
+
+    meta = model_path().with_suffix(".json")
+    data = json.loads(meta.read_text(encoding="utf-8")) if meta.exists() else {}
+    return tuple(s for s in data.get("fit_splits", ("train",)) if s != "test")
+
+
 @lru_cache(maxsize=1)
 def index() -> TemplateIndex:
-    return TemplateIndex(bank.load_items())
+    """Built from the same utterances as the shipped models (the bank and its train-only supplement)."""
+    return TemplateIndex(bank.load_training_items(), fit_splits())

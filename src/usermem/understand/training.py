@@ -1,5 +1,7 @@
-"""Rebuild the shipped understanding models from the bank (`usermem train`): deterministic, train split only
-for fitting, dev split only for choosing (C, calibration, thresholds); the test split is never read.
+"""Rebuild the shipped understanding models from the bank (`usermem train`): deterministic; fitted on the train
+split and the train-only supplement (`utterances_extra.jsonl`), everything chosen on dev (C, calibration,
+thresholds), then — `REFIT` — the tagger and its field model fitted again on train + dev with those choices
+kept; the test split is never read.
 
 - `tagger.crfsuite` + `tagger.json`: the span tagger and its calibration (Platt on the logit of the span
   probability, threshold chosen on dev extraction F1);
@@ -29,7 +31,7 @@ from usermem.understand.text import normalise
 
 TAGGER_PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150}
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(4, 19))
-TAGGER_THRESHOLDS = (0.2, 0.3, 0.45)
+TAGGER_THRESHOLDS = (0.3, 0.45, 0.55)
 SIMILARITIES = (0.6, 0.7, 0.8)
 
 
@@ -56,6 +58,9 @@ def value_match(expected: str, got: Any) -> bool:
 
 
 FOLDS = 5
+BANK_FILES = ("utterances.jsonl", bank.EXTRA_FILE)
+# Refit the tagger and its field model on train + dev after choosing on dev (see train_all and the bank README).
+REFIT = True
 
 
 def _field_examples(items: Sequence[bank.Item]) -> list[learned.Example]:
@@ -67,11 +72,14 @@ def _fold(item_id: str) -> int:
     return int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16) % FOLDS
 
 
-def train_field_model(out_dir: Path, items: Sequence[bank.Item]) -> tuple[learned.FieldModel,
-                                                                           dict[tuple[str, int], list[str]]]:
-    """The stage-1 field model (train, chosen on dev) and out-of-fold field predictions for every train turn."""
-    train = [i for i in items if i.split == "train"]
-    dev = [i for i in items if i.split == "dev"]
+def train_field_model(out_dir: Path, items: Sequence[bank.Item], fit_splits: Sequence[str] = ("train",),
+                      calibration: learned.FieldModel | None = None
+                      ) -> tuple[learned.FieldModel, dict[tuple[str, int], list[str]]]:
+    """The stage-1 field model (fitted on `fit_splits`, chosen on dev — or with `calibration`'s C, Platt scaling
+    and threshold when refitting) and out-of-fold field predictions for every turn it was fitted on."""
+    assert "test" not in fit_splits
+    train = [i for i in items if i.split in fit_splits]
+    dev = [i for i in items if i.split == "dev"] if calibration is None else []
     oof: dict[tuple[str, int], list[str]] = {}
     for k in range(FOLDS):
         fit_on = [i for i in train if _fold(i.id) != k]
@@ -80,20 +88,29 @@ def train_field_model(out_dir: Path, items: Sequence[bank.Item]) -> tuple[learne
         for item in held:
             for t, content in tagger.training_turns(item):
                 oof[(item.id, t)] = tagger.message_fields(m, content)
-    model = learned.fit(tagger.FIELDS_NAME, _field_examples(train), _field_examples(dev), min_df=2, prune=0.05)
-    meta = dict(model.meta, bank=bank_digest("utterances.jsonl"), folds=FOLDS)
+    model = learned.fit(tagger.FIELDS_NAME, _field_examples(train), _field_examples(dev), min_df=2, prune=0.05,
+                        calibration=calibration)
+    meta = dict(model.meta, bank=bank_digest(*BANK_FILES), folds=FOLDS, fit_splits=list(fit_splits))
     model = learned.FieldModel(model.name, model.fields, model.vocab, model.idf, model.rows, model.intercepts,
                                model.platt, model.threshold, meta)
     (out_dir / f"{tagger.FIELDS_NAME}.json").write_text(learned.dump(model), encoding="utf-8")
     return model, oof
 
 
-def train_tagger_model(out_dir: Path, items: Sequence[bank.Item]) -> dict[str, Any]:
-    train = [i for i in items if i.split == "train"]
+def train_tagger_model(out_dir: Path, items: Sequence[bank.Item], fit_splits: Sequence[str] = ("train",),
+                       calibrated: tuple[learned.FieldModel, list[float]] | None = None) -> dict[str, Any]:
+    """Fit the field model and the CRF on `fit_splits`; Platt-scale the span probability on dev — or, when
+    refitting (`calibrated` = the field model and the span scaling of a fit that held dev out), reuse those."""
+    assert "test" not in fit_splits
+    train = [i for i in items if i.split in fit_splits]
     dev = [i for i in items if i.split == "dev"]
     path = out_dir / tagger.MODEL_NAME
-    field_model, oof = train_field_model(out_dir, items)
+    field_model, oof = train_field_model(out_dir, items, fit_splits, calibrated[0] if calibrated else None)
     tagger.train_tagger(train, path, fields_of=oof, **TAGGER_PARAMS)  # type: ignore[arg-type]
+    meta: dict[str, Any] = {"params": TAGGER_PARAMS, "fit_splits": list(fit_splits), "train": len(train),
+                            "dev": len(dev), "bank": bank_digest(*BANK_FILES)}
+    if calibrated is not None:
+        return {"platt": calibrated[1], **meta}
     t = tagger.Tagger(path, field_model=field_model)
     # Platt scaling of the span probability on dev: is a predicted span a labelled value?
     zs: list[float] = []
@@ -107,9 +124,7 @@ def train_tagger_model(out_dir: Path, items: Sequence[bank.Item]) -> dict[str, A
                 p = min(max(sp.probability, 1e-6), 1 - 1e-6)
                 zs.append(math.log(p / (1 - p)))
                 ys.append(int(any(g.field == sp.field and value_match(g.value, sp.text) for g in gold)))
-    platt = _platt(zs, ys)
-    return {"platt": platt, "params": TAGGER_PARAMS, "train": len(train), "dev": len(dev),
-            "bank": bank_digest("utterances.jsonl")}
+    return {"platt": _platt(zs, ys), **meta}
 
 
 def _platt(z: Sequence[float], y: Sequence[int]) -> list[float]:
@@ -123,18 +138,25 @@ def _platt(z: Sequence[float], y: Sequence[int]) -> list[float]:
     return [round(float(clf.coef_[0][0]), 6), round(float(clf.intercept_[0]), 6)]
 
 
-def choose_threshold(items: Sequence[bank.Item]) -> tuple[tuple[float, float], dict[str, float]]:
-    """(tagger threshold, template similarity) maximising end-to-end extraction F1 on the dev split."""
+def choose_threshold(items: Sequence[bank.Item], model_dir: Path | None = None,
+                     fit_splits: Sequence[str] = ("train",)) -> tuple[tuple[float, float], dict[str, float]]:
+    """(tagger threshold, template similarity) maximising end-to-end extraction F1 on the dev split, with the
+    models in `model_dir` (default: the shipped ones) and templates from `fit_splits`."""
     from usermem.policy.contracts import ContractSet
     from usermem.understand.extract import PatternExtractor, extractable
+    from usermem.understand.templates import TemplateIndex
 
+    assert "dev" not in fit_splits and "test" not in fit_splits
     dev = [i for i in items if i.split == "dev"]
     allowed_fields = extractable(ContractSet())
+    the_tagger = _load_tagger(model_dir or models_dir())
+    index = TemplateIndex(items, fit_splits)
     best = (-1.0, (0.5, 0.5))
     scores: dict[str, float] = {}
     for sim in SIMILARITIES:
         for th in TAGGER_THRESHOLDS:
-            ex = PatternExtractor(allowed_fields, tagger_threshold=th, template_similarity=sim)
+            ex = PatternExtractor(allowed_fields, tagger=the_tagger, tagger_threshold=th, template_similarity=sim)
+            ex.templates = index
             tp = fp = fn = 0
             for item in dev:
                 a, b, c = score_item(item, _flatten(ex.extract(_messages(item))))
@@ -144,6 +166,13 @@ def choose_threshold(items: Sequence[bank.Item]) -> tuple[tuple[float, float], d
             if f1 > best[0] + 1e-9:
                 best = (f1, (th, sim))
     return best[1], scores
+
+
+def _load_tagger(model_dir: Path) -> tagger.Tagger:
+    meta = json.loads((model_dir / "tagger.json").read_text(encoding="utf-8"))
+    fm = learned.FieldModel.from_json(json.loads((model_dir / f"{tagger.FIELDS_NAME}.json").read_text(encoding="utf-8")))
+    a, b = meta["platt"]
+    return tagger.Tagger(model_dir / tagger.MODEL_NAME, (float(a), float(b)), fm)
 
 
 def _messages(item: bank.Item) -> list[Any]:
@@ -306,29 +335,47 @@ def artifact_digests(out_dir: Path) -> dict[str, str]:
     return {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in names if (out_dir / n).exists()}
 
 
-def train_all(out_dir: Path | None = None, *, tagger_too: bool = True,
+def train_all(out_dir: Path | None = None, *, tagger_too: bool = True, refit: bool | None = None,
               embedder: QueryEmbedder | None = None) -> dict[str, Any]:
     """Rebuild every model into `out_dir` (default: the package's data/models). Returns what was chosen.
+
+    The tagger and its field model are first fitted on train (the bank's train split and the train-only
+    supplement), and everything that is chosen — C, Platt scalings, thresholds, template similarity — is
+    chosen on dev. With `refit` (default `REFIT`) they are then fitted again on train + dev with those
+    choices kept (more data, nothing re-chosen); the test split is never read.
     The planner's vector head needs `embedder` (the bundled one: the shipped head reads its vectors);
-    without it the head is left as it is."""
+    without it the head is left as it is.
+    """
     out = out_dir or models_dir()
     out.mkdir(parents=True, exist_ok=True)
-    items = bank.load_items()
+    items = [i for i in bank.load_training_items() if i.split != "test"]
     report: dict[str, Any] = {}
     if tagger_too:
-        meta = train_tagger_model(out, items)
+        import tempfile
+
+        refit = REFIT if refit is None else refit
+        with tempfile.TemporaryDirectory() as tmp:
+            stage1 = Path(tmp) if refit else out
+            meta = train_tagger_model(stage1, items, ("train",))
+            (stage1 / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+            (threshold, similarity), scores = choose_threshold(items, stage1, ("train",))
+            if refit:
+                chosen = learned.FieldModel.from_json(json.loads(
+                    (stage1 / f"{tagger.FIELDS_NAME}.json").read_text(encoding="utf-8")))
+                dev_meta = {k: meta[k] for k in ("train", "dev", "platt")}
+                meta = train_tagger_model(out, items, ("train", "dev"), (chosen, meta["platt"]))
+                meta["chosen_with"] = dev_meta
+        meta["threshold"] = threshold
+        meta["template_similarity"] = similarity
+        meta["dev_f1_by_threshold_and_similarity"] = scores
+        meta["sha256"] = artifact_digests(out)
         (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         if out == models_dir():
             tagger.load_tagger.cache_clear()
-            from usermem.understand import extract
+            from usermem.understand import extract, templates
 
             extract.reset_calibration()
-            (threshold, similarity), scores = choose_threshold(items)
-            meta["threshold"] = threshold
-            meta["template_similarity"] = similarity
-            meta["dev_f1_by_threshold_and_similarity"] = scores
-        meta["sha256"] = artifact_digests(out)
-        (out / "tagger.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+            templates.index.cache_clear()
         report["tagger"] = meta
     plan = train_plan_model(out)
     learned.load_model.cache_clear()
