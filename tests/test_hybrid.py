@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from usermem.config import load_settings
@@ -239,6 +239,8 @@ from usermem.relevance.fusion import (  # noqa: E402
 
 @settings(max_examples=150, deadline=None)
 @given(_signal, st.booleans())
+# dense scores equal up to rounding: a z-score of the noise made the result depend on the input order
+@example([(1.0, 0.0), (0.9999999999999999, 0.0), (0.9999999999999999, 0.0), (0.9999999999999999, 1.0)], False)
 def test_learned_fusion_is_in_unit_range_order_free_and_monotone(pairs, zh):
     model = default_fusion_model()
     d = [a for a, _ in pairs]

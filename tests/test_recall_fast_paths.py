@@ -107,12 +107,12 @@ def _normalise_ref(arr: np.ndarray, mask: np.ndarray, how: str) -> np.ndarray:
     if not mask.any():
         return out
     vals = arr[mask]
-    if how == "zscore":
-        sd = float(vals.std())
+    if how == "zscore":  # mean and spread of the sorted scores (order-free sums; fusion._normalise)
+        sd = float(np.sort(vals).std())
         if sd <= 0:
             out[mask] = 1.0
             return out
-        z = (vals - float(vals.mean())) / sd
+        z = (vals - float(np.sort(vals).mean())) / sd
         out[mask] = z - float(z.min())
         return out
     lo, hi = float(vals.min()), float(vals.max())

@@ -82,7 +82,7 @@ def _planner_fields(ctx: EngineContext, vector_model: str | None = None) -> hybr
     planners: dict[int, tuple[ContractSet, object]] = {}
     lock = threading.Lock()
 
-    def query_fields(tenant: str, query: str, vector: object = None) -> tuple[str, ...]:
+    def query_fields(tenant: str, query: str, vector: object = None) -> hybrid.FieldHints:
         from usermem.understand.plan import DeterministicPlanner
 
         contracts = ctx.contracts_for(tenant)
@@ -94,9 +94,12 @@ def _planner_fields(ctx: EngineContext, vector_model: str | None = None) -> hybr
                 entry = planners[id(contracts)] = (contracts, DeterministicPlanner(contracts))
         planner = entry[1]
         assert isinstance(planner, DeterministicPlanner)
+        # The rules and the lexical model's fields get the fusion's field bonus; what only the vector head
+        # adds (it plans any language, less precisely: docs/relevance.md) widens the candidates.
+        sure = frozenset(planner.plan(query).fields)
         if vector is None or vector_model is None:
-            return planner.plan(query).fields
-        return planner.plan(query, vector, vector_model).fields
+            return hybrid.FieldHints(sure)
+        return hybrid.FieldHints(sure, frozenset(planner.plan(query, vector, vector_model).fields) - sure)
 
     return query_fields
 

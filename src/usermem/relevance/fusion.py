@@ -61,11 +61,14 @@ def _normalise(arr: np.ndarray, mask: np.ndarray, how: str) -> np.ndarray:
         return out
     vals = arr[mask]
     if how == "zscore":
-        sd = float(vals.std())
+        # mean and spread of the sorted scores: floating-point sums depend on their order, and near-equal
+        # scores (1.0 vs 0.9999999999999999) z-scored would make the result depend on the input order
+        ordered = np.sort(vals)
+        sd = float(ordered.std())
         if sd <= 0:  # one value, or all equal: every present item counts fully
             out[mask] = 1.0
             return out
-        z = (vals - float(vals.mean())) / sd
+        z = (vals - float(ordered.mean())) / sd
         out[mask] = z - float(z.min())  # shift so the weakest present item is 0 (missing stays 0)
         return out
     lo, hi = float(vals.min()), float(vals.max())

@@ -37,7 +37,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -127,7 +127,18 @@ class QueryFields(Protocol):
     an embedder): the planner reads it instead of embedding the query again. A memory matches a field when
     its key is the field or starts with "<field>."."""
 
-    def __call__(self, tenant: str, query: str, vector: np.ndarray | None = None, /) -> Collection[str]: ...
+    def __call__(self, tenant: str, query: str, vector: np.ndarray | None = None, /) -> Collection[str] | FieldHints:
+        ...
+
+
+class FieldHints(NamedTuple):
+    """What a `query_fields` callable may return instead of a plain collection: `boost`, the fields whose
+    memories get the fusion's field bonus, and `widen`, further fields whose memories only become candidates
+    (no bonus) — the planner's less precise vector head goes there, so a wrong guess can add a candidate but
+    never lift it over what the signals rank first."""
+
+    boost: frozenset[str]
+    widen: frozenset[str] = frozenset()
 
 
 def _takes_three(fn: Callable[..., object]) -> bool:
@@ -173,7 +184,8 @@ class _QueryState:
     tokens: tuple[str, ...]
     ux: UserIndex | None
     expansion: tuple[str, ...] = ()  # concept words the query did not write (scored at EXPANSION_WEIGHT)
-    fields: frozenset[str] = frozenset()  # planner fields of the query
+    fields: frozenset[str] = frozenset()  # planner fields of the query (their memories get the field bonus)
+    widen: frozenset[str] = frozenset()  # further planner fields: their memories are candidates, no bonus
     dense: dict[str, float] = field(default_factory=dict)
     lexical: np.ndarray | None = None  # BM25 per row of ux
     dense_failed: bool = False  # the embedder failed for this query: lexical only
@@ -227,8 +239,12 @@ class HybridRelevance:
         state.qvec = self._query_vector(query, state)
         if self.query_fields is not None:
             try:
-                state.fields = frozenset(self.query_fields(tenant, query, state.qvec) if self._fields_take_vector
-                                         else self.query_fields(tenant, query))
+                hint = (self.query_fields(tenant, query, state.qvec) if self._fields_take_vector
+                        else self.query_fields(tenant, query))
+                if isinstance(hint, FieldHints):
+                    state.fields, state.widen = frozenset(hint.boost), frozenset(hint.widen) - hint.boost
+                else:
+                    state.fields = frozenset(hint)
             except Exception:  # the planner is an aid: a failure must not fail recall
                 log.exception("relevance: the query planner failed; ranking without field hints")
         return state
@@ -264,9 +280,9 @@ class HybridRelevance:
             if len(hits) > n:
                 hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
             lexical_keys = [ux.keys[i] for i in hits]
-            if state.fields:  # memories under the planner's fields are always candidates
+            if state.fields or state.widen:  # memories under the planner's fields are always candidates
                 have = set(lexical_keys)
-                lexical_keys += [ux.keys[i] for i in ux.under(state.fields)
+                lexical_keys += [ux.keys[i] for i in ux.under(state.fields | state.widen)
                                  if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
         if state.qvec is not None:
