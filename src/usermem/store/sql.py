@@ -252,7 +252,9 @@ def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: b
     if session:
         where.append(f"session_id={p}")
     hint = " INDEXED BY memories_rank" if d.name == "sqlite" else ""
-    columns = ", ".join(SCORE_COLUMNS) + (f", {d.select_list}" if records else "")
+    # With records, a PostgreSQL value comes as text: only the winners' values are decoded (store/postgres.py).
+    full = ", ".join(f"{c}::text" if c == "value" and d.name == "postgres" else c for c in d.columns)
+    columns = ", ".join(SCORE_COLUMNS) + (f", {full}" if records else "")
     one = (f"SELECT {columns} FROM memories{hint} WHERE {' AND '.join(where)}"
            f" ORDER BY {d.rank_expression()} DESC LIMIT {p} OFFSET {p}")
     if n_kinds == 1:

@@ -451,7 +451,7 @@ class TieredStore:
         memo = held[1] if held is not None and held[0] is self else None
         if memo is not None and (tier.name, q.tenant, q.user_id) in memo:
             self.stats["hits"] += 1
-            return [r for r in memo[(tier.name, q.tenant, q.user_id)] if _matches(r, q, kinds)]
+            return _matching(memo[(tier.name, q.tenant, q.user_id)], q, kinds)
         if self._usable(tier) and not self._is_dirty(tier, q.tenant, q.user_id):
             try:
                 cached, token = tier.read(q.tenant, q.user_id)
@@ -467,7 +467,7 @@ class TieredStore:
                     self.stats["hits"] += 1
                 if memo is not None:
                     memo[(tier.name, q.tenant, q.user_id)] = cached
-                return [r for r in cached if _matches(r, q, kinds)]
+                return _matching(cached, q, kinds)
             except TierUnavailable as exc:
                 self._down(tier, exc)
         self.stats["fallbacks"] += 1
@@ -656,16 +656,15 @@ class TieredStore:
         return getattr(self.record, name)
 
 
-def _matches(r: MemoryRecord, q: LiveQuery, kinds: Sequence[Kind]) -> bool:
-    if r.kind not in kinds or not r.is_current:
-        return False
-    if r.expires_at is not None and r.expires_at <= q.now:
-        return False
-    if r.retracted and not q.include_retracted:
-        return False
-    if q.keys is not None and r.key not in q.keys:
-        return False
-    return q.session_id is None or r.session_id == q.session_id
+def _matching(records: Sequence[MemoryRecord], q: LiveQuery, kinds: Sequence[Kind]) -> list[MemoryRecord]:
+    """The records of `records` that q asks for: of `kinds`, current, not expired at q.now, not retracted
+    (unless q.include_retracted), of q.keys and q.session_id when given."""
+    wanted = set(kinds)
+    keys = None if q.keys is None else set(q.keys)
+    now, retracted, session = q.now, q.include_retracted, q.session_id
+    return [r for r in records if r.kind in wanted and r.superseded_by is None and r.deleted_at is None
+            and (r.expires_at is None or r.expires_at > now) and (retracted or not r.retracted)
+            and (keys is None or r.key in keys) and (session is None or r.session_id == session)]
 
 
 def _stub(tenant: str, user_id: str, key: str, kind: Kind, memory_id: str) -> MemoryRecord:
