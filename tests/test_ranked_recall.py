@@ -76,7 +76,8 @@ def _engine(url: str) -> Engine:
     return compose(s, contracts=ContractSet([*DEFAULT_CONTRACTS, *_CONTRACTS]))
 
 
-def _compare(engine: Engine, rows: list[tuple], now_offset: float, k: int, kinds: list[Kind] | None) -> None:
+def _compare(engine: Engine, rows: list[tuple], now_offset: float, k: int, kinds: list[Kind] | None,
+             again: bool = False) -> None:
     user = uuid.uuid4().hex
     engine.ctx.store.bulk_insert(_records(user, rows))
     pipe = engine.recall
@@ -92,6 +93,8 @@ def _compare(engine: Engine, rows: list[tuple], now_offset: float, k: int, kinds
         return [(s.memory.id, s.score, s.weight, s.needs_confirmation) for s in got]
 
     assert run(True) == run(False)
+    if again:  # a second read (a warm serving tier) gives the same
+        assert run(True) == run(False)
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +182,23 @@ def test_recall_reads_about_k_rows(sqlite_engine: Engine) -> None:
     finally:
         store.capabilities = original  # type: ignore[misc]
     assert len(top) == 5 and sum(read) <= 60
+
+
+def test_index_recall_equals_full_scan_tiered(tmp_path: Path) -> None:
+    """The tiered store ranks its tiers' kinds (preference, context) from the tier's records and the others
+    from the store of record's index; a warm tier (each user read twice) and a cold one give the same."""
+    s = backends.tiered_settings(tmp_path, load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+    engine = compose(s, contracts=ContractSet([*DEFAULT_CONTRACTS, *_CONTRACTS]))
+    try:
+        assert engine.ctx.store.capabilities.tiers
+
+        @settings(max_examples=examples(60), deadline=None)
+        @given(rows=st.lists(_row, max_size=40), now_offset=_offset, k=st.integers(1, 8),
+               kinds=st.none() | st.lists(st.sampled_from(list(Kind)), min_size=1, max_size=3, unique=True))
+        def check(rows, now_offset, k, kinds) -> None:
+            _compare(engine, rows, now_offset, k, kinds, again=True)
+
+        check()
+    finally:
+        engine.close()
+        backends.tiered_cleanup(tmp_path)

@@ -25,9 +25,16 @@ from usermem.policy.contracts import ContractSet, FieldContract, UnknownFieldPol
 from usermem.policy.guards import ALWAYS_BLOCKED
 from usermem.policy.pii import detect
 from usermem.policy.validate import InputProblem, check_key
+from usermem.store.base import ReadAhead
 
 NS = "contracts"
 NS_VERSIONS = "contract_versions"
+_ALL_DOCS = 100_000
+
+
+def contract_docs_read(tenant: str) -> ReadAhead:
+    """The read `ContractRegistry.for_tenant` makes, for a store's read_ahead (engine/recall.py)."""
+    return ReadAhead("list_docs", (tenant, NS, None, None, _ALL_DOCS))
 POLICY_KEY = "*policy"  # '*' cannot appear in a field key, so this never collides with a field
 
 
@@ -96,7 +103,7 @@ class ContractRegistry:
 
     def for_tenant(self, tenant: str) -> ContractSet:
         """The tenant's effective contract set (defaults overlaid with stored changes)."""
-        docs = self.ctx.store.list_docs(tenant, NS, limit=100_000)
+        docs = self.ctx.store.list_docs(tenant, NS, user_id=None, now=None, limit=_ALL_DOCS)
         if not docs:
             return self.base
         fingerprint = tuple((k, d.get("version")) for k, d in docs)

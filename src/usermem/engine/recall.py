@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from usermem.engine.context import EngineContext
+from usermem.engine.contracts import contract_docs_read
 from usermem.engine.ports import Relevance
 from usermem.engine.sessions import visible_context
 from usermem.model import KIND_REGISTRY, EventWindow, Kind, MemoryRecord, Recalled, ScoredMemory, Withheld
@@ -22,7 +23,7 @@ from usermem.policy import wording
 from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.decay import rank_bound, rank_time, time_constant, weight_of
 from usermem.policy.wording import detect_language
-from usermem.store.base import LiveQuery, RankedReader, ScoreRow
+from usermem.store.base import LiveQuery, RankedReader, ReadAhead, ScoreRow
 
 if TYPE_CHECKING:
     from usermem.config import Settings
@@ -69,6 +70,9 @@ def confirmation_question(record: MemoryRecord, contract: FieldContract | None, 
     value = record.value if isinstance(record.value, str) else str(record.value)
     return wording.confirmation_question(record.key, record.value, contract, language or detect_language(value))
 
+
+# The first batch of the rank index reads `limit + _SLACK` rows per kind (docs/scaling.md, Per-request cost).
+_SLACK = 4
 
 # (score, weight, flagged for confirmation, row): one admitted candidate.
 Ranked = tuple[float, float, bool, ScoreRow]
@@ -222,6 +226,9 @@ class RecallPipeline:
         # (contract set, kind of gate) -> the keys a read may withhold (_maybe_hidden); the set is kept to
         # check its identity (an id can be reused once it is gone).
         self._hidden_cache: dict[tuple[int, bool, str | None], tuple[ContractSet, list[str]]] = {}
+        # tenant -> the contract set its last recall used: what the next one predicts its reads from
+        # (_reads_ahead); a wrong prediction costs a round trip, never a different result.
+        self._last_contracts: dict[str, ContractSet] = {}
 
     def use_consent(self, consent_for: ConsentFor | None) -> None:
         """Plug in the consent-request state recall marks its withheld fields with (the composition root)."""
@@ -273,7 +280,7 @@ class RecallPipeline:
                 if len(best) > limit:
                     heapq.heappop(best)
         skip = set(own_half_life)
-        first = limit + 4
+        first = limit + _SLACK
         cursors = {k: _Cursor(k, first) for k in kinds}
         self._fill(q, reader, list(cursors.values()), skip)
         while True:
@@ -361,9 +368,49 @@ class RecallPipeline:
         an event-time window, or a plug-in without candidates, loads every candidate's record.
         """
         q = LiveQuery(tenant, user_id, now, kinds=kinds, keys=keys, session_id=session_id)
+        gate = self.gate_for(tenant, user_id, now, actor, domain) if self.gate_for is not None else None
+        read_ahead = self.ctx.store.capabilities.read_ahead
+        if read_ahead is not None and limit is not None and self._indexed(q, query, event_from, event_until):
+            # The index path's reads go out together (one round trip on PostgreSQL, issue 19): the tenant's
+            # contract documents, the first batch of the rank index with its rows' records (the winners'
+            # records come from it), the keys that may be withheld, predicted from the last contract set.
+            with read_ahead(self._reads_ahead(q, limit, gate)):
+                return self._scored(q, query, limit, event_from, event_until, gate, purpose)
+        return self._scored(q, query, limit, event_from, event_until, gate, purpose)
+
+    def _indexed(self, q: LiveQuery, query: str | None, event_from: float | None, event_until: float | None) -> bool:
+        """Does a recall of q (with a limit) read the rank index?"""
+        return not ((query and self.relevance is not None) or event_from is not None or event_until is not None) \
+            and q.keys is None and self.use_index and self.ctx.store.capabilities.ranked is not None
+
+    def _reads_ahead(self, q: LiveQuery, limit: int, gate: AccessGate | None) -> list[ReadAhead]:
+        """The reads of an index-path recall of q, as `_scored` will make them (same arguments)."""
+        reads = [contract_docs_read(q.tenant)] if self.ctx.contract_provider is not None else []
+        contracts = self._last_contracts.get(q.tenant) if self.ctx.contract_provider is not None \
+            else self.ctx.contracts
+        own: list[str] = []
+        if contracts is not None:
+            own = sorted(c.key for c in contracts if c.half_life_seconds)
+            if own:
+                reads.append(ReadAhead("live_scores", (replace(q, keys=own),)))
+        if limit > 0:
+            kinds = list(q.kinds) if q.kinds is not None else list(Kind)
+            reads.append(ReadAhead("ranked", (q, [(k, limit + _SLACK, 0) for k in kinds])))
+        if contracts is not None:
+            hidden = self._maybe_hidden(contracts, _Judge(contracts, gate, self.ctx.settings, q.now))
+            if hidden:
+                reads.append(ReadAhead("live_scores", (replace(q, keys=hidden),)))
+        return reads
+
+    def _scored(self, q: LiveQuery, query: str | None, limit: int | None, event_from: float | None,
+                event_until: float | None, gate: AccessGate | None, purpose: str | None) -> Recalled[ScoredMemory]:
+        tenant, user_id, now, kinds, keys = q.tenant, q.user_id, q.now, q.kinds, q.keys
         store = self.ctx.store
         contracts = self.ctx.contracts_for(tenant)
-        gate = self.gate_for(tenant, user_id, now, actor, domain) if self.gate_for is not None else None
+        if self._last_contracts.get(tenant) is not contracts:
+            if len(self._last_contracts) > 1024:
+                self._last_contracts.clear()
+            self._last_contracts[tenant] = contracts
         full: dict[str, MemoryRecord] | None = None
         relevance: dict[str, float] | None = None
         timed = event_from is not None or event_until is not None

@@ -74,6 +74,24 @@ class RankedReader(Protocol):
     def __call__(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]: ...
 
 
+class ReadAhead(NamedTuple):
+    """One read an operation is about to make (`StoreCapabilities.read_ahead`): the store method's name and
+    the arguments it will be called with, positionally: list_docs (tenant, namespace, user_id, now, limit),
+    live_scores (query,), ranked (query, batches), get_doc (tenant, namespace, key)."""
+
+    method: Literal["list_docs", "live_scores", "ranked", "get_doc"]
+    args: tuple[Any, ...]
+
+
+class ReadAheadRunner(Protocol):
+    """Send `reads` to the database together (one round trip) and keep their results for the block: a call
+    of the same method with the same arguments inside the block returns the kept result once, instead of
+    asking again; `ranked` reads also keep their rows' full records for `get_many` of those ids. A read
+    the block does not make is dropped at its end; calls it did not announce read as usual."""
+
+    def __call__(self, reads: Sequence[ReadAhead]) -> AbstractContextManager[None]: ...
+
+
 class LocalDropper(Protocol):
     """Drop what this process caches in memory about a user; returns the entries dropped."""
 
@@ -172,6 +190,8 @@ class StoreCapabilities:
     * ``ranked``: reads a user's rows per kind in rank_time order from an index (the SQL stores, issue
       19), so recall(k) reads about k rows instead of all of the user's; None: recall scores every row.
     * ``outbox``: the transactional outbox and federation bookkeeping (`Outbox`, migration 0008), or None.
+    * ``read_ahead``: sends the reads an operation is about to make in one round trip (`ReadAheadRunner`;
+      PostgreSQL, pipelined); None: each read asks on its own (SQLite in-process, where a read is no trip).
     * ``serialised``: every call runs on one connection under one lock (the embedded SQLite store), so
       callers gain nothing by running store calls concurrently (e.g. in a thread pool).
     """
@@ -185,6 +205,7 @@ class StoreCapabilities:
     serialised: bool = False
     ranked: RankedReader | None = None
     outbox: Outbox | None = None
+    read_ahead: ReadAheadRunner | None = None
 
 
 class WriteTx(Protocol):

@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -60,6 +61,7 @@ from usermem.store.base import (
     Announce,
     AuditQuery,
     LiveQuery,
+    ReadAhead,
     ScoreRow,
     StoreCapabilities,
     WriteTx,
@@ -79,6 +81,27 @@ _TABLES = ("memories", "audit", "documents", "outbox", "applied_events", "versio
 _VECTOR_TABLES = ("relevance_vectors", "relevance_generation")  # migration 0004, where pgvector exists
 log = logging.getLogger("usermem.store")
 _T = TypeVar("_T")
+_MISSING: Any = object()
+_N_SCORE = len(ScoreRow._fields)
+
+
+class _Ahead:
+    """The results of one read_ahead block: by (statement, arguments), and the full rows of ranked reads by id."""
+
+    __slots__ = ("records", "results", "store")
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.results: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        self.records: dict[str, Sequence[Any]] = {}
+
+
+# The read_ahead block this context (thread, task) is in, if any.
+_AHEAD: ContextVar[_Ahead | None] = ContextVar("usermem_pg_read_ahead", default=None)
+
+
+def _ahead_key(text: str, args: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+    return text, tuple(tuple(a) if isinstance(a, list) else a for a in args)
 _NOT_YET = re.compile(r"(\d+) are dead but not yet removable|(\d+) dead row versions cannot be removed yet")
 _URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum", "read_replica")
 _REPLICA_TIMEOUT = 2.0  # seconds a read waits for a replica connection before it goes to the primary
@@ -235,6 +258,29 @@ def _score_rows(conn: psycopg.Connection[Any], text: str, args: Sequence[Any]) -
         return cur.execute(text, args).fetchall()
 
 
+# The recall reads of the rank index are planned once per connection (prepared, generic plan): their custom
+# plan costs ≈ 0.6 ms of planning per execution (the rank expression matched against the index in each of
+# the kinds' subqueries) against ≈ 0.2 ms to run, and PostgreSQL's plan cache keeps choosing custom plans
+# for them. The generic plan is the same index scan (docs/scaling.md). Set for the statements of one sync
+# only (is_local), so no other statement of the pooled connection is affected.
+_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+
+
+def _ranked_rows(conn: psycopg.Connection[Any], text: str, args: Sequence[Any]) -> list[ScoreRow]:
+    """_score_rows of a rank-index read, prepared with a generic plan (one round trip: pipelined)."""
+    with conn.pipeline():
+        conn.execute(_GENERIC_PLANS)
+        cur = conn.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make)
+        cur.execute(text, args, prepare=True)
+    with cur:
+        return cur.fetchall()
+
+
+def _record_text(row: Sequence[Any]) -> MemoryRecord:
+    """_record of a row whose value column was read as text (a ranked read ahead: decoded for winners only)."""
+    return record_with_value(row, json.loads(row[5]) if row[24] is None else json.loads(bytes(row[24]).decode("utf-8")))
+
+
 def _insert_audit(conn: psycopg.Connection[Any], e: AuditEvent) -> None:
     conn.execute(_INSERT_AUDIT, audit_params(e, _detail_json(e)))
 
@@ -291,6 +337,7 @@ class PostgresStore:
             vectors = all(t in self._tables for t in _VECTOR_TABLES)
             self.capabilities = StoreCapabilities(dialect="postgres", vectors="pgvector" if vectors else None,
                                                   row_level_security=self.rls, ranked=self.ranked,
+                                                  read_ahead=self.read_ahead,
                                                   outbox=SqlOutbox(POSTGRES, _tx_connection, self._plain))
             if self.rls:
                 self._enable_rls(first)
@@ -634,6 +681,9 @@ class PostgresStore:
 
     def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
         text, args = POSTGRES.live(q, scores=True)
+        held = self._held(text, args)
+        if held is not _MISSING:
+            return held  # type: ignore[no-any-return]
         return self._reading("live_scores", q.tenant, lambda c: _score_rows(c, text, args))
 
     def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]:
@@ -641,11 +691,80 @@ class PostgresStore:
         if not batches:
             return []
         text, args = POSTGRES.ranked(q, batches)
-        return self._reading("ranked", q.tenant, lambda c: _score_rows(c, text, args))
+        held = self._held(text, args)
+        if held is not _MISSING:
+            return held  # type: ignore[no-any-return]
+        return self._reading("ranked", q.tenant, lambda c: _ranked_rows(c, text, args))
+
+    # -- reads ahead (StoreCapabilities.read_ahead) ----------------------------------------------------
+
+    def _held(self, text: str, args: Sequence[Any]) -> Any:
+        """The result a read_ahead block of this store holds for this statement (once), else _MISSING."""
+        ahead = _AHEAD.get()
+        if ahead is None or ahead.store is not self or not ahead.results:
+            return _MISSING
+        return ahead.results.pop(_ahead_key(text, args), _MISSING)
+
+    @contextmanager
+    def read_ahead(self, reads: Sequence[ReadAhead]) -> Iterator[None]:
+        """See base.ReadAheadRunner: the reads go out in one pipeline (one round trip) on one connection.
+        Not with a read replica (its reads choose their server one by one) nor inside another block."""
+        if not reads or self._replica is not None or _AHEAD.get() is not None:
+            yield
+            return
+        ahead = _Ahead(self)
+        cursors: list[tuple[str, tuple[str, tuple[Any, ...]], psycopg.Cursor[Any]]] = []
+        cur: psycopg.Cursor[Any]
+        with self._conn("read ahead", _ahead_tenant(reads), reading=True) as c:
+            with c.pipeline():
+                c.execute(_GENERIC_PLANS)
+                for read in reads:
+                    args = read.args
+                    if read.method == "list_docs":
+                        text, params = POSTGRES.list_docs(*args)
+                        cur = c.cursor()
+                    elif read.method == "get_doc":
+                        text, params = _Q["get_doc"], list(args)
+                        cur = c.cursor()
+                    elif read.method == "live_scores":
+                        text, params = POSTGRES.live(args[0], scores=True)
+                        cur = c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make)
+                    elif read.method == "ranked":
+                        if not args[1]:
+                            continue
+                        text, params = POSTGRES.ranked(*args)
+                        cur = c.cursor(binary=True)
+                        cur.execute(*POSTGRES.ranked(*args, records=True), prepare=True)
+                        cursors.append((read.method, _ahead_key(text, params), cur))
+                        continue
+                    else:
+                        raise ValueError(f"cannot read ahead {read.method!r}")
+                    cur.execute(text, params, prepare=True)
+                    cursors.append((read.method, _ahead_key(text, params), cur))
+            for method, key, cur in cursors:
+                rows = cur.fetchall()
+                if method == "ranked":
+                    ahead.results[key] = [ScoreRow._make(r[:_N_SCORE]) for r in rows]
+                    for r in rows:
+                        ahead.records[r[0]] = r[_N_SCORE:]
+                else:
+                    ahead.results[key] = rows
+                cur.close()
+        token = _AHEAD.set(ahead)
+        try:
+            yield
+        finally:
+            _AHEAD.reset(token)
 
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         if not ids:
             return []
+        ahead = _AHEAD.get()
+        if ahead is not None and ahead.store is self and ahead.records:
+            held = ahead.records
+            rows = [held[i] for i in ids if i in held]
+            if len(rows) == len(ids) and all(r[1] == tenant for r in rows):  # rows of a ranked read ahead
+                return [_record_text(r) for r in rows]
         def read(c: psycopg.Connection[Any]) -> list[Any]:
             with c.cursor(binary=True) as cur:
                 return cur.execute(_GET_MANY, (tenant, list(ids))).fetchall()
@@ -681,7 +800,9 @@ class PostgresStore:
             c.execute(_Q["put_doc"], (tenant, namespace, key, user_id, jsonb, raw, now, expires_at))
 
     def get_doc(self, tenant: str, namespace: str, key: str, *, now: float | None = None) -> dict[str, Any] | None:
-        row = self._reading("get_doc", tenant, lambda c: c.execute(_Q["get_doc"], (tenant, namespace, key)).fetchone())
+        held = self._held(_Q["get_doc"], (tenant, namespace, key))
+        row = self._reading("get_doc", tenant, lambda c: c.execute(_Q["get_doc"], (tenant, namespace, key)).fetchone()) \
+            if held is _MISSING else (held[0] if held else None)
         if row is None or (now is not None and row[2] is not None and row[2] <= now):
             return None
         return dict(_value_of(row[0], row[1]))
@@ -689,7 +810,9 @@ class PostgresStore:
     def list_docs(self, tenant: str, namespace: str, *, user_id: str | None = None, now: float | None = None,
                   limit: int = 1000) -> list[tuple[str, dict[str, Any]]]:
         text, args = POSTGRES.list_docs(tenant, namespace, user_id, now, limit)
-        rows = self._reading("list_docs", tenant, lambda c: c.execute(text, args).fetchall())
+        rows = self._held(text, args)
+        if rows is _MISSING:
+            rows = self._reading("list_docs", tenant, lambda c: c.execute(text, args).fetchall())
         return [(r[0], dict(_value_of(r[1], r[2]))) for r in rows]
 
     def delete_doc(self, tenant: str, namespace: str, key: str) -> bool:
@@ -740,6 +863,12 @@ class PostgresStore:
                 cur.copy(sql.SQL("COPY memories ({}) FROM STDIN").format(cols)) as copy:
             for r in records:
                 copy.write_row(_params(r))
+
+
+def _ahead_tenant(reads: Sequence[ReadAhead]) -> str | None:
+    """The one tenant a read_ahead block reads (row-level security scopes the connection to it), else None."""
+    tenants = {r.args[0] if r.method in ("list_docs", "get_doc") else r.args[0].tenant for r in reads}
+    return tenants.pop() if len(tenants) == 1 else None
 
 
 def _extension_schema(conn: psycopg.Connection[Any], name: str) -> str | None:

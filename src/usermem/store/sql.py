@@ -134,12 +134,14 @@ class SqlDialect:
                         f" + ln({greatest}(importance * confidence, {RANK_FLOOR!r}{f})) * {tau!r}{f}")
         return f"(CASE kind {' '.join(arms)} END)"
 
-    def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> tuple[str, list[Any]]:
+    def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]], *,
+               records: bool = False) -> tuple[str, list[Any]]:
         """The ScoreRow columns of q's live rows, per kind in `kinds` best rank_time first: one
         `SELECT ... ORDER BY <rank> DESC LIMIT n OFFSET m` per kind (each an index range scan of
         `memories_rank`), joined by UNION ALL; `batches` holds (kind, limit, offset) per kind. q.kinds and
-        q.keys are not applied (callers choose the kinds, and read rows of given keys directly)."""
-        text = _ranked_sql(self, len(batches), q.include_retracted, q.session_id is not None)
+        q.keys are not applied (callers choose the kinds, and read rows of given keys directly). `records`:
+        each row's full record columns follow its ScoreRow columns (a read ahead keeps them for get_many)."""
+        text = _ranked_sql(self, len(batches), q.include_retracted, q.session_id is not None, records)
         args: list[Any] = []
         for kind, limit, offset in batches:
             args += [q.tenant, q.user_id, kind.value, q.now]
@@ -242,7 +244,7 @@ def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int
 
 
 @lru_cache(maxsize=64)
-def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: bool) -> str:
+def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: bool, records: bool = False) -> str:
     p = d.mark
     where = [f"tenant={p} AND user_id={p} AND kind={p} AND {CURRENT} AND (expires_at IS NULL OR expires_at > {p})"]
     if not include_retracted:
@@ -250,7 +252,10 @@ def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: b
     if session:
         where.append(f"session_id={p}")
     hint = " INDEXED BY memories_rank" if d.name == "sqlite" else ""
-    one = (f"SELECT {', '.join(SCORE_COLUMNS)} FROM memories{hint} WHERE {' AND '.join(where)}"
+    # With records, a PostgreSQL value comes as text: only the winners' values are decoded (store/postgres.py).
+    full = ", ".join(f"{c}::text" if c == "value" and d.name == "postgres" else c for c in d.columns)
+    columns = ", ".join(SCORE_COLUMNS) + (f", {full}" if records else "")
+    one = (f"SELECT {columns} FROM memories{hint} WHERE {' AND '.join(where)}"
            f" ORDER BY {d.rank_expression()} DESC LIMIT {p} OFFSET {p}")
     if n_kinds == 1:
         return one

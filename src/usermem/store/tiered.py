@@ -27,13 +27,24 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
 from usermem.config import redact_url
 from usermem.errors import ConfigError, TierUnavailable
-from usermem.model import AuditEvent, Kind, MemoryRecord, parse_kind
-from usermem.store.base import Announce, AuditQuery, LiveQuery, ScoreRow, Store, WriteTx, open_store
+from usermem.model import KIND_REGISTRY, AuditEvent, Kind, MemoryRecord, parse_kind
+from usermem.policy.decay import rank_time, time_constant
+from usermem.store.base import (
+    Announce,
+    AuditQuery,
+    LiveQuery,
+    ReadAhead,
+    ScoreRow,
+    Store,
+    WriteTx,
+    open_store,
+)
 from usermem.store.redis import Change, RedisTier, SessionTier, Tier
 
 log = logging.getLogger("usermem.store")
@@ -46,6 +57,10 @@ PRESETS: Mapping[str, Mapping[Kind, str]] = {
 # Tier bookkeeping lives in the store of record's documents under this reserved tenant.
 DIRTY_TENANT = "_usermem"
 _EVERYTHING = -1e300  # a `now` before every expiry: loads every current record, expired or not
+# Inside a read_ahead block: (store, {(tier, tenant, user): the tier's records of the user}) — one tier read
+# (and one dirty-mark check) per user and block, whatever the number of reads that need the tier.
+_TIER_READS: ContextVar[tuple[TieredStore, dict[tuple[str, str, str], list[MemoryRecord]]] | None] = \
+    ContextVar("usermem_tier_reads", default=None)
 
 
 def resolve_routes(preset: str, routes: Mapping[str, str]) -> dict[Kind, str]:
@@ -170,9 +185,12 @@ class TieredStore:
         self.stats = {"hits": 0, "misses": 0, "fills": 0, "fallbacks": 0, "tier_errors": 0, "dirty_marked": 0,
                       "reconciled": 0}
         # The store of record's SQL (and vector tables) plus tiers, whose erasure runs after the record's.
-        self.capabilities = replace(record.capabilities, tiers=True, erase_tiers=self.erase_tiers,
+        # ranked: the store of record's rank index for its kinds, the tiers' records ranked here for theirs.
+        caps = record.capabilities
+        self.capabilities = replace(caps, tiers=True, erase_tiers=self.erase_tiers,
                                     drop_local=self.drop_local, serialised=False,  # tiers answer on their own
-                                    ranked=None)  # recall must see the tiers: scores every row
+                                    ranked=self.ranked if caps.ranked is not None else None,
+                                    read_ahead=self.read_ahead if caps.read_ahead is not None else None)
 
     # -- tier health -------------------------------------------------------------------------------
 
@@ -429,6 +447,11 @@ class TieredStore:
         # A user marked dirty (a write of any instance skipped the tier) is served from the store of record
         # until reconciled, also by instances that checked the marks less than dirty_check_interval ago
         # (issue 12 item 7). One primary-key read of the marks per tier read.
+        held = _TIER_READS.get()
+        memo = held[1] if held is not None and held[0] is self else None
+        if memo is not None and (tier.name, q.tenant, q.user_id) in memo:
+            self.stats["hits"] += 1
+            return _matching(memo[(tier.name, q.tenant, q.user_id)], q, kinds)
         if self._usable(tier) and not self._is_dirty(tier, q.tenant, q.user_id):
             try:
                 cached, token = tier.read(q.tenant, q.user_id)
@@ -442,7 +465,9 @@ class TieredStore:
                         self.stats["fills"] += 1
                 else:
                     self.stats["hits"] += 1
-                return [r for r in cached if _matches(r, q, kinds)]
+                if memo is not None:
+                    memo[(tier.name, q.tenant, q.user_id)] = cached
+                return _matching(cached, q, kinds)
             except TierUnavailable as exc:
                 self._down(tier, exc)
         self.stats["fallbacks"] += 1
@@ -485,12 +510,90 @@ class TieredStore:
                 stash[r.id] = r
                 out.append(ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
                                     r.last_used_at, r.last_confirmed_at))
-        self._stash.records = stash  # the recall path asks get_many for the winners right after
+        held = getattr(self._stash, "records", None) if self._in_block() else None
+        self._stash.records = {**held, **stash} if held else stash  # recall asks get_many for the winners next
         return out
+
+    def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]:
+        """See StoreCapabilities.ranked: the store of record's index for its kinds; a tier's kinds from the
+        tier's records (the same ones live_scores serves), in descending rank_time (ties by id), sliced."""
+        reader = self.record.capabilities.ranked
+        assert reader is not None
+        own = [b for b in batches if b[0] not in self.route]
+        out = reader(q, own) if own else []
+        if out:
+            seen = self._seen
+            with self._lock:
+                for row in out:
+                    if row.id not in seen:
+                        seen[row.id] = (q.user_id, row.key, Kind(row.kind))
+                while len(seen) > 100_000:
+                    seen.popitem(last=False)
+        stash: dict[str, MemoryRecord] = {}
+        for tier in self.tiers:
+            mine = [b for b in batches if b[0] in tier.kinds]
+            if not mine:
+                continue
+            records = self._tier_records(tier, replace(q, kinds=[b[0] for b in mine], keys=None))
+            self._remember_all(records)
+            for kind, limit, offset in mine:
+                tau = time_constant(KIND_REGISTRY[kind].half_life_seconds)
+                keyed = sorted(((-rank_time(r.confidence, r.importance, tau, r.created_at, r.last_confirmed_at,
+                                            r.last_used_at), r.id, r) for r in records if r.kind is kind),
+                               key=lambda t: (t[0], t[1]))
+                for _, _, r in keyed[offset:offset + limit]:
+                    stash[r.id] = r
+                    out.append(ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
+                                        r.last_used_at, r.last_confirmed_at))
+        held = getattr(self._stash, "records", None) if self._in_block() else None
+        self._stash.records = {**held, **stash} if held else stash  # the recall path asks get_many next
+        return out
+
+    def _in_block(self) -> bool:
+        held = _TIER_READS.get()
+        return held is not None and held[0] is self
+
+    @contextmanager
+    def read_ahead(self, reads: Sequence[ReadAhead]) -> Iterator[None]:
+        """See base.ReadAheadRunner: the store of record's parts of `reads` (and the tiers' dirty marks of
+        their users) in one round trip of the store of record; each tier is read once per user in the block."""
+        runner = self.record.capabilities.read_ahead
+        assert runner is not None
+        mine: list[ReadAhead] = []
+        users: set[tuple[str, str]] = set()
+        for read in reads:
+            if read.method == "list_docs":
+                mine.append(read)
+                continue
+            q = read.args[0]
+            if read.method == "ranked":
+                own = [b for b in read.args[1] if b[0] not in self.route]
+                if own:
+                    mine.append(ReadAhead("ranked", (q, own)))
+                if len(own) < len(read.args[1]):
+                    users.add((q.tenant, q.user_id))
+            else:
+                rest, tiers = self._split(q)
+                if rest:
+                    mine.append(ReadAhead(read.method, (replace(q, kinds=rest),)))
+                if tiers:
+                    users.add((q.tenant, q.user_id))
+        for tenant, user_id in sorted(users):
+            key = json.dumps([tenant, user_id], ensure_ascii=False)
+            mine += [ReadAhead("get_doc", (DIRTY_TENANT, self._ns(t), key)) for t in self.tiers]
+        token = _TIER_READS.set((self, {})) if _TIER_READS.get() is None else None
+        try:
+            with runner(mine):
+                yield
+        finally:
+            if token is not None:
+                _TIER_READS.reset(token)
+            self._stash.records = None
 
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         stash: dict[str, MemoryRecord] = getattr(self._stash, "records", None) or {}
-        self._stash.records = None
+        if not self._in_block():  # inside a read_ahead block the stash lasts until its end
+            self._stash.records = None
         found = {i: stash[i] for i in ids if i in stash and stash[i].tenant == tenant}
         missing = [i for i in ids if i not in found]
         if missing:
@@ -553,16 +656,15 @@ class TieredStore:
         return getattr(self.record, name)
 
 
-def _matches(r: MemoryRecord, q: LiveQuery, kinds: Sequence[Kind]) -> bool:
-    if r.kind not in kinds or not r.is_current:
-        return False
-    if r.expires_at is not None and r.expires_at <= q.now:
-        return False
-    if r.retracted and not q.include_retracted:
-        return False
-    if q.keys is not None and r.key not in q.keys:
-        return False
-    return q.session_id is None or r.session_id == q.session_id
+def _matching(records: Sequence[MemoryRecord], q: LiveQuery, kinds: Sequence[Kind]) -> list[MemoryRecord]:
+    """The records of `records` that q asks for: of `kinds`, current, not expired at q.now, not retracted
+    (unless q.include_retracted), of q.keys and q.session_id when given."""
+    wanted = set(kinds)
+    keys = None if q.keys is None else set(q.keys)
+    now, retracted, session = q.now, q.include_retracted, q.session_id
+    return [r for r in records if r.kind in wanted and r.superseded_by is None and r.deleted_at is None
+            and (r.expires_at is None or r.expires_at > now) and (retracted or not r.retracted)
+            and (keys is None or r.key in keys) and (session is None or r.session_id == session)]
 
 
 def _stub(tenant: str, user_id: str, key: str, kind: Kind, memory_id: str) -> MemoryRecord:

@@ -10,13 +10,15 @@ from fastapi.responses import JSONResponse
 
 from usermem.interfaces.api import schemas as S
 from usermem.interfaces.api.deps import Mem, Principal, actor_of, bound_user, run_engine
+from usermem.interfaces.api.fastroute import FastParamsRoute
 from usermem.interfaces.api.problems import ApiProblem
 from usermem.interfaces.api.routing import count_decisions, operation, user_exists
 from usermem.interfaces.catalog import describe
 from usermem.interfaces.wire import record_to_json, result_to_json, scored_to_json
 from usermem.model import WriteRequest
 
-router = APIRouter()
+# Plain GET requests (recall, get, history) skip FastAPI's per-request parameter resolution (fastroute.py).
+router = APIRouter(route_class=FastParamsRoute)
 ActorQ = Annotated[str | None, Query(max_length=128, description=describe("actor"))]
 NowQ = Annotated[float | None, Query(description=describe("now"), **S.TIME_BOUNDS)]
 
