@@ -342,3 +342,21 @@ def test_eval_extraction_and_plan_commands(tmp_path) -> None:
     assert r.exit_code == 0, r.output
     plan = json.loads((out / "eval_plan.json").read_text(encoding="utf-8"))["bank"]["splits"]
     assert plan["dev"]["recall"] == 1.0 and plan["test"]["recall"] == 1.0
+
+
+def test_a_request_about_the_reply_in_front_of_the_user_is_a_signal_not_a_preference():
+    """"再精简一点" / "shorter please" are signals (usermodel.detect_signals): repeated and confirmed they become
+    an inferred preference; the extractor (the learned tagger included) must not store them as standing ones.
+    With a standing cue ("以后", "from now on") they are preferences."""
+    from usermem import Memory
+
+    m = Memory("sqlite:///:memory:")
+    try:
+        for text in ("再精简一点", "shorter please"):
+            got = m.understanding.extract([{"role": "user", "content": text}], tenant="t", use_llm=False)
+            assert [c.key for c in got if c.key == "reply_length"] == [], text
+        for text in ("以后回答都精简一点", "from now on, keep it short"):
+            got = m.understanding.extract([{"role": "user", "content": text}], tenant="t", use_llm=False)
+            assert [c.key for c in got if c.key == "reply_length"] == ["reply_length"], text
+    finally:
+        m.close()

@@ -48,6 +48,7 @@ from usermem.understand.filters import (
 )
 from usermem.understand.llm import LLMClient
 from usermem.understand.text import Message, coerce_messages, normalise
+from usermem.understand.usermodel import detect_signals
 
 # --- value lexicons (canonical values for enumerable fields) --------------------------------------------
 
@@ -556,6 +557,12 @@ class PatternExtractor:
             if JOKE_RETRACT.match(normalise(msg.content)) and per_message:
                 per_message[-1] = (per_message[-1][0], [])  # "开玩笑的": the previous turn was not meant
             cands = self._message(msg)
+            if cands and not _any(normalise(msg.content).lower(), STANDING + CHANGE):
+                # "再精简一点" asks about the reply in front of the user: a signal (usermodel.detect_signals),
+                # not a standing preference — repeated, it becomes an inferred one that is verified first.
+                # The rules already ask for a standing cue; this holds the learned tagger to the same.
+                moment = {s.key for s in detect_signals(msg.content)}
+                cands = [c for c in cands if c.key not in moment]
             before = per_message[-1][1] if per_message else []
             theirs: set[tuple[str, str]] = set()
             if per_message and is_correction(msg.content) and FILTER_OTHERS.search(msg.content):
