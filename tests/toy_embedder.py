@@ -1,7 +1,9 @@
-"""A hashing bag-of-words embedder for tests: deterministic (PYTHONHASHSEED=0), no model, 64 dimensions."""
+"""A hashing bag-of-words embedder for tests: deterministic in every process (crc32, not the salted `hash`),
+no model, 64 dimensions."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,7 +18,7 @@ class ToyEmbedder:
     def _vec(self, text: str) -> np.ndarray:
         v = np.zeros(self.dim, dtype=np.float32)
         for tok in tokenize(text):
-            v[hash(tok) % self.dim] += 1
+            v[zlib.crc32(tok.encode()) % self.dim] += 1
         n = np.linalg.norm(v)
         return v / n if n else v
 
