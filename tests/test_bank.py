@@ -92,6 +92,30 @@ def extra() -> list[dict[str, Any]]:
     return _jsonl("utterances_extra.jsonl")
 
 
+@pytest.fixture(scope="module")
+def more() -> list[dict[str, Any]]:
+    """The second writer's set (utterances_more.jsonl): same schema, `train` in the file, halved by sha256(id)."""
+    return _jsonl("utterances_more.jsonl")
+
+
+def test_more_utterances_are_train_in_the_file_and_halved_by_id(more: list[dict[str, Any]],
+                                                                utterances: list[dict[str, Any]],
+                                                                extra: list[dict[str, Any]],
+                                                                fields: dict[str, dict[str, Any]]) -> None:
+    from usermem.understand import bank
+
+    assert len(more) >= 990 and sum(1 for r in more if r["negative"] is not None) >= 300
+    assert {r["lang"] for r in more} == {"zh", "en"}
+    for r in more:
+        assert r["split"] == "train" and r["id"].startswith("y-"), r["id"]
+        _check_utterance(r, fields)
+    assert not {r["id"] for r in more} & {r["id"] for r in utterances + extra}
+    halves = Counter(bank.more_half(r["id"]) for r in more)
+    assert set(halves) == {"train", bank.MORE_DEV} and 0.4 <= halves["train"] / len(more) <= 0.6, halves
+    loaded = bank.load_more_items()
+    assert [i.split for i in loaded] == [bank.more_half(r["id"]) for r in more]
+
+
 def test_utterance_schema_and_spans(utterances: list[dict[str, Any]], fields: dict[str, dict[str, Any]]) -> None:
     for r in utterances:
         assert r["split"] in SPLITS and r["split"] == _split_of(r["id"]), r["id"]
@@ -199,8 +223,11 @@ def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
 
 
 def test_split_hygiene(utterances: list[dict[str, Any]], extra: list[dict[str, Any]],
-                       plans: list[dict[str, Any]]) -> None:
-    records = utterances + extra + plans
+                       more: list[dict[str, Any]], plans: list[dict[str, Any]]) -> None:
+    from usermem.understand import bank
+
+    # The second writer's items with the half they are used as (more-dev is a selection set, like dev).
+    records = utterances + extra + [dict(r, split=bank.more_half(r["id"])) for r in more] + plans
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate ids"
     seen: dict[str, str] = {}

@@ -272,8 +272,9 @@ def _memorybank_files(path: Path | None) -> list[Path]:
 def train(out: Annotated[Path | None, typer.Option("--out", help="Directory (default: the package's data/models)")]
           = None, plan_only: Annotated[bool, typer.Option("--plan-only", help="Rebuild the plan model only")]
           = False) -> None:
-    """Rebuild the understanding models from the utterance bank (fitted on train + the train-only supplement, every
-    choice made on dev, then the tagger refitted on train + dev; test never read). Needs the `train` extra.
+    """Rebuild the understanding models from the utterance bank (fitted on train + the train-only supplement +
+    more-train, C and calibrations chosen on dev, the tagger threshold on more-dev, then the tagger refitted on
+    train + dev; more-dev and test never fitted on, test never read). Needs the `train` extra.
 
     Example: usermem train --plan-only
     """

@@ -825,6 +825,10 @@ _ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|\
                            r"drive|dr|way|close|court|place|square)\b", re.IGNORECASE)
 
 
+# A Chinese "name" that starts with a preposition or adverb is a cut through a clause ("把花" from "又把花盆打翻了").
+_GRAMMAR_HEAD = re.compile(r"[把被又在和跟给让从向对也都就还很太]")
+
+
 def _plausible(key: str, value: str) -> bool:
     """A learned proposal for a typed field must look like a value of that type (and never like a secret)."""
     if key not in ("email", "phone") and _SECRET_LIKE.match(value.strip()):
@@ -849,7 +853,7 @@ def _plausible(key: str, value: str) -> bool:
         if any(w in low for w in lexicon):
             return True
         return bool(re.fullmatch(r"[A-Z][a-z]+|[\u4e00-\u9fff]{2,3}", value.strip())) and not OTHERS.search(value) \
-            and not rules.NOT_A_NAME.search(value)
+            and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(value.strip())
     if key in ("city", "work_city", "hometown"):
         from usermem.understand.gazetteer import find_places
 

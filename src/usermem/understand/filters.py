@@ -52,6 +52,7 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"
                     r"babysitter|landlord|landlady|housemate|flatmate)\b|\bmy date\b|"
                     r"\bthe new (?:intern|guy|girl|hire|starter|manager|boss|colleague|neighbou?rs?)\b|"
+                    r"\bthe (?:guy|man|woman|lady|girl|boy|people|kid|couple)\b(?! i\b)|\bnext door\b|"
                     r"\bour (?:intern|guests?|visitors?|neighbou?rs?)\b",
                     re.IGNORECASE)
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
@@ -81,7 +82,7 @@ REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?
 OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
                            r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
                            r"goldfish|pet|pets|bird|turtle|horse)\b|"
-                           r"\b(?:my|our)\s+(?:\w+\s+)?(?:son|daughter|kid|friend|mate|neighbou?r|sister|brother|mum|mom|"
+                           r"\b(?:my|our|the|a)\s+(?:\w+\s+)?(?:son|daughter|kid|friend|mate|neighbou?r|sister|brother|mum|mom|"
                            r"dad|boss|colleague)'s\s+(?:\w+\s+)?(?:dog|cat|puppy|kitten|parrot|hamster|rabbit|pet|wife|husband|"
                            r"son|daughter|kids?|fianc[ée]e?|partner|boyfriend|girlfriend)(?!\w)|"
                            r"(?:(?<!其)他|她|他们|她们|你|朋友|同事|邻居|别人|人家|同学|室友|儿子|女儿|孩子|老公|老婆|我妈|我爸|"
@@ -183,6 +184,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     c = clause.strip()
     if OTHERS_FAMILY.search(c) or OTHERS_PARTICULARS.search(c):
         out.add("others_family")
+    elif sentence is not None and OTHERS_FAMILY.search(sentence) and not _ME.search(sentence):
+        out.add("others_family")  # "Max, the neighbour's dog, barked all night": an apposition names the owner
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
     if (OTHERS.search(c) or NAMED_SUBJECT.search(c)) and not (NAMED_SUBJECT.search(c) and _ME.search(c)
