@@ -213,14 +213,14 @@ def test_recall_hands_its_query_vector_to_the_planner(monkeypatch) -> None:
             return super().query(text)
 
     seen: list[tuple[str, object, object]] = []
-    original = DeterministicPlanner.plan
+    original = DeterministicPlanner.plan_pair
 
-    def spy(self, message, vector=None, vector_model=None):
-        plan = original(self, message, vector, vector_model)
-        seen.append((message, vector, vector_model, plan.fields))
-        return plan
+    def spy(self, message, vector, vector_model):
+        alone, with_vector = original(self, message, vector, vector_model)
+        seen.append((message, vector, vector_model, with_vector.fields))
+        return alone, with_vector
 
-    monkeypatch.setattr(DeterministicPlanner, "plan", spy)
+    monkeypatch.setattr(DeterministicPlanner, "plan_pair", spy)
     m = Memory()
     try:
         m.use_relevance("hybrid", embedder=Counting(), background=False)
@@ -251,3 +251,18 @@ def test_a_two_argument_query_fields_callable_still_works() -> None:
     assert old_style._new_state("t", "u", "my dog?", None).fields == {"pets"}
     assert new_style._new_state("t", "u", "where?", None).fields == {"city"}
     assert calls == [("t", "my dog?"), ("t", "where?")]
+
+
+def test_plan_pair_equals_the_two_plans(e5) -> None:
+    """Recall asks for the plan without and with the vector at once (one pass of the cues and the lexical
+    model): both halves must equal what `plan` says, on every bank plan query and with a foreign vector."""
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.bank import load_plan_queries
+    from usermem.understand.plan import DeterministicPlanner
+
+    planner = DeterministicPlanner(ContractSet())
+    texts = [*[q.text for q in load_plan_queries() if q.split != "test"][:80], "Wie heißt mein Hund?", ""]
+    vectors = [e5.query(t) for t in texts]
+    for text, vec in zip(texts, vectors, strict=True):
+        assert planner.plan_pair(text, vec, e5.model_id) == (planner.plan(text), planner.plan(text, vec, e5.model_id))
+        assert planner.plan_pair(text, vec, "other/model@384") == (planner.plan(text),) * 2

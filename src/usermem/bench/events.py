@@ -11,6 +11,7 @@ Each run uses its own stream, deleted afterwards.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import tempfile
@@ -159,7 +160,10 @@ def bench_events(ctx: BenchContext) -> dict[str, Any]:
                 "failed": stats["failed"], "dropped": stats["dropped"]}
             # The publisher alone (no store): how many events per second JetStream acknowledges.
             raw = ctx.size(50_000, 1_000)
-            payload = b'{"v":1,"note":"synthetic","keys":["reply_length"]}'
+            # a well-formed event (the subscribers decode it; a malformed one would log a warning per message)
+            payload = json.dumps({"v": 1, "event_id": "bench-synthetic", "causality_id": "bench-synthetic",
+                                  "origin": "bench", "tenant": "bench", "user_id": "synthetic", "action": "write",
+                                  "at": T0, "keys": ["reply_length"], "memory_ids": [], "records": []}).encode()
             before = bus.stats()["published"]
             bus.reset_latencies(keep=raw)
             t = time.perf_counter()

@@ -175,8 +175,8 @@ def _semantic_pgvector(ctx: BenchContext, n: int) -> dict[str, Any]:
         conninfo, _ = split_url(url)
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as c:
             if c.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone() is None:
-                return {"skipped": "this PostgreSQL server has no `vector` extension (scripts/ensure_services.sh "
-                                   "installs postgresql-<major>-pgvector when the apt archive has it)"}
+                # as relevance_recall_pgvector: the bundled PostgreSQL 16 + pgvector of the `pgserver` wheel
+                return _semantic_pgserver(ctx, n)
     except Exception as exc:  # no server, no driver: say why
         return {"skipped": f"PostgreSQL unavailable: {type(exc).__name__}: {exc}"[:300]}
     try:
@@ -185,6 +185,34 @@ def _semantic_pgvector(ctx: BenchContext, n: int) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     out["backend"] = "postgres + pgvector (exact search in the database)"
     return out
+
+
+def _semantic_pgserver(ctx: BenchContext, n: int) -> dict[str, Any]:
+    """The pgvector measurement on pgserver's PostgreSQL 16 + pgvector (unix socket) when the local server has
+    no `vector` extension (Debian's archive here has no postgresql-15-pgvector)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    try:
+        import pgserver
+    except ImportError:
+        return {"skipped": "this PostgreSQL server has no `vector` extension and pgserver is not installed "
+                           "(scripts/ensure_services.sh installs postgresql-<major>-pgvector when the apt archive "
+                           "has it)"}
+    data = Path(tempfile.mkdtemp(prefix="usermem-bench-semantic-"))
+    data.chmod(0o755)
+    get_server: Any = pgserver.get_server  # type: ignore[attr-defined]  # re-exported implicitly by pgserver
+    srv = get_server(data / "pgdata", cleanup_mode="delete")
+    try:
+        out = _semantic_backend(ctx, srv.get_uri() + "&schema=bench_semantic", n)
+        out["backend"] = "PostgreSQL 16 + pgvector (pgserver, unix socket; exact search in the database)"
+        return out
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        srv.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def _semantic_backend(ctx: BenchContext, url: str, n: int) -> dict[str, Any]:

@@ -96,10 +96,11 @@ def _planner_fields(ctx: EngineContext, vector_model: str | None = None) -> hybr
         assert isinstance(planner, DeterministicPlanner)
         # The rules and the lexical model's fields get the fusion's field bonus; what only the vector head
         # adds (it plans any language, less precisely: docs/relevance.md) widens the candidates.
-        sure = frozenset(planner.plan(query).fields)
         if vector is None or vector_model is None:
-            return hybrid.FieldHints(sure)
-        return hybrid.FieldHints(sure, frozenset(planner.plan(query, vector, vector_model).fields) - sure)
+            return hybrid.FieldHints(frozenset(planner.plan(query).fields))
+        alone, with_vector = planner.plan_pair(query, vector, vector_model)
+        sure = frozenset(alone.fields)
+        return hybrid.FieldHints(sure, frozenset(with_vector.fields) - sure)
 
     return query_fields
 

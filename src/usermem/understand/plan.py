@@ -240,6 +240,29 @@ class DeterministicPlanner:
         """The plan for `message`. `vector`: the message's query vector, when the caller has one (recall
         computes it for semantic search; `vector_model` names its embedder); the plan is deterministic
         either way, and without a vector it is what the rules and the lexical model say."""
+        cues = self._cues(message)
+        return self._finish(cues, self.model_fields(message, vector, vector_model))
+
+    def plan_pair(self, message: str, vector: Any, vector_model: str | None) -> tuple[RecallPlan, RecallPlan]:
+        """(the plan without the vector, the plan with it) — equal to `plan(message)` and
+        `plan(message, vector, vector_model)`, with the cues and the lexical model's scores computed once
+        (recall uses both: docs/relevance.md "Planner fields")."""
+        cues = self._cues(message)
+        head = self.vectors
+        if head is None or not head.accepts(vector, vector_model):
+            alone = self._finish(cues, self.model_fields(message))
+            return alone, alone
+        p_lex = self.model.probabilities(message) if self.model is not None else {}
+        lexical = {f: p for f, p in p_lex.items() if p >= self.model_threshold}  # = model_fields(message)
+        with_vector: dict[str, float] = {}
+        for f, pv in zip(head.fields, head.probabilities(vector), strict=True):
+            p = head.mix * float(pv) + (1.0 - head.mix) * (p_lex.get(f, 0.0) if head.mix < 1.0 else 0.0)
+            if p >= head.threshold:
+                with_vector[f] = p
+        return self._finish(cues, lexical), self._finish(cues, with_vector)
+
+    def _cues(self, message: str) -> tuple[str, tuple[str, ...], tuple[str, ...], bool, bool]:
+        """(normalised text, fact fields, preference fields, context, high) from the rules' cues."""
         text = normalise(message)
         facts: list[str] = []
         prefs: list[str] = []
@@ -267,7 +290,12 @@ class DeterministicPlanner:
                 facts.append(c.key)
             if c.standing and c.kind is Kind.FACT and c.sensitivity.value == "L3":
                 high = True  # allergies and the like are safety facts
-        learned = self.model_fields(message, vector, vector_model)
+        return text, tuple(facts), tuple(prefs), context, high
+
+    def _finish(self, cues: tuple[str, tuple[str, ...], tuple[str, ...], bool, bool],
+                learned: Mapping[str, float]) -> RecallPlan:
+        text, cue_facts, cue_prefs, context, high = cues
+        facts, prefs = list(cue_facts), list(cue_prefs)
         if learned:  # the learned models add the fields the cues miss
             for key, _p in sorted(learned.items(), key=lambda kv: (-kv[1], kv[0])):
                 found = self._enabled_keys.get(key)
