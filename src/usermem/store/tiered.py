@@ -491,17 +491,22 @@ class TieredStore:
         self._remember_all(out)
         return out
 
+    def _note_untiered(self, user_id: str, rows: Sequence[ScoreRow]) -> None:
+        """Remember that the store of record's rows belong to no tier, so touch() need not ask it."""
+        if not rows:
+            return
+        seen = self._seen
+        with self._lock:
+            for row in rows:
+                if row.id not in seen:
+                    seen[row.id] = (user_id, row.key, Kind(row.kind))
+            while len(seen) > 100_000:
+                seen.popitem(last=False)
+
     def live_scores(self, q: LiveQuery) -> list[ScoreRow]:
         rest, tiers = self._split(q)
         out = self.record.live_scores(replace(q, kinds=rest)) if rest else []
-        if out:  # so touch() knows these ids belong to no tier without asking the store of record
-            seen = self._seen
-            with self._lock:
-                for row in out:
-                    if row.id not in seen:
-                        seen[row.id] = (q.user_id, row.key, Kind(row.kind))
-                while len(seen) > 100_000:
-                    seen.popitem(last=False)
+        self._note_untiered(q.user_id, out)
         stash: dict[str, MemoryRecord] = {}
         for tier in tiers:
             records = self._tier_records(tier, q)
@@ -521,14 +526,7 @@ class TieredStore:
         assert reader is not None
         own = [b for b in batches if b[0] not in self.route]
         out = reader(q, own) if own else []
-        if out:
-            seen = self._seen
-            with self._lock:
-                for row in out:
-                    if row.id not in seen:
-                        seen[row.id] = (q.user_id, row.key, Kind(row.kind))
-                while len(seen) > 100_000:
-                    seen.popitem(last=False)
+        self._note_untiered(q.user_id, out)
         stash: dict[str, MemoryRecord] = {}
         for tier in self.tiers:
             mine = [b for b in batches if b[0] in tier.kinds]
