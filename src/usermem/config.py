@@ -112,6 +112,7 @@ class Settings:
     federate_notice_window_seconds: float = 300.0  # a remote change overriding a local one this recent: a notice
     federate_max_deliveries: int = 5  # a remote event whose apply failed this often is kept as a dead letter
     federate_max_clock_drift_seconds: float = 300.0  # remote clocks further ahead of this one are refused
+    federate_ack_wait_seconds: float = 30.0  # an event fetched but not answered this long is redelivered
 
     def with_overrides(self, **changes: Any) -> Settings:
         return _validated(dataclasses.replace(self, **changes))
@@ -178,6 +179,9 @@ SETTING_HELP: dict[str, str] = {
                                "a dead letter instead of being retried (usermem federation dead-letters)",
     "federate_max_clock_drift_seconds": "a remote event whose clock is further than this ahead of this instance's "
                                         "is refused (counted, logged), so it cannot pull every clock forward",
+    "federate_ack_wait_seconds": "an event this instance fetched but neither applied nor refused within this time "
+                                 "(a crash, a lost NAK) is redelivered by JetStream; set when the durable consumer "
+                                 "is created",
 }
 SECRET_SETTINGS = frozenset({"llm_api_key", "embed_api_key"})
 URL_SETTINGS = frozenset({"store_url", "redis_url", "nats_url", "llm_base_url", "embed_base_url"})
@@ -319,6 +323,8 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("must be at least 1", setting="federate_max_deliveries")
     if not math.isfinite(s.federate_max_clock_drift_seconds) or s.federate_max_clock_drift_seconds <= 0:
         raise ConfigError("must be a finite number of seconds > 0", setting="federate_max_clock_drift_seconds")
+    if not math.isfinite(s.federate_ack_wait_seconds) or s.federate_ack_wait_seconds < 1:
+        raise ConfigError("must be a finite number of seconds ≥ 1", setting="federate_ack_wait_seconds")
     for kind, route in s.routes.items():
         if route not in ("record", "redis", "session"):
             raise ConfigError(f"route for {kind!r} must be record, redis or session, got {route!r}", setting="routes")

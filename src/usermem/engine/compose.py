@@ -232,7 +232,8 @@ class Engine:
                 raise ConfigError("federation needs change events: set nats_url (or pass a transport)",
                                   setting="nats_url")
             name = instance or self.ctx.settings.federate_instance or domain
-            transport = NatsTransport(self.events.bus, durable="usermem-fed-" + name.replace(".", "_"))
+            transport = NatsTransport(self.events.bus, durable="usermem-fed-" + name.replace(".", "_"),
+                                      ack_wait=self.ctx.settings.federate_ack_wait_seconds)
             if not self.events.bus.wait_connected(catch_up_timeout):
                 log.warning("usermem federation: NATS is unreachable; serving before catching up on missed "
                             "changes (they are applied when the connection comes up)")

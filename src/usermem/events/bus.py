@@ -502,27 +502,29 @@ class EventBus:
         """Run a coroutine on the bus loop from another thread and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    def fetch(self, durable: str, subject: str, batch: int = 64, timeout: float = 1.0) -> list[Pulled]:
+    def fetch(self, durable: str, subject: str, batch: int = 64, timeout: float = 1.0, *,
+              ack_wait: float = 30.0) -> list[Pulled]:
         """Up to `batch` messages of the durable pull consumer `durable` on `subject` (created on first use,
-        delivering every message the stream holds; acknowledged explicitly, redelivered when not). Returns
+        delivering every message the stream holds; acknowledged explicitly, redelivered after a NAK or when
+        neither acknowledged nor refused within `ack_wait` seconds — set when the consumer is created). Returns
         [] when none came within `timeout` or NATS is away."""
         if not self._connected.is_set() or self._closed:
             return []
         try:
-            msgs = self.call(self._fetch(durable, subject, batch, timeout), timeout + 10.0)
+            msgs = self.call(self._fetch(durable, subject, batch, timeout, ack_wait), timeout + 10.0)
         except Exception as exc:
             self._problem("fetch failed", exc)
             return []
         return [Pulled(self, m) for m in msgs]
 
-    async def _fetch(self, durable: str, subject: str, batch: int, timeout: float) -> list[Any]:
+    async def _fetch(self, durable: str, subject: str, batch: int, timeout: float, ack_wait: float) -> list[Any]:
         from nats.errors import TimeoutError as NatsTimeout
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
         psub = self._pulls.get(durable)
         if psub is None:
             config = ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
-                                    deliver_policy=DeliverPolicy.ALL, ack_wait=30.0, max_ack_pending=10_000)
+                                    deliver_policy=DeliverPolicy.ALL, ack_wait=ack_wait, max_ack_pending=10_000)
             psub = self._pulls[durable] = await self._js.pull_subscribe(subject, durable=durable, stream=self.stream,
                                                                       config=config)
         try:

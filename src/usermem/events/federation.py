@@ -243,16 +243,17 @@ class NatsTransport:
     """Federation over the `EventBus`'s JetStream stream: publishes with the event id as de-duplication id;
     reads a durable pull consumer named after the domain and the instance."""
 
-    def __init__(self, bus: EventBus, durable: str, subject: str | None = None) -> None:
+    def __init__(self, bus: EventBus, durable: str, subject: str | None = None, *, ack_wait: float = 30.0) -> None:
         self.bus = bus
         self.durable = durable
         self.subject = subject or f"{bus.prefix}.>"
+        self.ack_wait = ack_wait
 
     def publish(self, subject: str, data: bytes, msg_id: str, done: Callable[[bool], None]) -> None:
         self.bus.publish(subject, data, msg_id=msg_id, done=done)
 
     def fetch(self, batch: int, timeout: float) -> Sequence[Delivery]:
-        return self.bus.fetch(self.durable, self.subject, batch, timeout)
+        return self.bus.fetch(self.durable, self.subject, batch, timeout, ack_wait=self.ack_wait)
 
     def backlog(self) -> int | None:
         return self.bus.pending(self.durable)
