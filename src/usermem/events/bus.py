@@ -39,6 +39,7 @@ from typing import Any
 
 from usermem.config import missing_extra, redact_url
 from usermem.events.payload import BadPayload, RemoteChange, carries_any, decode
+from usermem.events.throttle import LogThrottle
 
 log = logging.getLogger("usermem.events")
 
@@ -112,6 +113,7 @@ class EventBus:
         self._latencies: deque[float] = deque(maxlen=10_000)  # enqueue -> JetStream ack, seconds
         self._last_error: str | None = None
         self._warned: set[str] = set()
+        self.log_throttle = LogThrottle()  # malformed events: one warning per minute (counted in stats())
         self._lock = threading.Lock()
         self._subs: list[Subscription] = []
         self._closed = False
@@ -573,7 +575,10 @@ class EventBus:
                 change = decode(msg.data, subject=msg.subject, stream_seq=seq)
             except BadPayload as exc:
                 self._count("bad_payloads")
-                log.warning("usermem events: ignoring a malformed event on %s: %s", msg.subject, exc)
+                left_out = self.log_throttle.allow("bad_payload")
+                if left_out is not None:
+                    log.warning("usermem events: ignoring a malformed event on %s: %s%s", msg.subject, exc,
+                                f" ({left_out} more since the last warning)" if left_out else "")
                 return
             try:
                 self._dispatch.put_nowait((sub, change))

@@ -29,6 +29,7 @@ from usermem.errors import InvalidArgument, ValidationError
 from usermem.events.bus import EventBus
 from usermem.events.payload import BadPayload, RemoteChange, decode, encode, subject_for, to_payload
 from usermem.events.ports import ContractsFor, Delivery, PendingOf, RemoveAcked, Transport
+from usermem.events.throttle import LogThrottle
 from usermem.model import ChangeEvent
 
 log = logging.getLogger("usermem.federation")
@@ -159,6 +160,7 @@ class Consumer:
         self._thread: threading.Thread | None = None
         self.counts = {"delivered": 0, "applied": 0, "bad_payloads": 0, "rejected": 0, "errors": 0,
                        "dead_lettered": 0}
+        self.log_throttle = LogThrottle()  # malformed / refused events: one warning per minute and kind
 
     def handle(self, deliveries: Sequence[Delivery]) -> int:
         for d in deliveries:
@@ -167,14 +169,20 @@ class Consumer:
                 change = decode(d.data)
             except BadPayload as exc:
                 self.counts["bad_payloads"] += 1
-                log.warning("usermem federation: dropping a malformed event: %s", exc)
+                left_out = self.log_throttle.allow("bad_payload")
+                if left_out is not None:
+                    log.warning("usermem federation: dropping a malformed event: %s%s", exc,
+                                f" ({left_out} more since the last warning)" if left_out else "")
                 d.ack()
                 continue
             try:
                 self.apply(change)
             except (ValidationError, InvalidArgument) as exc:  # the event itself is unacceptable: never retried
                 self.counts["rejected"] += 1
-                log.warning("usermem federation: refusing event %s: %s", change.event_id, exc)
+                left_out = self.log_throttle.allow("rejected")
+                if left_out is not None:
+                    log.warning("usermem federation: refusing event %s: %s%s", change.event_id, exc,
+                                f" ({left_out} more since the last warning)" if left_out else "")
                 d.ack()
                 continue
             except Exception as exc:
