@@ -49,7 +49,8 @@ def test_origin_of_each_value(tmp_path: Path) -> None:
 
 def test_unknown_environment_names_get_a_did_you_mean(caplog: pytest.LogCaptureFixture) -> None:
     env = {"USERMEM_PORTT": "1", "USERMEM_STORE_URL": "sqlite://", "USERMEM_API_KEY": "k",
-           "USERMEM_TEST_PG_HOST": "x", "USERMEM_ZZZQQQ": "1", "OTHER": "1"}
+           "USERMEM_TEST_PG_HOST": "x", "USERMEM_ZZZQQQ": "1", "OTHER": "1",
+           "USERMEM_SERVE_WORKER_SPEC": "{}"}  # set by `usermem serve --workers N` for its workers: known
     assert unknown_env(env) == [("USERMEM_PORTT", "USERMEM_PORT"), ("USERMEM_ZZZQQQ", None)]
     with caplog.at_level(logging.WARNING, logger="usermem.config"):
         load_settings_with_origin(None, {**env, "USERMEM_LLM_MODLE": "m"})

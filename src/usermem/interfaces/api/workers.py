@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-SPEC_ENV = "USERMEM_SERVE_WORKER_SPEC"
+from usermem.config import SERVE_WORKER_SPEC_ENV as SPEC_ENV
 
 
 @dataclass(frozen=True, slots=True)
