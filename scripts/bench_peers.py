@@ -102,7 +102,7 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     s = sorted(values)
-    return round(s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))], 2)
+    return round(s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))], 2)
 
 
 # -- usermem -------------------------------------------------------------------------------------------------
@@ -190,8 +190,8 @@ class OverHTTP:
 
 
 def run_usermem(name: str, target: Any, mems: list[dict[str, Any]], qs: list[dict[str, Any]], rounds: int,
-                list_rounds: int) -> dict[str, Any]:
-    add_ms, search_ms, list_ms = [], [], []
+                list_rounds: int, list100_rounds: int = 0) -> dict[str, Any]:
+    add_ms, search_ms, list_ms, list100_ms = [], [], [], []
     for mem in mems:
         t = time.perf_counter()
         target.add(mem)
@@ -208,6 +208,10 @@ def run_usermem(name: str, target: Any, mems: list[dict[str, Any]], qs: list[dic
         t = time.perf_counter()
         listed = target.list(len(mems))
         list_ms.append((time.perf_counter() - t) * 1000)
+    for _ in range(list100_rounds):  # the issue's "list 100": one page of 100 memories
+        t = time.perf_counter()
+        target.list(100)
+        list100_ms.append((time.perf_counter() - t) * 1000)
     t = time.perf_counter()
     target.delete_all()
     delete_ms = [(time.perf_counter() - t) * 1000]
@@ -215,7 +219,7 @@ def run_usermem(name: str, target: Any, mems: list[dict[str, Any]], qs: list[dic
     from importlib.metadata import version
 
     return {"system": name, "version": version("usermem"), "add_ms": add_ms, "search_ms": search_ms,
-            "list_ms": list_ms, "delete_all_ms": delete_ms, "answers": answers, "listed": listed,
+            "list_ms": list_ms, "list100_ms": list100_ms, "delete_all_ms": delete_ms, "answers": answers, "listed": listed,
             "left_after_delete": left}
 
 
@@ -223,8 +227,8 @@ def run_usermem(name: str, target: Any, mems: list[dict[str, Any]], qs: list[dic
 
 def summarize(raw: dict[str, Any], qs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"system": raw["system"], "version": raw["version"]}
-    for op in ("add", "search", "list", "delete_all"):
-        v = raw[f"{op}_ms"]
+    for op in ("add", "search", "list", "list100", "delete_all"):
+        v = raw.get(f"{op}_ms", [])
         out[op] = {"n": len(v), "p50_ms": pct(v, 50), "p95_ms": pct(v, 95),
                    "mean_ms": round(statistics.fmean(v), 2) if v else None}
     hits: dict[str, list[int]] = {}
@@ -264,11 +268,47 @@ def render(res: dict[str, Any]) -> str:
                      f"{s['search']['p95_ms']} | {s['list']['p50_ms']} / {s['list']['p95_ms']} | "
                      f"{s['delete_all']['p50_ms']} | {r('all')} | {r('split:test')} | {r('lang:zh')} | "
                      f"{r('lang:en')} | {r('cross')} |")
+    lines += ["", "List 100 (one page of 100 memories, p50 / p95 ms): " + ", ".join(
+        f"{s['system']} {s['list100']['p50_ms']} / {s['list100']['p95_ms']}" for s in res["systems"]
+        if s["list100"]["n"]) + ".", ""]
+    targets = ratio_targets(res)
+    if targets:
+        lines += ["## Targets (issue 19: same run, p50 of mem0 / p50 of usermem)", "",
+                  "`native` is usermem as shipped (the query embedded in-process); `loopback` embeds through the "
+                  "same server as mem0, so one embedding call (the larger part of a search) costs both the same.", "",
+                  "| target | usermem | mem0 p50 ms | usermem p50 ms | ratio | status |", "|---|---|---|---|---|---|"]
+        for t in targets:
+            lines.append(f"| {t['name']} | {t['usermem']} | {t['mem0_ms']} | {t['usermem_ms']} | {t['ratio']}× | "
+                         f"{'met' if t['met'] else 'MISSED'} |")
+        lines.append("")
     lines += ["", "Listed after adds / left after delete-all: " + ", ".join(
         f"{s['system']} {s['listed']}/{s['left_after_delete']}" for s in res["systems"]), ""]
     if res.get("errors"):
         lines += ["Errors:", *[f"- {e}" for e in res["errors"]], ""]
     return "\n".join(lines) + "\n"
+
+
+def ratio_targets(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """List 100 >= 10x and semantic search >= 5x faster than mem0 (issue 19): mem0's p50 over usermem's p50, from
+    this run only, for usermem as shipped (in-process, embedding in-process: `native`) and for usermem embedding
+    through the same loopback server as mem0 (`loopback`: the embedding call then costs both the same)."""
+    by = {s["system"]: s for s in res["systems"]}
+    mem0 = by.get("mem0")
+    if mem0 is None:
+        return []
+    out = []
+    for variant in ("usermem (in-process, native)", "usermem (in-process, loopback)"):
+        ours = by.get(variant)
+        if ours is None:
+            continue
+        for name, op, need in (("list 100 >= 10x faster", "list100", 10.0), ("search >= 5x faster", "search", 5.0)):
+            a, b = mem0[op]["p50_ms"], ours[op]["p50_ms"]
+            if not a or not b:
+                continue
+            ratio = round(a / b, 2)
+            out.append({"name": name, "usermem": variant, "mem0_ms": a, "usermem_ms": b, "ratio": ratio,
+                        "need": need, "met": ratio >= need})
+    return out
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
@@ -302,6 +342,7 @@ def main() -> None:
     ap.add_argument("--memories", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--list-rounds", type=int, default=5)
+    ap.add_argument("--list100-rounds", type=int, default=50)
     args = ap.parse_args()
     from usermem.evals import run_info
 
@@ -313,7 +354,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmpdir:
         tmp = Path(tmpdir)
         work = {"memories": mems, "questions": qs, "embed_url": server.url, "embed_model": EMBED_MODEL, "dim": 384,
-                "user": USER, "rounds": args.rounds, "list_rounds": args.list_rounds}
+                "user": USER, "rounds": args.rounds, "list_rounds": args.list_rounds,
+                "list100_rounds": args.list100_rounds}
         (tmp / "work.json").write_text(json.dumps(work, ensure_ascii=False), encoding="utf-8")
         worker = Path(__file__).with_name("peers") / "mem0_worker.py"
         print(f"mem0: {len(mems)} adds, {len(qs) * args.rounds} searches …", flush=True)
@@ -334,8 +376,9 @@ def main() -> None:
             m = _usermem_memory(embed_url, sub)
             target: Any = OverHTTP(m) if http else InProcess(m)
             try:
-                results.append(summarize(run_usermem(name, target, mems, qs, args.rounds, args.list_rounds), qs))
-            except Exception as exc:  # noqa: BLE001 — report, keep the other rows
+                results.append(summarize(run_usermem(name, target, mems, qs, args.rounds, args.list_rounds,
+                                                           args.list100_rounds), qs))
+            except Exception as exc:  # report, keep the other rows
                 errors.append(f"{name} failed: {type(exc).__name__}: {exc}")
             finally:
                 if http:
@@ -345,6 +388,7 @@ def main() -> None:
     res = {"meta": {"run": run_info(), "memories": len(mems), "questions": len(qs), "rounds": args.rounds,
                     "embed_server_calls": server.calls, "mem0_version": mem0_version, "embed_model": EMBED_MODEL},
            "systems": results, "errors": errors}
+    res["targets"] = ratio_targets(res)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench-peers.json").write_text(json.dumps(res, ensure_ascii=False, indent=1), encoding="utf-8")

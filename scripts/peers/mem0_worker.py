@@ -37,7 +37,7 @@ def main() -> None:
     }
     m = Memory.from_config(config)
     user = work["user"]
-    add_ms, search_ms, list_ms = [], [], []
+    add_ms, search_ms, list_ms, list100_ms = [], [], [], []
     for mem in work["memories"]:
         t = time.perf_counter()
         m.add(mem["text"], user_id=user, infer=False, metadata={"mid": mem["id"]})
@@ -56,13 +56,18 @@ def main() -> None:
         listed = m.get_all(filters={"user_id": user}, top_k=len(work["memories"]) + 10)
         list_ms.append((time.perf_counter() - t) * 1000)
         n_listed = len(listed.get("results", listed) if isinstance(listed, dict) else listed)
+    for _ in range(work.get("list100_rounds", 0)):  # the "list 100": one page of 100 memories
+        t = time.perf_counter()
+        m.get_all(filters={"user_id": user}, top_k=100)
+        list100_ms.append((time.perf_counter() - t) * 1000)
     t = time.perf_counter()
     m.delete_all(user_id=user)
     delete_ms = [(time.perf_counter() - t) * 1000]
     left = m.get_all(filters={"user_id": user}, top_k=10)
     left_n = len(left.get("results", left) if isinstance(left, dict) else left)
     json.dump({"system": "mem0", "version": version("mem0ai"), "add_ms": add_ms, "search_ms": search_ms,
-               "list_ms": list_ms, "delete_all_ms": delete_ms, "answers": answers, "listed": n_listed,
+               "list_ms": list_ms, "list100_ms": list100_ms, "delete_all_ms": delete_ms, "answers": answers,
+               "listed": n_listed,
                "left_after_delete": left_n}, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
 
 
