@@ -167,7 +167,36 @@ def scenario_contracts(m) -> list[Any]:
             unknown, "shoe_size" in listed, episodes]
 
 
+def scenario_conversation_and_admin(m) -> list[Any]:
+    """The operations the client gained: extract, plan, ingest, assemble (an Assembly), touch, idle expiry,
+    tenant-wide grants, consents, purge."""
+    from usermem.understand.assemble import Assembly
+
+    m.write(TENANT, "u8", "fact", "city", "Paris", source="user_confirmed", now=T0)
+    m.write(TENANT, "u8", "preference", "reply_length", "concise", source="user_confirmed", now=T0)
+    candidates = m.extract(["I live in Lyon", {"role": "user", "content": "我住在北京"}], tenant=TENANT)
+    plan = m.plan(TENANT, "u8", "where do I live? keep it short")
+    ingested = m.ingest(TENANT, "u8", ["I live in Lyon"], now=T0 + 1)
+    assembly = m.assemble(TENANT, "u8", "where do I live?", 400, now=T0 + 2)
+    sid = m.open_session(TENANT, "u8", "web", now=T0, idle_seconds=60)
+    touched = m.touch_session(sid, tenant=TENANT, now=T0 + 30)
+    expired = m.expire_idle_sessions(T0 + 1000, tenant=TENANT)
+    gid = m.grant(TENANT, "u8", "L2", "support", 600, now=T0)
+    tenant_grants = m.grants(TENANT, now=T0 + 1)
+    opted = m.opt_in(TENANT, "u8", ["city"], "shop", now=T0)
+    withdrawn = m.opt_out(TENANT, "u8", "city", "shop", now=T0 + 1)
+    m.forget(TENANT, "u8", "city", now=T0 + 3)
+    purged = m.purge(T0 + 40 * DAY)  # the HTTP purge refuses a `now` ahead of the server clock
+    return [candidates, plan, ingested, type(assembly) is Assembly, assembly.prompt, assembly.tokens,
+            [_norm(s) for s in assembly.facts], [_norm(s) for s in assembly.preferences], assembly.plan,
+            (type(touched).__name__, touched.last_activity_at), [(c.reason, c.session.id == sid) for c in expired],
+            [(g.id == gid, g.level, g.purpose) for g in tenant_grants], opted, withdrawn, purged]
+
+
+# Every scenario is registered here, before the parametrised test below reads the keys (a scenario added
+# after that line would never run: conversation_and_admin once was, and extract's `canonical` was lost).
 SCENARIOS: dict[str, Callable[[Any], list[Any]]] = {
+    "conversation_and_admin": scenario_conversation_and_admin,
     "contracts": scenario_contracts,
     "onboarding_and_verification": scenario_onboarding_and_verification,
     "lifecycle": scenario_lifecycle, "sessions_and_privacy": scenario_sessions_and_privacy,
@@ -207,35 +236,6 @@ ERRORS: list[tuple[str, Callable[[Any], Any], type[Exception]]] = [
 def test_same_errors(target, label, call, exc):
     with pytest.raises(exc):
         call(target)
-
-
-def scenario_conversation_and_admin(m) -> list[Any]:
-    """The operations the client gained: extract, plan, ingest, assemble (an Assembly), touch, idle expiry,
-    tenant-wide grants, consents, purge."""
-    from usermem.understand.assemble import Assembly
-
-    m.write(TENANT, "u8", "fact", "city", "Paris", source="user_confirmed", now=T0)
-    m.write(TENANT, "u8", "preference", "reply_length", "concise", source="user_confirmed", now=T0)
-    candidates = m.extract(["I live in Lyon", {"role": "user", "content": "我住在北京"}], tenant=TENANT)
-    plan = m.plan(TENANT, "u8", "where do I live? keep it short")
-    ingested = m.ingest(TENANT, "u8", ["I live in Lyon"], now=T0 + 1)
-    assembly = m.assemble(TENANT, "u8", "where do I live?", 400, now=T0 + 2)
-    sid = m.open_session(TENANT, "u8", "web", now=T0, idle_seconds=60)
-    touched = m.touch_session(sid, tenant=TENANT, now=T0 + 30)
-    expired = m.expire_idle_sessions(T0 + 1000, tenant=TENANT)
-    gid = m.grant(TENANT, "u8", "L2", "support", 600, now=T0)
-    tenant_grants = m.grants(TENANT, now=T0 + 1)
-    opted = m.opt_in(TENANT, "u8", ["city"], "shop", now=T0)
-    withdrawn = m.opt_out(TENANT, "u8", "city", "shop", now=T0 + 1)
-    m.forget(TENANT, "u8", "city", now=T0 + 3)
-    purged = m.purge(T0 + 40 * DAY)  # the HTTP purge refuses a `now` ahead of the server clock
-    return [candidates, plan, ingested, type(assembly) is Assembly, assembly.prompt, assembly.tokens,
-            [_norm(s) for s in assembly.facts], [_norm(s) for s in assembly.preferences], assembly.plan,
-            (type(touched).__name__, touched.last_activity_at), [(c.reason, c.session.id == sid) for c in expired],
-            [(g.id == gid, g.level, g.purpose) for g in tenant_grants], opted, withdrawn, purged]
-
-
-SCENARIOS["conversation_and_admin"] = scenario_conversation_and_admin
 
 
 def test_client_refuses_another_tenant():

@@ -349,3 +349,21 @@ def test_cli_offers_each_operation_or_says_why_not():
         for p in params - set(binding.fixed):
             assert binding.cli_name(p) in commands[binding.command], \
                 f"{name}: `usermem {binding.command}` lacks {p} (declare it fixed, with the reason)"
+
+
+def test_wire_records_carry_every_field_of_the_model_record() -> None:
+    """A response model that mirrors a model record (MemoryOut ↔ MemoryRecord, …) has exactly its fields, so
+    no interface drops one (CandidateOut once lacked `canonical`: HTTP clients lost the normalised form)."""
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    import usermem.model as M
+    from usermem.interfaces.api import schemas as S
+
+    pairs = {"MemoryOut": M.MemoryRecord, "WriteResultOut": M.WriteResult, "AuditEventOut": M.AuditEvent,
+             "CandidateOut": M.Candidate}
+    for name, record in pairs.items():
+        out = getattr(S, name)
+        assert issubclass(out, BaseModel)
+        assert set(out.model_fields) == {f.name for f in dataclasses.fields(record)}, name

@@ -126,6 +126,8 @@ export interface CandidateOut {
   evidence?: string;
   message_index?: number | null;
   method?: string;
+  /** Optional normalised form kept beside the value (the user's words), never instead of it. */
+  canonical?: unknown;
 }
 
 export interface CandidatesOut {

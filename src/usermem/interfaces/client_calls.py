@@ -256,7 +256,7 @@ def _assembly(d: Mapping[str, Any]) -> Assembly:
 def _candidate(d: Mapping[str, Any]) -> Candidate:
     return Candidate(key=d["key"], kind=Kind(d["kind"]), value=d.get("value"), confidence=float(d["confidence"]),
                      evidence=d.get("evidence", ""), message_index=d.get("message_index"),
-                     method=d.get("method", "pattern"))
+                     method=d.get("method", "pattern"), canonical=d.get("canonical"))
 
 
 # -- memories -------------------------------------------------------------------------------------------

@@ -388,6 +388,7 @@ class CandidateOut(BaseModel):
     evidence: str = ""
     message_index: int | None = None
     method: str = "pattern"
+    canonical: Any = None  # a normalised form beside the user's words (never instead of them)
 
 
 class CandidatesOut(BaseModel):
