@@ -25,7 +25,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from usermem.config import SERVE_WORKER_SPEC_ENV as SPEC_ENV
+from usermem.config import SERVE_WORKER_SPEC_ENV
+
+SPEC_ENV = SERVE_WORKER_SPEC_ENV
 
 
 @dataclass(frozen=True, slots=True)
