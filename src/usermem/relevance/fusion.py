@@ -12,11 +12,16 @@ it can be trusted *on this query*, from two observable quantities of the candida
   confirms the dense one at full weight; when they disagree, it falls back to a floor share.
   **Corroboration** (`agreement_boost`, opt-in through `hybrid_agreement_boost`, English queries only):
   when at least `boost_overlap` of the lists is shared, BM25 counts `boost` times more.
+* **dense floor** (`dense_floor` = q, `hybrid_dense_floor`, default 0.75): on such a corroborated query the
+  cosine counts only above its q-quantile over the candidates. Below it the cosine separates little (a
+  LoCoMo question naming the wrong speaker ranks the turns of that speaker first and the answer 60th), and
+  without the floor that tail rank sinks a strong BM25 match below items mediocre on both signals.
 
     c_s      = clip(sep_s / (sep_d + sep_l), lo, hi)              (dispersion share, per signal)
     o        = |top_k(d) ∩ top_k(l)| / k                           (overlap of the two top lists)
     g        = (floor + (1 − floor) · o) · (boost if o ≥ boost_overlap else 1)   (agreement gain, lexical only)
-    f(m)     = w_d · c_d · norm(d(m)) + w_l · g · c_l · norm(l(m))
+    d'(m)    = max(norm(d(m)) − quantile_q(norm(d)), 0) if o ≥ boost_overlap else norm(d(m))   (dense floor)
+    f(m)     = w_d · c_d · d'(m) + w_l · g · c_l · norm(l(m))
     fused(m) = f(m) + w_f · max(f) · field(m)
     rel(m)   = minmax(fused) over the candidates
 
@@ -51,6 +56,9 @@ class FusionParams:
     # by the dense one and its weight is multiplied by `agreement_boost` (1.0 = off).
     agreement_boost: float = 1.0
     boost_overlap: float = 0.2
+    # Dense floor: on a corroborated query (overlap >= boost_overlap) the normalised cosine counts only above
+    # this quantile of the candidates' (0 = off), so a BM25 match is not sunk by a poor cosine rank.
+    dense_floor: float = 0.0
 
 
 def _present(values: Sequence[float | None], positive_only: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -113,6 +121,14 @@ def _top(arr: np.ndarray, mask: np.ndarray, k: int, desc: np.ndarray | None = No
     return set(idx[arr[idx] >= kth].tolist())
 
 
+def _floored(norm: np.ndarray, mask: np.ndarray, q: float) -> np.ndarray:
+    """The normalised scores minus their q-quantile over the present items, at least 0 (missing stay 0):
+    below the quantile a signal no longer separates the items. Non-decreasing in each item's score and
+    independent of the input order (a quantile of the values)."""
+    t = float(np.quantile(norm[mask], q))
+    return np.where(mask, np.maximum(norm - t, 0.0), 0.0)
+
+
 def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], fields: Sequence[bool] | None = None,
                   params: FusionParams | None = None) -> list[float]:
     """Fused relevance in [0, 1] per item (best = 1); the module docstring has the formula."""
@@ -139,9 +155,15 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
         k = min(p.top, int(dmask.sum()), int(lmask.sum()))
         overlap = min(1.0, len(_top(d, dmask, k, ddesc) & _top(lex, lmask, k, ldesc)) / k) if k else 0.0
         wl *= p.agreement_floor + (1.0 - p.agreement_floor) * overlap
-        if overlap >= p.boost_overlap:
+        corroborated = overlap >= p.boost_overlap
+        if corroborated:
             wl *= p.agreement_boost
-    raw = wd * _normalise(d, dmask, p.norm) + wl * _normalise(lex, lmask, p.norm)
+    else:
+        corroborated = False
+    nd = _normalise(d, dmask, p.norm)
+    if corroborated and p.dense_floor > 0:
+        nd = _floored(nd, dmask, p.dense_floor)
+    raw = wd * nd + wl * _normalise(lex, lmask, p.norm)
     if fields is not None and p.field_weight > 0:
         # Scale-free: a share of this query's best fused score (z-scores have no fixed range).
         scale = float(raw.max()) if float(raw.max()) > 0 else 1.0
