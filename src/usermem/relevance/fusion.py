@@ -12,8 +12,8 @@ it can be trusted *on this query*, from two observable quantities of the candida
   confirms the dense one at full weight; when they disagree, it falls back to a floor share.
   **Corroboration** (`agreement_boost`, opt-in through `hybrid_agreement_boost`, English queries only):
   when at least `boost_overlap` of the lists is shared, BM25 counts `boost` times more.
-* **dense floor** (`dense_floor` = q, `hybrid_dense_floor`, default 0.75): on such a corroborated query the
-  cosine counts only above its q-quantile over the candidates. Below it the cosine separates little (a
+* **dense floor** (`dense_floor` = q, `hybrid_dense_floor`, default 0.75, English queries): on such a
+  corroborated query the cosine counts only above its q-quantile over the candidates. Below it the cosine separates little (a
   LoCoMo question naming the wrong speaker ranks the turns of that speaker first and the answer 60th), and
   without the floor that tail rank sinks a strong BM25 match below items mediocre on both signals.
 
