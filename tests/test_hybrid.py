@@ -140,9 +140,13 @@ _signal = st.lists(st.tuples(st.floats(-1, 1, allow_nan=False), st.floats(0, 20,
 
 
 @settings(max_examples=150, deadline=None)
-@given(_signal, st.sampled_from(["minmax", "zscore"]))
-def test_adaptive_fusion_is_in_unit_range_and_order_free(pairs, norm):
-    p = FusionParams(norm=norm)
+@given(_signal, st.sampled_from(["minmax", "zscore"]), st.booleans())
+def test_adaptive_fusion_is_in_unit_range_and_order_free(pairs, norm, shipped):
+    from dataclasses import replace
+
+    from usermem.relevance.hybrid import ADAPTIVE
+
+    p = replace(ADAPTIVE, norm=norm) if shipped else FusionParams(norm=norm)
     d = [a for a, _ in pairs]
     lex = [b for _, b in pairs]
     out = adaptive_fuse(d, lex, None, p)
@@ -153,12 +157,17 @@ def test_adaptive_fusion_is_in_unit_range_and_order_free(pairs, norm):
 
 
 @settings(max_examples=150, deadline=None)
-@given(_signal)
-def test_adaptive_fusion_dominance(pairs):
-    """An item at least as good on both signals never ranks below another."""
+@given(_signal, st.booleans())
+def test_adaptive_fusion_dominance(pairs, shipped):
+    """An item at least as good on both signals never ranks below another (also with the shipped parameters:
+    the corroboration boost and the dense floor keep it)."""
+    from dataclasses import replace
+
+    from usermem.relevance.hybrid import ADAPTIVE
+
     d = [a for a, _ in pairs]
     lex = [b for _, b in pairs]
-    out = adaptive_fuse(d, lex)
+    out = adaptive_fuse(d, lex, None, replace(ADAPTIVE, agreement_boost=1.5) if shipped else None)
     for i in range(len(pairs)):
         for j in range(len(pairs)):
             if d[i] >= d[j] and lex[i] >= lex[j]:
@@ -206,6 +215,40 @@ def test_agreement_boost_trusts_corroborated_bm25_only():
 
     with pytest.raises(ConfigError):
         load_settings(env={}).with_overrides(hybrid_agreement_boost=0.0)
+
+
+def test_dense_floor_keeps_a_corroborated_bm25_match_that_dense_ranks_last():
+    """The dense floor (`hybrid_dense_floor`, default 0.75): when the two top lists agree, a cosine below the
+    candidates' 0.75-quantile adds nothing, so a BM25 top match that dense ranks last is not sunk below
+    memories that only have a middling cosine; when the lists disagree nothing changes."""
+    from dataclasses import replace
+
+    from usermem.relevance.hybrid import ADAPTIVE, HybridRelevance
+
+    assert ADAPTIVE.dense_floor == 0.75
+    off = replace(ADAPTIVE, dense_floor=0.0)
+    dense = [0.20, *[0.90 - 0.02 * i for i in range(19)]]  # item 0: the last by cosine
+    lex = [2.0, 2.0, 1.8, *[0.0] * 17]  # BM25 ranks items 0 and 1 first; item 1 is also dense's best: agreement
+
+    def place(params: FusionParams) -> int:
+        out = adaptive_fuse(dense, lex, None, params)
+        return sorted(range(20), key=lambda i: (-out[i], i)).index(0)
+
+    assert place(off) > 10  # without the floor the BM25 top match falls out of the top 10
+    assert place(ADAPTIVE) == 1  # with it, second after the item both signals rank first
+    # Disagreement (no shared memory in the two top lists): the floor does not apply.
+    lex2 = [2.0, *[0.0] * 12, *[1.5 - 0.1 * i for i in range(7)]]
+    assert adaptive_fuse(dense, lex2, None, ADAPTIVE) == pytest.approx(adaptive_fuse(dense, lex2, None, off))
+    # The setting reaches queries without Chinese characters; 0 turns it off; it must be a quantile below 1.
+    on = HybridRelevance(load_settings(env={}), None, None)
+    assert on.fusion_params("what?").dense_floor == 0.75 and on.fusion_params("什么？").dense_floor == 0.0
+    assert HybridRelevance(load_settings(env={}).with_overrides(hybrid_dense_floor=0.0), None, None
+                           ).fusion_params("what?").dense_floor == 0.0
+    from usermem.errors import ConfigError
+
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ConfigError):
+            load_settings(env={}).with_overrides(hybrid_dense_floor=bad)
 
 
 def test_dispersion_prefers_the_signal_with_a_clear_winner():

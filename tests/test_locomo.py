@@ -197,6 +197,24 @@ def test_semantic_top1_data_is_well_formed():
     assert 400 <= zh <= 600
 
 
+
+def test_semantic_top1_added_dev_questions_are_dev_only_and_change_no_memory():
+    """The 36 added dev questions (third search round): three per dev target, half cross-lingual, none about a
+    test target; they add questions only, never memories."""
+    cases, _ = semantic_top1_data(added=True)
+    added = [c for c in cases if c.added]
+    assert len(cases) == 60 and len(added) == 36 and [c for c in cases if not c.added] == semantic_top1_data()[0]
+    assert all(c.split == "dev" for c in added) and sum(c.cross for c in added) == 18
+    dev_keys = {c.key for c in cases if c.split == "dev" and not c.added}
+    assert {c.key for c in added} == dev_keys and len({c.question for c in cases}) == 60
+    for c in added:
+        zh_q = any("\u4e00" <= ch <= "\u9fff" for ch in c.question)
+        zh_v = any("\u4e00" <= ch <= "\u9fff" for ch in c.value)
+        assert (zh_q != zh_v) == c.cross, c
+    assert [r.value for r in semantic_top1_memories(1000, added=True)[0]] == [
+        r.value for r in semantic_top1_memories(1000)[0]]
+
+
 def test_semantic_top1_small_variant():
     """100 memories (24 targets + 76 filler), all 24 questions: the full 1,000 run is `usermem eval semantic`."""
     result = run_semantic_top1(100, cache_dir=CACHE)

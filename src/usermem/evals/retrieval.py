@@ -489,10 +489,14 @@ class SemanticCase:
     question: str
     cross: bool
     split: str
+    added: bool = False  # one of the added dev questions (a further question about a dev target)
 
 
-def semantic_top1_data(path: str | Path | None = None) -> tuple[list[SemanticCase], dict[str, Any]]:
-    """The 24 hand-written targets with their questions, and the filler templates."""
+def semantic_top1_data(path: str | Path | None = None, *, added: bool = False) -> tuple[list[SemanticCase],
+                                                                                      dict[str, Any]]:
+    """The 24 hand-written targets with their questions, and the filler templates. `added`: also the 36 added
+    dev questions (`added_dev`: three more questions about each dev target, 18 of them cross-lingual; written
+    and labelled before the system was run on them), one case each, after the 24."""
     from importlib import resources
 
     text = (Path(path).read_text(encoding="utf-8") if path is not None else
@@ -500,18 +504,27 @@ def semantic_top1_data(path: str | Path | None = None) -> tuple[list[SemanticCas
     data = json.loads(text)
     cases = [SemanticCase(t["id"], t["kind"], t["key"], t["value"], t["question"], bool(t["cross"]), t["split"])
              for t in data["targets"]]
+    if added:
+        by_id = {c.id: c for c in cases}
+        for q in data.get("added_dev", ()):
+            t = by_id[q["target"]]
+            if t.split != "dev":
+                raise ValueError(f"added question {q['id']} asks about a test target ({t.id})")
+            cases.append(SemanticCase(q["id"], t.kind, t.key, t.value, q["question"], bool(q["cross"]), "dev",
+                                      added=True))
     return cases, data["filler"]
 
 
-def semantic_top1_memories(total: int = 1000, path: str | Path | None = None) -> tuple[list[WriteRequest],
-                                                                                       list[SemanticCase]]:
+def semantic_top1_memories(total: int = 1000, path: str | Path | None = None, *, added: bool = False,
+                           ) -> tuple[list[WriteRequest], list[SemanticCase]]:
     """One user's memories: the targets plus `total - len(targets)` generated filler notes (half zh, half en),
-    deterministic (seeded) and varied (ten templates per language over five slot lists)."""
+    deterministic (seeded) and varied (ten templates per language over five slot lists). The memories do not
+    depend on `added` (which only adds questions)."""
     import random
 
-    cases, filler = semantic_top1_data(path)
+    cases, filler = semantic_top1_data(path, added=added)
     rng = random.Random(13)
-    out = [WriteRequest(kind=c.kind, key=c.key, value=c.value, source="user_confirmed") for c in cases]
+    out = [WriteRequest(kind=c.kind, key=c.key, value=c.value, source="user_confirmed") for c in cases if not c.added]
     seen: set[str] = set()
     langs = ("zh", "en")
     i = 0
@@ -535,17 +548,24 @@ class SemanticResult:
     memories: int
     rows: list[dict[str, Any]]
 
-    def hits(self, system: str = "hybrid", split: str | None = None) -> int:
-        return sum(1 for r in self.rows if r[system] and (split is None or r["split"] == split))
+    def hits(self, system: str = "hybrid", split: str | None = None, *, added: bool | None = None) -> int:
+        """Questions whose target `system` ranked first; `added`: only the added dev questions (True), only the
+        original 24 (False), or all (None)."""
+        return sum(1 for r in self.select(split, added) if r[system])
 
-    def count(self, split: str | None = None) -> int:
-        return sum(1 for r in self.rows if split is None or r["split"] == split)
+    def count(self, split: str | None = None, *, added: bool | None = None) -> int:
+        return len(self.select(split, added))
+
+    def select(self, split: str | None = None, added: bool | None = None) -> list[dict[str, Any]]:
+        return [r for r in self.rows if (split is None or r["split"] == split)
+                and (added is None or bool(r.get("added")) == added)]
 
 
 def run_semantic_top1(total: int = 1000, *, settings: Settings | None = None, cache_dir: Path | None = None,
-                      path: str | Path | None = None) -> SemanticResult:
+                      path: str | Path | None = None, added: bool = False) -> SemanticResult:
     """Write the memories for one user and ask every question: is the target memory first?
-    hybrid = `Memory.recall(query=..., k=1)`; dense = cosine alone over the same index."""
+    hybrid = `Memory.recall(query=..., k=1)`; dense = cosine alone over the same index. `added`: also ask the
+    36 added dev questions (`semantic_top1_data`); the memories are the same either way."""
     from usermem.engine.memory import Memory
 
     settings = settings or load_settings(env={})
@@ -558,7 +578,7 @@ def run_semantic_top1(total: int = 1000, *, settings: Settings | None = None, ca
     if rel is None or rel.index is None:
         mem.close()
         raise ValueError("the semantic top-1 check needs a vector index")
-    requests, cases = semantic_top1_memories(total, path)
+    requests, cases = semantic_top1_memories(total, path, added=added)
     rows: list[dict[str, Any]] = []
     try:
         results = [r for start in range(0, len(requests), 250)
@@ -575,7 +595,8 @@ def run_semantic_top1(total: int = 1000, *, settings: Settings | None = None, ca
             top = mem.recall("eval", "semantic", 1, query=c.question, now=SEMANTIC_T0 + 60.0)
             qv = embedder.query(c.question)
             dense_first = ux.keys[int(np.argmax(ux.matrix @ qv))] if ux.matrix is not None else None
-            rows.append({"id": c.id, "split": c.split, "cross": c.cross, "question": c.question, "target": c.key,
+            rows.append({"id": c.id, "split": c.split, "added": c.added, "cross": c.cross, "question": c.question,
+                         "target": c.key,
                          "first": top[0].key if top else None,
                          "hybrid": bool(top) and top[0].key == c.key, "dense": dense_first == c.key})
     finally:
@@ -586,16 +607,22 @@ def run_semantic_top1(total: int = 1000, *, settings: Settings | None = None, ca
 
 
 def render_semantic(result: SemanticResult) -> str:
-    lines = [f"# Semantic top-1: one user, {result.memories} zh/en memories, {result.count()} questions", "",
-             "| split | questions | hybrid top-1 | dense top-1 | cross-lingual hybrid |", "|---|---|---|---|---|"]
-    for split in (*SPLITS, None):
-        rows = [r for r in result.rows if split is None or r["split"] == split]
+    groups: list[tuple[str, str | None, bool | None]] = [("dev", "dev", False), ("test", "test", False),
+                                                          ("all 24", None, False)]
+    if result.count(added=True):
+        groups = [("dev", "dev", False), ("dev, added", "dev", True), ("dev, all", "dev", None),
+                  ("test", "test", False), ("all 24 (original)", None, False)]
+    lines = [f"# Semantic top-1: one user, {result.memories} zh/en memories, {result.count(added=False)} questions"
+             + (f" + {result.count(added=True)} added dev questions" if result.count(added=True) else ""), "",
+             "| questions | n | hybrid top-1 | dense top-1 | cross-lingual hybrid |", "|---|---|---|---|---|"]
+    for name, split, added in groups:
+        rows = result.select(split, added)
         cross = [r for r in rows if r["cross"]]
-        lines.append(f"| {split or 'all'} | {len(rows)} | {sum(r['hybrid'] for r in rows)} | "
+        lines.append(f"| {name} | {len(rows)} | {sum(r['hybrid'] for r in rows)} | "
                      f"{sum(r['dense'] for r in rows)} | {sum(r['hybrid'] for r in cross)}/{len(cross)} |")
     lines += ["", "| id | split | cross | question | target | hybrid first |", "|---|---|---|---|---|---|"]
     for r in result.rows:
         mark = "✓" if r["hybrid"] else f"✗ {r['first']}"
-        lines.append(f"| {r['id']} | {r['split']} | {'yes' if r['cross'] else ''} | {r['question']} | "
-                     f"{r['target']} | {mark} |")
+        lines.append(f"| {r['id']} | {r['split']}{' (added)' if r.get('added') else ''} | "
+                     f"{'yes' if r['cross'] else ''} | {r['question']} | {r['target']} | {mark} |")
     return "\n".join(lines) + "\n"

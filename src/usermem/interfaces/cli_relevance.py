@@ -153,8 +153,8 @@ def eval_semantic(
     out: OutOpt = None,
     cache: CacheOpt = None,
 ) -> None:
-    """Semantic top-1: one user with 1,000 zh/en memories, 24 questions (half across languages) —
-    how often is the right memory first? Dev and test questions reported separately.
+    """Semantic top-1: one user with 1,000 zh/en memories, 24 questions (half across languages) plus 36 added
+    dev questions — how often is the right memory first? Dev and test questions reported separately.
 
     Example: usermem eval semantic
     """
@@ -162,10 +162,12 @@ def eval_semantic(
 
     out = cli_output.writable_dir(out or fresh_out("eval-semantic"))
     with console.status("semantic top-1: writing and asking…"):
-        result = run_semantic_top1(memories, cache_dir=cache or out / "cache")
+        result = run_semantic_top1(memories, cache_dir=cache or out / "cache", added=True)
     for split in SPLITS:
-        console.print(f"{split}: hybrid {result.hits('hybrid', split)}/{result.count(split)} first, "
-                      f"dense {result.hits('dense', split)}/{result.count(split)}")
+        console.print(f"{split}: hybrid {result.hits('hybrid', split, added=False)}/{result.count(split, added=False)}"
+                      f" first, dense {result.hits('dense', split, added=False)}/{result.count(split, added=False)}")
+    console.print(f"dev, added: hybrid {result.hits('hybrid', 'dev', added=True)}/{result.count('dev', added=True)}"
+                  f" first, dense {result.hits('dense', 'dev', added=True)}/{result.count('dev', added=True)}")
     path = out / "eval-semantic.md"
     path.write_text(render_semantic(result), encoding="utf-8")
     console.print(say("report: ", "报告：") + esc(path))

