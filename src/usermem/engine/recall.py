@@ -282,8 +282,10 @@ class RecallPipeline:
     def _fill(self, q: LiveQuery, reader: RankedReader, cursors: list[_Cursor], skip: set[str]
               ) -> list[list[ScoreRow]]:
         """Read the next batch of each cursor (one statement): per cursor, the rows recall may judge (not
-        skipped, context only in an open session); each cursor's `floor` becomes the lowest rank_time of
-        every row it has read, its next batch twice as large."""
+        skipped, context only in an open session); each cursor's `floor` becomes the rank_time of the last
+        row it has read (the lowest: rows come in descending rank_time; a difference in the last bits between
+        the database's expression and policy.decay.rank_time is within the caller's 1e-7 slack), its next
+        batch twice as large."""
         rows = reader(q, [(c.kind, c.size, c.offset) for c in cursors])
         by_kind: dict[str, list[ScoreRow]] = {c.kind.value: [] for c in cursors}
         for row in rows:
@@ -294,10 +296,10 @@ class RecallPipeline:
             c.done = len(got) < c.size
             c.offset += len(got)
             c.size *= 2
-            if got:
-                tau = c.tau
-                c.floor = min(c.floor, min(rank_time(r.confidence, r.importance, tau, r.created_at,
-                                                     r.last_confirmed_at, r.last_used_at) for r in got))
+            if got:  # a kind's rows come best first (RankedReader): the last one read has the lowest rank_time
+                r = got[-1]
+                c.floor = min(c.floor, rank_time(r.confidence, r.importance, c.tau, r.created_at,
+                                                 r.last_confirmed_at, r.last_used_at))
             if skip:
                 got = [r for r in got if r.key not in skip]
             if c.kind is Kind.CONTEXT and got:
