@@ -184,6 +184,18 @@ def test_recall_reads_about_k_rows(sqlite_engine: Engine) -> None:
     assert len(top) == 5 and sum(read) <= 60
 
 
+@pytest.mark.parametrize("now_offset", [0.0, 3600.0, 40 * DAY])
+def test_index_recall_equals_full_scan_on_long_ties(sqlite_engine: Engine, now_offset: float) -> None:
+    """Hundreds of rows with one score (written together, as a bulk import does) are read over several
+    growing batches: the index path still returns what the full scan returns, ties broken by id."""
+    rows = [(Kind.FACT if i % 2 else Kind.PREFERENCE, _SPECIAL_KEYS[i] if i < len(_SPECIAL_KEYS) else None,
+             1.0, 0.5, 0.0, None, None, None, False) for i in range(400)]
+    rows += [(Kind.FACT, None, 0.9, 0.5, -DAY, None, None, None, False) for _ in range(30)]
+    for k in (1, 5, 12):
+        _compare(sqlite_engine, rows, now_offset, k, None)
+        _compare(sqlite_engine, rows, now_offset, k, [Kind.PREFERENCE, Kind.CONTEXT])
+
+
 def test_index_recall_equals_full_scan_tiered(tmp_path: Path) -> None:
     """The tiered store ranks its tiers' kinds (preference, context) from the tier's records and the others
     from the store of record's index; a warm tier (each user read twice) and a cold one give the same."""

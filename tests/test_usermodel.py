@@ -185,6 +185,30 @@ def test_derived_english_and_rule_versions(mem: Memory) -> None:
                                          "then": {"en": "x"}})
 
 
+def test_background_refresh_reads_the_tenants_own_rules(mem: Memory) -> None:
+    """The worker's input keys come from the tenant's rule documents too (not only the shipped defaults)."""
+    mem.set_derivation_rule("acme", {"id": "nurse.shifts", "when": {"occupation": ["nurse"]},
+                                     "then_key": "schedule_pattern", "then": {"en": "often works night shifts"},
+                                     "status": "active"}, now=T0)
+    mem.set_derivation_rule("acme", {"id": "cyclist.commute", "when": {"hobby_sport": ["cycling"]},
+                                     "then_key": "commute", "then": {"en": "may commute by bike"}}, now=T0)
+    mem.write("acme", "c1", "fact", "hobby_sport", "cycling", source="user_confirmed", now=T0 + 1)
+    mem.flush()
+    assert [d["key"] for d in mem.model("acme", "c1", now=T0 + 2).derived] == ["commute"]
+
+
+def test_writes_outside_every_rule_do_not_build_the_understanding(mem: Memory) -> None:
+    """The background worker decides "no rule reads this field" from the rules alone: the conversation
+    pipelines (a costly first import) are not built by writes that no rule reads."""
+    for i in range(5):
+        mem.write("acme", f"w{i}", "preference", f"k{i}", f"value {i}", source="user_confirmed", now=T0 + i)
+    mem.flush()
+    assert mem._engine._understanding is None
+    mem.write("acme", "w9", "fact", "occupation", "pediatrician", source="user_confirmed", now=T0 + 9)
+    mem.flush()
+    assert [d["key"] for d in mem.model("acme", "w9", now=T0 + 10).derived] == ["expertise", "follows"]
+
+
 def test_derived_from_l3_needs_the_same_grant(mem: Memory) -> None:
     mem.set_derivation_rule("acme", {"id": "peanut.avoid", "when": {"allergy": ["花生", "peanuts"]},
                                      "then_key": "avoids", "then": {"zh": "避免含花生的食物", "en": "avoids peanuts"}},

@@ -53,6 +53,7 @@ from usermem.engine.usermodel import DerivedRefresher
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import ConfigError
 from usermem.model import Kind, MemoryRecord, Recalled, ScoredMemory, WriteRequest, WriteResult, new_id
+from usermem.policy import usermodel as um
 from usermem.policy.contracts import (
     DEFAULT_CONTRACTS,
     DEFAULT_FORBIDDEN_KEYS,
@@ -279,7 +280,10 @@ class Engine:
         hit = self._input_keys.get(tenant)
         if hit is not None and now - hit[0] < 30.0:
             return hit[1]
-        keys = self.understanding().modeler.input_keys(tenant)
+        # Read like UserModeler.input_keys, without building the understanding pipelines: the worker's first
+        # change would otherwise import them (~0.2 s of CPU) while the writers it runs beside hold the GIL.
+        docs = self.ctx.store.list_docs(tenant, um.RULES_NS, limit=um.MAX_RULES * 2)
+        keys = um.input_keys(um.tenant_rules(dict(docs)))
         self._input_keys[tenant] = (now, keys)
         return keys
 

@@ -139,29 +139,10 @@ class _Judge:
         stored copy is never preferred to the live value."""
         return not contract.live and contract.enabled and self.why_hidden(contract) is None
 
-    def __call__(self, row: ScoreRow) -> Ranked | None:
-        contract = self.contracts.get(row.key)
-        if contract is None:
-            pol = self.by_kind[row.kind]
-        else:
-            pk = (row.kind, row.key)
-            if pk not in self.by_key:
-                self.by_key[pk] = _key_policy(contract, Kind(row.kind)) if self.visible(contract) else None
-            pol = self.by_key[pk]
-        if pol is None:  # field disabled (stops recall at once) or not visible to this reader: reported
-            if contract is not None:
-                self._withhold(row, contract)
-            return None
-        _, half_life, judged_by_weight = pol
-        w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, self.now)
-        if judged_by_weight and w < self.drop_at:
-            return None
-        rel = self.relevance[row.id] if self.relevance is not None else 1.0
-        score = self.combine(rel, row.importance, w) if self.combine is not None else row.importance * w * rel
-        return score, w, judged_by_weight and w < self.confirm_at, row
-
     def all(self, rows: Sequence[ScoreRow]) -> list[Ranked]:
-        """`self(row)` for each row, the admitted ones: the same steps inlined (a query scores ~100 rows)."""
+        """The admitted rows of `rows`, scored: (score, weight, flagged, row) per row whose field is enabled and
+        visible to this reader and, if volatile, not decayed below the drop threshold (the others are
+        withheld or dropped). One loop for every read path (the index reads judge whole batches)."""
         out: list[Ranked] = []
         get, by_kind, by_key, now = self.contracts.get, self.by_kind, self.by_key, self.now
         drop_at, confirm_at, relevance, combine = self.drop_at, self.confirm_at, self.relevance, self.combine
@@ -189,9 +170,10 @@ class _Judge:
 
 
 class _Cursor:
-    """One kind's position in the rank index: rows read (best first), their rank_time, what to read next."""
+    """One kind's position in the rank index: what to read next, whether every row was read, and the lowest
+    rank_time read so far (its rank_bound bounds the score of every row not read yet)."""
 
-    __slots__ = ("buf", "done", "keys", "kind", "offset", "pos", "size", "tau")
+    __slots__ = ("done", "floor", "kind", "offset", "size", "tau")
 
     def __init__(self, kind: Kind, size: int) -> None:
         self.kind = kind
@@ -199,9 +181,7 @@ class _Cursor:
         self.size = size
         self.offset = 0
         self.done = False
-        self.buf: list[ScoreRow] = []
-        self.keys: list[float] = []
-        self.pos = 0
+        self.floor = math.inf
 
 
 class RecallPipeline:
@@ -251,9 +231,10 @@ class RecallPipeline:
         rows, scores and flags the full scan would rank first, after reading about `limit` rows per kind.
 
         Each kind's rows come in descending policy.decay.rank_time, whose rank_bound is an upper bound of
-        every later row's score; reading stops once `limit` rows are admitted and the best bound of every
-        kind's next row lies below the `limit`-th best score (a tie still reads on: ties break on recency
-        then id). Keys whose contract sets its own half-life are ranked in the index by their kind's
+        every later row's score. Every row read is admitted (judged) batch by batch; a kind's next batch is
+        read only while the bound of the lowest rank_time read so far from it reaches the `limit`-th best
+        score admitted (a tie still reads on: ties break on recency then id), all such kinds in one
+        statement. Keys whose contract sets its own half-life are ranked in the index by their kind's
         half-life, so they are read directly (a contract's few keys) and skipped in the index.
         """
         reader = self.ctx.store.capabilities.ranked
@@ -263,62 +244,50 @@ class RecallPipeline:
         kinds = list(q.kinds) if q.kinds is not None else list(Kind)
         own_half_life = sorted(c.key for c in judge.contracts if c.half_life_seconds)
         admitted: list[Ranked] = []
-        best: list[float] = []  # min-heap of the best `limit` scores: best[0] is the limit-th
-
-        def admit(row: ScoreRow) -> None:
-            t = judge(row)
-            if t is not None:
-                admitted.append(t)
-                heapq.heappush(best, t[0])
-                if len(best) > limit:
-                    heapq.heappop(best)
-
         if own_half_life:
-            for t in self._scoped(q, judge.all(self.ctx.store.live_scores(replace(q, keys=own_half_life))), None):
-                admitted.append(t)
-                heapq.heappush(best, t[0])
-                if len(best) > limit:
-                    heapq.heappop(best)
+            admitted += self._scoped(q, judge.all(self.ctx.store.live_scores(replace(q, keys=own_half_life))), None)
         skip = set(own_half_life)
-        first = limit + _SLACK
-        cursors = {k: _Cursor(k, first) for k in kinds}
-        self._fill(q, reader, list(cursors.values()), skip)
-        while True:
-            top: _Cursor | None = None
-            bound = -1.0
-            for c in cursors.values():
-                if c.pos >= len(c.buf) and not c.done:
-                    self._fill(q, reader, [c], skip)
-                if c.pos < len(c.buf):
-                    b = rank_bound(c.keys[c.pos], c.tau, q.now)
-                    if b > bound:
-                        top, bound = c, b
-            if top is None:
-                break
-            if len(best) >= limit and bound * (1.0 + 1e-7) < best[0]:
-                break  # no unread row can reach the limit-th score
-            admit(top.buf[top.pos])
-            top.pos += 1
+        cursors = [_Cursor(k, limit + _SLACK) for k in kinds]
+        todo = cursors
+        best = heapq.nlargest(limit, [t[0] for t in admitted])  # the best `limit` scores admitted, best first
+        while todo:
+            for got in self._fill(q, reader, todo, skip):
+                new = judge.all(got)
+                admitted += new
+                best = heapq.nlargest(limit, best + [t[0] for t in new])
+            kth = best[-1] if len(best) >= limit else -1.0
+            # no unread row of a kind can reach the limit-th score once the bound of its lowest row read is below
+            todo = [c for c in cursors if not c.done and rank_bound(c.floor, c.tau, q.now) * (1.0 + 1e-7) >= kth]
         return admitted
 
-    def _fill(self, q: LiveQuery, reader: RankedReader, cursors: list[_Cursor], skip: set[str]) -> None:
-        """Read the next batch of each cursor (one statement), visible rows only, best rank_time first."""
+    def _fill(self, q: LiveQuery, reader: RankedReader, cursors: list[_Cursor], skip: set[str]
+              ) -> list[list[ScoreRow]]:
+        """Read the next batch of each cursor (one statement): per cursor, the rows recall may judge (not
+        skipped, context only in an open session); each cursor's `floor` becomes the rank_time of the last
+        row it has read (the lowest: rows come in descending rank_time; a difference in the last bits between
+        the database's expression and policy.decay.rank_time is within the caller's 1e-7 slack), its next
+        batch twice as large."""
         rows = reader(q, [(c.kind, c.size, c.offset) for c in cursors])
         by_kind: dict[str, list[ScoreRow]] = {c.kind.value: [] for c in cursors}
         for row in rows:
             by_kind[row.kind].append(row)
+        out: list[list[ScoreRow]] = []
         for c in cursors:
             got = by_kind[c.kind.value]
             c.done = len(got) < c.size
             c.offset += len(got)
             c.size *= 2
-            got = [r for r in got if r.key not in skip]
+            if got:  # a kind's rows come best first (RankedReader): the last one read has the lowest rank_time
+                r = got[-1]
+                c.floor = min(c.floor, rank_time(r.confidence, r.importance, c.tau, r.created_at,
+                                                 r.last_confirmed_at, r.last_used_at))
+            if skip:
+                got = [r for r in got if r.key not in skip]
             if c.kind is Kind.CONTEXT and got:
                 keep = self._scope_context(q.tenant, q.user_id, got, None, q.now, q.session_id)
                 got = [r for r in got if r.id in keep]
-            keyed = sorted(((rank_time(r.confidence, r.importance, c.tau, r.created_at, r.last_confirmed_at,
-                                       r.last_used_at), r) for r in got), key=lambda kr: -kr[0])
-            c.buf, c.keys, c.pos = [r for _, r in keyed], [k for k, _ in keyed], 0
+            out.append(got)
+        return out
 
     def _maybe_hidden(self, contracts: ContractSet, judge: _Judge) -> list[str]:
         """The keys of `contracts` a read through `judge` may withhold (judge.may_hide), sorted; the same

@@ -175,6 +175,23 @@ DEFAULT_RULES: tuple[DeriveRule, ...] = (
 )
 
 
+RULES_NS = "derive_rules"  # the documents namespace a tenant's own rule versions live in (id -> {current, history})
+
+
+def tenant_rules(docs: Mapping[str, Mapping[str, Any]]) -> list[DeriveRule]:
+    """A tenant's rules from its RULES_NS documents (rule id -> {"current": rule, ...}): the shipped defaults,
+    overridden by id by the tenant's own versions, sorted by id."""
+    out = {r.id: r for r in DEFAULT_RULES}
+    for rid, doc in docs.items():
+        out[rid] = DeriveRule.from_dict(doc["current"])
+    return sorted(out.values(), key=lambda r: r.id)
+
+
+def input_keys(rules: Sequence[DeriveRule]) -> frozenset[str]:
+    """The fields the active rules among `rules` read."""
+    return frozenset(k for r in rules if r.status == "active" for k in r.when)
+
+
 # -- procedures --------------------------------------------------------------------------------------
 
 PROCEDURE_STATES: tuple[str, ...] = ("proposed", "approved", "rejected", "rolled_back")

@@ -46,7 +46,7 @@ SIGNAL_NS = "signals"
 SUPPRESS_NS = "inference_suppressed"
 POLICY_NS = "usermodel"
 POLICY_KEY = "inference_policy"
-RULES_NS = "derive_rules"
+RULES_NS = um.RULES_NS
 DERIVED_NS = "derived"
 PROCEDURES_NS = "procedures"
 SIGNAL_WINDOW = 90 * 86_400.0
@@ -373,10 +373,7 @@ class UserModeler:
     def rules(self, tenant: str) -> list[um.DeriveRule]:
         """The tenant's rules: the shipped defaults, overridden by id by the tenant's own versions."""
         self.host.check_ids(tenant, "-")
-        out = {r.id: r for r in um.DEFAULT_RULES}
-        for rid, doc in self._rule_docs(tenant).items():
-            out[rid] = um.DeriveRule.from_dict(doc["current"])
-        return sorted(out.values(), key=lambda r: r.id)
+        return um.tenant_rules(self._rule_docs(tenant))
 
     def rule_history(self, tenant: str, rule_id: str) -> list[dict[str, Any]]:
         doc = self.host.store.get_doc(tenant, RULES_NS, rule_id)
@@ -416,7 +413,7 @@ class UserModeler:
         return self.set_rule(tenant, {**rule.to_dict(), "status": "active"}, actor=actor, now=now)
 
     def input_keys(self, tenant: str) -> frozenset[str]:
-        return frozenset(k for r in self.rules(tenant) if r.status == "active" for k in r.when)
+        return um.input_keys(self.rules(tenant))
 
     def refresh_derived(self, tenant: str, user_id: str, *, now: float | None = None) -> list[DerivedAttribute]:
         """Recompute a user's derived attributes from their current values (the background worker's job)."""
