@@ -5,12 +5,20 @@ and reaches the tables only through the store's public `store.sql(tenant)`, so o
 row-level security every per-user statement runs scoped to its tenant.
 
 * SQLite: `relevance_vectors` holds one float32 BLOB per (tenant, user, key) — the current version's
-  vector — with the model id, the memory's kind, its event time and its index terms. Search is exact:
-  the user's rows are loaded once into a numpy matrix (cached per process, invalidated by a per-user
-  generation number in `relevance_generation`) and scored with one matrix-vector product.
+  vector — with the model id, the memory's kind, its event time and its index terms.
 * PostgreSQL: the same table with a pgvector `vector` column when the `vector` extension is present
-  (the store's optional migration 0004 is applied only then); dense search is `ORDER BY vec <=> q` over the user's rows (exact, no ANN index). Without pgvector
-  there is no vector table and recall falls back to lexical scoring (announced once, see hybrid.py).
+  (the store's optional migration 0004 is applied only then). Without pgvector there is no vector table
+  and recall falls back to lexical scoring (announced once, see hybrid.py).
+
+Search is exact on both: the user's rows are loaded once into a numpy matrix (cached per process in an
+LRU of CACHE_USERS users and CACHE_BYTES of matrices) and scored with one matrix-vector product. Every
+change of the user's vectors bumps a per-user generation number in `relevance_generation` in the same
+transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
+statement a query recall already made), so a change made elsewhere is seen by the next recall and a
+snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
+On PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a
+user whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY
+vec <=> q`, exact, no ANN index).
 
 Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
 memory (`erase`, `drop_orphans`).
@@ -106,7 +114,6 @@ class VectorIndex(Protocol):
     """Storage of memory vectors. `model_id` is the current embedder's; other models' rows count as missing."""
 
     model_id: str | None
-    dense_in_db: bool
 
     def upsert(self, rows: Sequence[VectorRow]) -> None: ...
 
@@ -119,10 +126,15 @@ class VectorIndex(Protocol):
 
     def load(self, tenant: str, user_id: str) -> UserIndex: ...
 
+    def cached(self, tenant: str, user_id: str) -> UserIndex | None:
+        """The snapshot this process holds for the user, as it is (not validated; for tests and diagnostics)."""
+
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
-        """Cosine similarity by key: the best `limit` rows (plus the rows of `also`), or exactly the rows of `keys`."""
+              at_until: float | None = None, also: Sequence[str] = (),
+              snapshot: UserIndex | None = None) -> dict[str, float]:
+        """Cosine similarity by key: the best `limit` rows (plus the rows of `also`), or exactly the rows of `keys`.
+        `snapshot`: the user's snapshot this caller just had from `load` (saves validating it again)."""
 
     def models(self) -> dict[str, int]:
         """Vectors stored per model id."""
@@ -141,9 +153,15 @@ def _blob(v: np.ndarray) -> bytes:
 
 
 class _CacheMixin:
-    """Per-process LRU of UserIndex snapshots keyed by (tenant, user), checked against the generation."""
+    """Per-process LRU of UserIndex snapshots keyed by (tenant, user), checked against the generation.
+
+    A snapshot is only ever returned after its generation was compared with the one just read from the
+    database (every write, erase or orphan sweep of the user's vectors bumps it in the same transaction, in
+    whichever process ran it), so a snapshot taken before a change is unreachable afterwards: a stale one
+    is dropped before its replacement is built, and this process's own erasures drop it at once."""
 
     CACHE_USERS = 64
+    CACHE_BYTES = 256 << 20  # float32 matrices held per process (pgvector only: above it, search in the DB)
 
     def _init_cache(self) -> None:
         self._cache: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
@@ -153,20 +171,65 @@ class _CacheMixin:
         k = (tenant, user_id)
         with self._cache_lock:
             hit = self._cache.get(k)
-            if hit is not None and hit.gen == gen:
-                self._cache.move_to_end(k)
-                return hit
+            if hit is not None:
+                if hit.gen == gen:
+                    self._cache.move_to_end(k)
+                    return hit
+                del self._cache[k]  # stale: never served again, even if the rebuild fails
         built = build()
         with self._cache_lock:
             self._cache[k] = built
             self._cache.move_to_end(k)
-            while len(self._cache) > self.CACHE_USERS:
+            while len(self._cache) > self.CACHE_USERS or (
+                    len(self._cache) > 1 and sum(_nbytes(u) for u in self._cache.values()) > self.CACHE_BYTES):
                 self._cache.popitem(last=False)
         return built
+
+    def _drop(self, pairs: Iterable[tuple[str, str]]) -> None:
+        with self._cache_lock:
+            for k in pairs:
+                self._cache.pop(k, None)
+
+    def cached(self, tenant: str, user_id: str) -> UserIndex | None:
+        """The snapshot this process holds for the user, as it is (not validated; for tests and diagnostics)."""
+        with self._cache_lock:
+            return self._cache.get((tenant, user_id))
 
     def _forget_cache(self) -> None:
         with self._cache_lock:
             self._cache.clear()
+
+
+def _nbytes(ux: UserIndex) -> int:
+    return 0 if ux.matrix is None else int(ux.matrix.nbytes)
+
+
+def _dense_local(ux: UserIndex, q: np.ndarray, *, limit: int, keys: Sequence[str] | None,
+                 kinds: Sequence[str] | None, at_from: float | None, at_until: float | None,
+                 also: Sequence[str]) -> dict[str, float]:
+    """VectorIndex.dense over the snapshot's matrix (one matrix-vector product)."""
+    if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
+        return {}
+    if keys is not None:
+        pos = [ux.position[k] for k in keys if k in ux.position and ux.has_vec[ux.position[k]]]
+        sims = np.einsum("ij,j->i", ux.matrix[pos], q)
+        return {ux.keys[p]: float(s) for p, s in zip(pos, sims, strict=True)}
+    valid = ux.mask(kinds, at_from, at_until) & ux.has_vec
+    n_valid = int(valid.sum())
+    if not n_valid:
+        return {}
+    # One product over the whole matrix (no copy of the rows), then mask the scores. einsum runs in
+    # this thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here).
+    sims = np.einsum("ij,j->i", ux.matrix, q)
+    masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
+    take = min(limit, n_valid)
+    best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
+    out = {ux.keys[i]: float(sims[i]) for i in best if valid[i]}
+    for k in also:
+        p = ux.position.get(k)
+        if p is not None and k not in out and ux.has_vec[p]:
+            out[k] = float(sims[p])
+    return out
 
 
 class SqlHost(Protocol):
@@ -196,8 +259,6 @@ _BUMP = ("INSERT INTO relevance_generation (tenant, user_id, gen) VALUES (?, ?, 
 
 class SQLiteVectorIndex(_CacheMixin):
     """Vectors in the SQLite store's own database file, scored exactly with numpy."""
-
-    dense_in_db = False
 
     def __init__(self, store: SqlHost, model_id: str | None) -> None:
         # The tables share the SQLite store's file, its transactions and its secure_delete setting, so
@@ -237,6 +298,7 @@ class SQLiteVectorIndex(_CacheMixin):
                     " memories m WHERE m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL"
                     " AND m.deleted_at IS NULL)", (tenant, user_id)).rowcount
             c.execute(_BUMP, (tenant, user_id))
+        self._drop([(tenant, user_id)])
         return n
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
@@ -249,6 +311,7 @@ class SQLiteVectorIndex(_CacheMixin):
                               args).fetchall()
             n = int(c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount)
             c.executemany(_BUMP, users)
+        self._drop((str(u[0]), str(u[1])) for u in users)
         return n
 
     def _gen(self, tenant: str, user_id: str) -> int:
@@ -280,30 +343,11 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
-        ux = self.load(tenant, user_id)
-        if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
-            return {}
-        if keys is not None:
-            pos = [ux.position[k] for k in keys if k in ux.position and ux.has_vec[ux.position[k]]]
-            sims = np.einsum("ij,j->i", ux.matrix[pos], q)
-            return {ux.keys[p]: float(s) for p, s in zip(pos, sims, strict=True)}
-        valid = ux.mask(kinds, at_from, at_until) & ux.has_vec
-        n_valid = int(valid.sum())
-        if not n_valid:
-            return {}
-        # One product over the whole matrix (no copy of the rows), then mask the scores. einsum runs in
-        # this thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here).
-        sims = np.einsum("ij,j->i", ux.matrix, q)
-        masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
-        take = min(limit, n_valid)
-        best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
-        out = {ux.keys[i]: float(sims[i]) for i in best if valid[i]}
-        for k in also:
-            p = ux.position.get(k)
-            if p is not None and k not in out and ux.has_vec[p]:
-                out[k] = float(sims[p])
-        return out
+              at_until: float | None = None, also: Sequence[str] = (),
+              snapshot: UserIndex | None = None) -> dict[str, float]:
+        ux = snapshot if snapshot is not None else self.load(tenant, user_id)
+        return _dense_local(ux, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from,
+                            at_until=at_until, also=also)
 
     def models(self) -> dict[str, int]:
         with self._sql() as c:
@@ -352,6 +396,22 @@ def pgvector_available(connect: ConnFactory) -> bool:
         return True
 
 
+def _matrix(n: int, dim: int, position: dict[str, int], sent: Sequence[tuple[str, bytes]]) -> np.ndarray:
+    """The (n, dim) float32 matrix of the rows `sent` as (key, vector_send blob: dim, unused, dim float4 BE),
+    at the keys' positions, each scaled to unit length as `<=>` does; a row not sent (another model) or of
+    another dimension stays zero."""
+    out = np.zeros((n, dim), dtype=np.float32)
+    width = 4 * (dim + 1)
+    mine = [(position[k], b) for k, b in sent if k in position and len(b) == width]
+    if mine and dim:
+        raw = np.frombuffer(b"".join([b for _, b in mine]), dtype=">f4").reshape(len(mine), dim + 1)
+        block = raw[:, 1:].astype(np.float32)
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        out[[p for p, _ in mine]] = block / norms
+    return out
+
+
 def _pgvec(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
 
@@ -364,12 +424,13 @@ _PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vect
 
 
 class PgVectorIndex(_CacheMixin):
-    """Vectors in PostgreSQL with pgvector; dense search runs in the database, exact, over one user's rows.
+    """Vectors in PostgreSQL with pgvector. Dense search is exact over one user's rows: in this process, over
+    the user's matrix cached beside the rest of the snapshot (read once per generation, in binary, rows
+    normalised as `<=>` does), or in the database (`ORDER BY vec <=> q`) for a user whose matrix exceeds
+    CACHE_BYTES.
 
     The store must declare ``capabilities.vectors == "pgvector"`` (its migration 0004 made the tables).
     """
-
-    dense_in_db = True
 
     def __init__(self, store: SqlHost, model_id: str | None) -> None:
         if store.capabilities.vectors != "pgvector":
@@ -384,6 +445,7 @@ class PgVectorIndex(_CacheMixin):
         vs = '"' + str(row[0]).replace('"', '""') + '"'
         self._vector = f"{vs}.vector"
         self._cos = f"OPERATOR({vs}.<=>)"
+        self._send = f"{vs}.vector_send"
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:
@@ -411,6 +473,7 @@ class PgVectorIndex(_CacheMixin):
                 n = conn.execute(f"DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND NOT {_PG_CURRENT}",
                                  (tenant, user_id)).rowcount
             conn.execute(_PG_BUMP, (tenant, user_id))
+        self._drop([(tenant, user_id)])
         return int(n)
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
@@ -423,6 +486,7 @@ class PgVectorIndex(_CacheMixin):
                 " AND (m.expires_at IS NULL OR m.expires_at > %s)) RETURNING tenant, user_id", (cutoff,)).fetchall()
             with conn.cursor() as cur:
                 cur.executemany(_PG_BUMP, sorted(set(users)))
+        self._drop((str(u[0]), str(u[1])) for u in users)
         # The dead tuples of these rows and of rows erased earlier (forget) leave the table files when the
         # store's purge, which runs right after, rewrites its tables: the vector tables are among them.
         return len(users)
@@ -435,19 +499,42 @@ class PgVectorIndex(_CacheMixin):
         return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
 
     def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
-        with self._sql(tenant) as conn:
-            rows = conn.execute(
-                "SELECT key, memory_id, kind, at, model, tokens FROM relevance_vectors"
+        with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                "SELECT key, memory_id, kind, at, model, tokens, dim FROM relevance_vectors"
                 " WHERE tenant=%s AND user_id=%s ORDER BY key", (tenant, user_id)).fetchall()
-        return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
-                         kinds=np.array([r[2] for r in rows], dtype=object),
-                         at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
-                         matrix=None, has_vec=np.array([r[4] == self.model_id for r in rows], dtype=bool),
-                         tokens=[tuple(r[5].split()) for r in rows])
+            current = [r[4] == self.model_id for r in rows]
+            dim = next((int(r[6]) for r, ok in zip(rows, current, strict=True) if ok), 0)
+            local = sum(current) * dim * 4 <= self.CACHE_BYTES
+            # The current model's vectors in pgvector's binary form, unordered: sorting these wide rows by
+            # key would spill the sort to disk (4 MB work_mem); the keys' order comes from the first read.
+            sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s AND"
+                               " user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall() \
+                if local and dim else []
+        ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                       kinds=np.array([r[2] for r in rows], dtype=object),
+                       at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                       matrix=None, has_vec=np.array(current, dtype=bool), tokens=[tuple(r[5].split()) for r in rows])
+        if local:
+            ux.matrix = _matrix(len(rows), dim, ux.position, sent)
+        return ux
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
+              at_until: float | None = None, also: Sequence[str] = (),
+              snapshot: UserIndex | None = None) -> dict[str, float]:
+        ux = snapshot if snapshot is not None else self.load(tenant, user_id)
+        if ux.matrix is not None:
+            return _dense_local(ux, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from, at_until=at_until,
+                                also=also)
+        return self.dense_db(tenant, user_id, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from,
+                             at_until=at_until, also=also)
+
+    def dense_db(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
+                 kinds: Sequence[str] | None = None, at_from: float | None = None,
+                 at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
+        """`dense` computed by the database (`ORDER BY vec <=> q`): for users whose matrix is not cached,
+        and the reference the cached matrix is tested against."""
         where = ["tenant=%s", "user_id=%s", "model=%s"]
         args: list[Any] = [tenant, user_id, self.model_id]
         if keys is not None:
