@@ -128,23 +128,82 @@ _op = st.tuples(st.sampled_from(["write", "write", "forget", "forget_user"]), st
 
 @settings(max_examples=examples(40, floor=8), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(_op, min_size=1, max_size=6), query=_text)
+@given(ops=st.lists(_op, min_size=1, max_size=6), query=_text, delta=st.sampled_from([0, 1, 256]))
 def test_a_change_by_another_instance_is_seen_by_the_next_search(pair: tuple[Memory, Memory],
                                                                  ops: list[tuple[str, bool, str, str]],
-                                                                 query: str) -> None:
+                                                                 query: str, delta: int) -> None:
+    """`delta`: how many changed vectors b's pgvector rebuild reads by key (beyond it: all of the user's)."""
     a, b = pair
     user = f"u{next(_seq)}"
-    _check(pair, user, query)  # both hold a snapshot of the (empty) user from here on
-    for op, by_a, key, text in ops:
-        m = a if by_a else b
-        if op == "write":
-            assert m.write("t", user, "episode", key, text, now=T0).ok
-            m.flush()
-        elif op == "forget":
-            m.forget("t", user, key, now=T0)
-        else:
-            m.forget_user("t", user, now=T0)
-        _check(pair, user, query)
+    index = _index(b)
+    if isinstance(index, PgVectorIndex):
+        index.DELTA_KEYS = delta
+    try:
+        _check(pair, user, query)  # both hold a snapshot of the (empty) user from here on
+        for op, by_a, key, text in ops:
+            m = a if by_a else b
+            if op == "write":
+                assert m.write("t", user, "episode", key, text, now=T0).ok
+                m.flush()
+            elif op == "forget":
+                m.forget("t", user, key, now=T0)
+            else:
+                m.forget_user("t", user, now=T0)
+            _check(pair, user, query)
+    finally:
+        if isinstance(index, PgVectorIndex):
+            del index.DELTA_KEYS
+
+
+def test_a_vector_replaced_in_place_elsewhere_is_seen(pair: tuple[Memory, Memory]) -> None:
+    """Same key, memory and model, another vector (a reindex after the field's description changed): the
+    row's version differs, so the other instance's next snapshot reads it again instead of reusing it."""
+    from usermem.relevance.vectors import VectorRow
+
+    a, b = pair
+    user = f"u{next(_seq)}"
+    for key, text in (("k1", "dog cat"), ("k2", "tea coffee"), ("k3", "parcel late")):
+        assert a.write("t", user, "episode", key, text, now=T0).ok
+    a.flush()
+    q = _HashEmbedder().query("refund blender")
+    assert _index(b).dense("t", user, q, limit=10)["k2"] < 0.5
+    mid = _index(a).indexed("t", user)["k2"][0]
+    _index(a).upsert([VectorRow("t", user, "k2", mid, "episode", T0, _HashEmbedder.model_id, q,
+                                ("refund", "blender"))])
+    assert _index(b).dense("t", user, q, limit=10)["k2"] == pytest.approx(1.0, abs=1e-6)
+    assert _index(b).dense("t", user, q, limit=10)["k1"] == pytest.approx(
+        float(_HashEmbedder().query("dog cat") @ q), abs=1e-6)
+
+
+def test_after_one_write_the_other_instance_reads_one_vector(pair: tuple[Memory, Memory],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = pair
+    if not isinstance(_index(b), PgVectorIndex):
+        pytest.skip("SQLite rebuilds from its own file (no round trips to save)")
+    import psycopg
+
+    user = f"u{next(_seq)}"
+    for i, w in enumerate(_WORDS):
+        assert a.write("t", user, "episode", f"k{i}", w, now=T0).ok
+    a.flush()
+    q = _HashEmbedder().query("parcel")
+    before = _index(b).dense("t", user, q, limit=100)
+    assert a.write("t", user, "episode", "k3", "parcel refund", now=T0).ok
+    a.flush()
+    sent: list[tuple[str, object]] = []
+    execute = psycopg.Cursor.execute
+
+    def seen(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        if "vector_send" in str(query):
+            sent.append((str(query), params))
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", seen)
+    after = _index(b).dense("t", user, q, limit=100)
+    monkeypatch.undo()
+    assert len(sent) == 1 and sent[0][1][-1] == ["k3"]  # type: ignore[index]
+    assert {k: v for k, v in after.items() if k != "k3"} == {k: v for k, v in before.items() if k != "k3"}
+    assert after["k3"] > before["k3"]
 
 
 def test_vectors_of_a_memory_forgotten_elsewhere_are_unreachable(pair: tuple[Memory, Memory]) -> None:

@@ -17,8 +17,10 @@ transaction, in whichever process or worker makes it; `load` reads it before it 
 statement a query recall already made), so a change made elsewhere is seen by the next recall and a
 snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
 On PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a
-user whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY
-vec <=> q`, exact, no ANN index).
+rebuild after a change reuses the stale snapshot's vectors of rows whose version (xmin), memory id and model
+did not change and reads only the others (DELTA_KEYS at most by key, else all); a user whose matrix alone
+exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`, exact, no ANN
+index).
 
 Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
 memory (`erase`, `drop_orphans`).
@@ -72,6 +74,9 @@ class UserIndex:
     _bm25: BM25Index | None = field(default=None, repr=False)
     position: dict[str, int] = field(default_factory=dict)
     _sorted: tuple[list[str], list[int]] | None = field(default=None, repr=False)
+    # PostgreSQL: each row's version (its xmin: a new one with every insert or update of the row), so the
+    # next snapshot reuses the vectors of rows that did not change and reads the others only.
+    versions: list[int] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.position = {k: i for i, k in enumerate(self.keys)}
@@ -167,7 +172,9 @@ class _CacheMixin:
         self._cache: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
         self._cache_lock = threading.Lock()
 
-    def _cached(self, tenant: str, user_id: str, gen: int, build: Callable[[], UserIndex]) -> UserIndex:
+    def _cached(self, tenant: str, user_id: str, gen: int,
+                build: Callable[[UserIndex | None], UserIndex]) -> UserIndex:
+        """The snapshot at `gen`; `build(stale)` makes it, given the stale snapshot it replaces (or None)."""
         k = (tenant, user_id)
         with self._cache_lock:
             hit = self._cache.get(k)
@@ -176,7 +183,7 @@ class _CacheMixin:
                     self._cache.move_to_end(k)
                     return hit
                 del self._cache[k]  # stale: never served again, even if the rebuild fails
-        built = build()
+        built = build(hit)
         with self._cache_lock:
             self._cache[k] = built
             self._cache.move_to_end(k)
@@ -322,7 +329,7 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
         gen = self._gen(tenant, user_id)
-        return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
+        return self._cached(tenant, user_id, gen, lambda _stale: self._build(tenant, user_id, gen))
 
     def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
         with self._sql(tenant) as c:
@@ -396,11 +403,46 @@ def pgvector_available(connect: ConnFactory) -> bool:
         return True
 
 
-def _matrix(n: int, dim: int, position: dict[str, int], sent: Sequence[tuple[str, bytes]]) -> np.ndarray:
-    """The (n, dim) float32 matrix of the rows `sent` as (key, vector_send blob: dim, unused, dim float4 BE),
-    at the keys' positions, each scaled to unit length as `<=>` does; a row not sent (another model) or of
-    another dimension stays zero."""
-    out = np.zeros((n, dim), dtype=np.float32)
+def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
+            ) -> tuple[np.ndarray, list[int]] | None:
+    """(the new snapshot's (n, dim) matrix with the rows it can take from the `stale` one — same key, version
+    (xmin), memory id and model, both current — and zeros elsewhere, the positions of the other rows), or
+    None when there is nothing to reuse."""
+    prev = stale.matrix if stale is not None else None
+    if stale is None or stale.versions is None or prev is None or prev.shape[1] != dim or not dim:
+        return None
+    versions = ux.versions
+    assert versions is not None
+    s_ok, s_ver, s_ids, s_models = stale.has_vec.tolist(), stale.versions, stale.ids, stale.models
+    if stale.keys == ux.keys:  # no key came or went (the usual change: values rewritten): one copy
+        out = prev.copy()
+        fresh = [i for i in range(len(ok)) if not (ok[i] and s_ok[i] and s_ver[i] == versions[i]
+                                                    and s_ids[i] == ux.ids[i] and s_models[i] == ux.models[i])]
+    else:
+        out = np.empty((len(ok), dim), dtype=np.float32)
+        where = stale.position.get
+        here: list[int] = []
+        there: list[int] = []
+        fresh = []
+        for i, k in enumerate(ux.keys):
+            p = where(k)
+            if p is not None and ok[i] and s_ok[p] and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i] \
+                    and s_models[p] == ux.models[i]:
+                here.append(i)
+                there.append(p)
+            else:
+                fresh.append(i)
+        if not here:
+            return None
+        out[here] = prev[there]
+    if fresh:
+        out[fresh] = 0.0
+    return out, fresh
+
+
+def _fill(out: np.ndarray, dim: int, position: dict[str, int], sent: Sequence[tuple[str, bytes]]) -> None:
+    """Write the rows `sent` as (key, vector_send blob: dim, unused, dim float4 big-endian) into `out` at the
+    keys' positions, each scaled to unit length as `<=>` does; a row of another dimension is left as it is."""
     width = 4 * (dim + 1)
     mine = [(position[k], b) for k, b in sent if k in position and len(b) == width]
     if mine and dim:
@@ -409,7 +451,6 @@ def _matrix(n: int, dim: int, position: dict[str, int], sent: Sequence[tuple[str
         norms = np.linalg.norm(block, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         out[[p for p, _ in mine]] = block / norms
-    return out
 
 
 def _pgvec(v: np.ndarray) -> str:
@@ -431,6 +472,8 @@ class PgVectorIndex(_CacheMixin):
 
     The store must declare ``capabilities.vectors == "pgvector"`` (its migration 0004 made the tables).
     """
+
+    DELTA_KEYS = 256  # a rebuild reads at most this many changed vectors by key, else all of the user's
 
     def __init__(self, store: SqlHost, model_id: str | None) -> None:
         if store.capabilities.vectors != "pgvector":
@@ -496,27 +539,44 @@ class PgVectorIndex(_CacheMixin):
             row = conn.execute("SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s",
                                (tenant, user_id)).fetchone()
         gen = int(row[0]) if row else 0
-        return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
+        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
 
-    def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+        """The user's snapshot. With the `stale` one it replaces, the vectors of rows whose version (xmin),
+        memory id and model are unchanged are copied from it and only the others are read (after one write,
+        one vector instead of the user's all); a row that is gone (erased) is never carried over."""
         with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(
-                "SELECT key, memory_id, kind, at, model, tokens, dim FROM relevance_vectors"
+                "SELECT key, memory_id, kind, at, model, tokens, dim, xmin::text::bigint FROM relevance_vectors"
                 " WHERE tenant=%s AND user_id=%s ORDER BY key", (tenant, user_id)).fetchall()
-            current = [r[4] == self.model_id for r in rows]
-            dim = next((int(r[6]) for r, ok in zip(rows, current, strict=True) if ok), 0)
-            local = sum(current) * dim * 4 <= self.CACHE_BYTES
-            # The current model's vectors in pgvector's binary form, unordered: sorting these wide rows by
-            # key would spill the sort to disk (4 MB work_mem); the keys' order comes from the first read.
-            sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s AND"
-                               " user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall() \
-                if local and dim else []
-        ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
-                       kinds=np.array([r[2] for r in rows], dtype=object),
-                       at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
-                       matrix=None, has_vec=np.array(current, dtype=bool), tokens=[tuple(r[5].split()) for r in rows])
-        if local:
-            ux.matrix = _matrix(len(rows), dim, ux.position, sent)
+            ok = [r[4] == self.model_id for r in rows]
+            ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                           kinds=np.array([r[2] for r in rows], dtype=object),
+                           at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                           matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
+                           versions=[int(r[7]) for r in rows])
+            n, dim = len(rows), next((int(r[6]) for r, cur in zip(rows, ok, strict=True) if cur), 0)
+            if sum(ok) * dim * 4 > self.CACHE_BYTES:
+                return ux  # searched in the database (dense_db)
+            reused = _reused(stale, ux, ok, dim)
+            wanted: list[str] | None = None  # None: every current vector is read
+            if reused is None:
+                ux.matrix = np.zeros((n, dim), dtype=np.float32)
+            else:
+                ux.matrix, wanted = reused[0], [ux.keys[i] for i in reused[1] if ok[i]]
+            if not dim or wanted == []:
+                return ux
+            if wanted is not None and len(wanted) <= self.DELTA_KEYS:
+                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                                   " AND user_id=%s AND model=%s AND key = ANY(%s)",
+                                   (tenant, user_id, self.model_id, wanted)).fetchall()
+            else:
+                # All of the user's current vectors (a first build, a reindex), in pgvector's binary form and
+                # unordered: sorting these wide rows by key would spill to disk (4 MB work_mem); the order
+                # comes from the first read. Fresher than or equal to that read: safe to write over any row.
+                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                                   " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
+            _fill(ux.matrix, dim, ux.position, sent)
         return ux
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
