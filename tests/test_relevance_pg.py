@@ -177,7 +177,7 @@ def test_vector_tables_come_from_the_migrations_and_fall_under_row_level_securit
 
 def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch):
     """The dense search of a query recall runs over the user's cached matrix: the only statement on the
-    vector tables is the generation check, and the round trips are counted (tests/test_round_trips.py's
+    vector tables is the generation check; the planner reuses the recall's contract set; the round trips are counted (tests/test_round_trips.py's
     counter) so that a statement added to the query path fails here. The ranking equals the database's own
     exact search (`dense_db`, what a user over the cache's byte budget gets)."""
     import psycopg
@@ -201,9 +201,11 @@ def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch)
         monkeypatch.undo()
     on_vectors = [s for s in statements if "relevance_" in s]
     assert on_vectors == ["SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"], on_vectors
-    # the tenant's contract documents (twice: recall and the planner), the generation, the candidates'
-    # ScoreRows, the winners' records; the database's vector search (one more, 13-16 ms at 5,000) is gone
-    assert trips["pg"] == 5, (trips, statements)
+    # the tenant's contract documents (once: the planner takes the recall's set), the generation, the
+    # candidates' ScoreRows, the winners' records. Was 6: the documents twice and the database's vector
+    # search (13-16 ms at 5,000 memories).
+    assert trips["pg"] == 4, (trips, statements)
+    assert sum("FROM documents" in s for s in statements) == 1, statements
     assert [(s.memory.id, s.score) for s in got] == [(s.memory.id, s.score) for s in first]
     index = pgv_memory.relevance.index
     q = pgv_memory.relevance.embedder.query(query)
