@@ -166,7 +166,9 @@ class _CacheMixin:
     is dropped before its replacement is built, and this process's own erasures drop it at once."""
 
     CACHE_USERS = 64
-    CACHE_BYTES = 256 << 20  # float32 matrices held per process (pgvector only: above it, search in the DB)
+    # float32 matrices held per process, beside CACHE_USERS; pgvector: a user whose matrix alone exceeds it is
+    # searched in the database (SQLite has no such search: its snapshot is kept however large)
+    CACHE_BYTES = 256 << 20
 
     def _init_cache(self) -> None:
         self._cache: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
