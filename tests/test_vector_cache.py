@@ -272,3 +272,30 @@ def test_the_snapshot_lru_keeps_within_its_byte_budget(tmp_path: Path) -> None:
         assert index.cached("t", "u2") is not None and index.cached("t", "u3") is not None
     finally:
         m.close()
+
+
+def test_without_row_versions_snapshots_are_rebuilt_in_full(pair: tuple[Memory, Memory],
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """A server that refuses the row version (xmin) costs full rebuilds, never wrong or failed searches."""
+    a, b = pair
+    index = _index(b)
+    if not isinstance(index, PgVectorIndex):
+        pytest.skip("SQLite rebuilds from its own file")
+    user = f"u{next(_seq)}"
+    for i, w in enumerate(_WORDS[:6]):
+        assert a.write("t", user, "episode", f"k{i}", w, now=T0).ok
+    a.flush()
+    index.ROW_VERSION = "no_such_column"  # an instance attribute: this index only
+    try:
+        q = _HashEmbedder().query("dog parcel")
+        fresh = open_index(a.store, _HashEmbedder.model_id)
+        assert fresh is not None
+        _same(index.dense("t", user, q, limit=100), fresh.dense("t", user, q, limit=100))
+        assert index.ROW_VERSION == "" and "row versions unavailable" in caplog.text
+        assert index.cached("t", user).versions is None  # type: ignore[union-attr]
+        assert a.write("t", user, "episode", "k1", "parcel dog", now=T0).ok
+        a.flush()
+        _same(index.dense("t", user, q, limit=100), fresh.dense("t", user, q, limit=100))
+        fresh.close()
+    finally:
+        del index.ROW_VERSION

@@ -476,6 +476,7 @@ class PgVectorIndex(_CacheMixin):
     """
 
     DELTA_KEYS = 256  # a rebuild reads at most this many changed vectors by key, else all of the user's
+    ROW_VERSION = "xmin::text::bigint"  # new with every insert or update of a row; "" after a server refused it
 
     def __init__(self, store: SqlHost, model_id: str | None) -> None:
         if store.capabilities.vectors != "pgvector":
@@ -548,15 +549,22 @@ class PgVectorIndex(_CacheMixin):
         memory id and model are unchanged are copied from it and only the others are read (after one write,
         one vector instead of the user's all); a row that is gone (erased) is never carried over."""
         with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
-            rows = cur.execute(
-                "SELECT key, memory_id, kind, at, model, tokens, dim, xmin::text::bigint FROM relevance_vectors"
-                " WHERE tenant=%s AND user_id=%s ORDER BY key", (tenant, user_id)).fetchall()
+            meta = "SELECT key, memory_id, kind, at, model, tokens, dim, {} FROM relevance_vectors" \
+                   " WHERE tenant=%s AND user_id=%s ORDER BY key"
+            try:
+                rows = cur.execute(meta.format(self.ROW_VERSION or "NULL"), (tenant, user_id)).fetchall()
+            except Exception as exc:  # a server without row versions (some PostgreSQL-compatible ones)
+                if not self.ROW_VERSION:
+                    raise
+                log.warning("relevance: row versions unavailable (%s); snapshots are rebuilt in full", exc)
+                self.ROW_VERSION = ""
+                rows = cur.execute(meta.format("NULL"), (tenant, user_id)).fetchall()
             ok = [r[4] == self.model_id for r in rows]
             ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
                            kinds=np.array([r[2] for r in rows], dtype=object),
                            at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
                            matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
-                           versions=[int(r[7]) for r in rows])
+                           versions=[int(r[7]) for r in rows] if self.ROW_VERSION else None)
             n, dim = len(rows), next((int(r[6]) for r, cur in zip(rows, ok, strict=True) if cur), 0)
             if sum(ok) * dim * 4 > self.CACHE_BYTES:
                 return ux  # searched in the database (dense_db)
