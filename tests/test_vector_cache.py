@@ -299,3 +299,35 @@ def test_without_row_versions_snapshots_are_rebuilt_in_full(pair: tuple[Memory, 
         fresh.close()
     finally:
         del index.ROW_VERSION
+
+
+def test_over_the_byte_budget_pgvector_sheds_matrices_not_snapshots(pair: tuple[Memory, Memory]) -> None:
+    """pgvector keeps the least recently used user's snapshot (keys, index terms) without its matrix when
+    matrices exceed the budget: its searches go to the database (as before the cache) until its next
+    rebuild, instead of a full rebuild at its next recall. SQLite evicts the snapshot (no search in a DB)."""
+    a, b = pair
+    index = _index(b)
+    users = [f"u{next(_seq)}" for _ in range(2)]
+    for u in users:
+        for i, w in enumerate(_WORDS[:8]):
+            assert a.write("t", u, "episode", f"k{i}", f"{w} {u}", now=T0).ok
+    a.flush()
+    q = _HashEmbedder().query("dog parcel")
+    fresh = open_index(a.store, _HashEmbedder.model_id)
+    assert fresh is not None
+    index.CACHE_BYTES = 8 * 32 * 4  # one user's 8 x 32 float32 matrix
+    try:
+        first = index.load("t", users[0])
+        assert first.matrix is not None
+        index.load("t", users[1])
+        kept = index.cached("t", users[0])
+        if isinstance(index, PgVectorIndex):
+            assert kept is not None and kept.matrix is None and kept.keys == first.keys
+            assert index.load("t", users[0]) is kept  # served as it is: no rebuild
+        else:
+            assert kept is None
+        for u in users:
+            _same(index.dense("t", u, q, limit=100), fresh.dense("t", u, q, limit=100), 1e-5)
+    finally:
+        del index.CACHE_BYTES
+        fresh.close()

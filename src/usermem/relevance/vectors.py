@@ -34,7 +34,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -189,10 +189,26 @@ class _CacheMixin:
         with self._cache_lock:
             self._cache[k] = built
             self._cache.move_to_end(k)
-            while len(self._cache) > self.CACHE_USERS or (
-                    len(self._cache) > 1 and sum(_nbytes(u) for u in self._cache.values()) > self.CACHE_BYTES):
+            while len(self._cache) > self.CACHE_USERS:
                 self._cache.popitem(last=False)
+            held = sum(_nbytes(u) for u in self._cache.values())
+            for key in list(self._cache)[:-1]:  # least recently used first, never the one just built
+                if held <= self.CACHE_BYTES:
+                    break
+                old = self._cache[key]
+                if old.matrix is None:
+                    continue
+                held -= _nbytes(old)
+                lean = self._shed(old)
+                if lean is None:
+                    del self._cache[key]
+                else:
+                    self._cache[key] = lean  # keeps its place in the LRU
         return built
+
+    def _shed(self, ux: UserIndex) -> UserIndex | None:
+        """The snapshot without its matrix, to keep when matrices exceed CACHE_BYTES; None: evict it whole."""
+        return None
 
     def _drop(self, pairs: Iterable[tuple[str, str]]) -> None:
         with self._cache_lock:
@@ -588,6 +604,10 @@ class PgVectorIndex(_CacheMixin):
                                    " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
             _fill(ux.matrix, dim, ux.position, sent)
         return ux
+
+    def _shed(self, ux: UserIndex) -> UserIndex | None:
+        # Its keys, index terms and BM25 stay; its searches go to the database until its next rebuild.
+        return replace(ux, matrix=None)
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
