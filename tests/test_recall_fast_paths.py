@@ -216,3 +216,28 @@ def test_fusion_equals_the_reference_formulas(items: list[tuple[float | None, fl
         got, want = fusion_features(dense, lexical, zh, top), _features_ref(dense, lexical, zh, top)
         assert got.shape == want.shape and np.array_equal(got, want)
 
+
+
+def test_a_query_recall_reads_the_contract_set_once(tmp_path: Any) -> None:
+    """The recall and its query planner share one read of the tenant's contract documents (pinned for the
+    operation: EngineContext.pinned_contracts); the next operation reads them again and sees a change."""
+    m = Memory(settings=load_settings(env={}, store_url=f"sqlite:///{tmp_path}/c.db", embedder="none"))
+    try:
+        assert m.relevance is not None
+        m.write("t", "u", "preference", "favourite_colour", "green", now=T0)
+        reads: list[str] = []
+        real = m.store.list_docs
+
+        def spy(tenant: str, namespace: str, **kw: Any) -> Any:
+            reads.append(namespace)
+            return real(tenant, namespace, **kw)
+
+        m.store.list_docs = spy  # type: ignore[method-assign]
+        assert [r.key for r in m.recall("t", "u", k=5, query="what colour do I like", now=T0 + 1)] == \
+            ["favourite_colour"]
+        assert reads.count("contracts") == 1
+        m.store.list_docs = real  # type: ignore[method-assign]
+        m.set_contract("t", FieldContract("favourite_colour", Kind.PREFERENCE, enabled=False))
+        assert m.recall("t", "u", k=5, query="what colour do I like", now=T0 + 3) == []
+    finally:
+        m.close()

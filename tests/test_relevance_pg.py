@@ -173,3 +173,41 @@ def test_vector_tables_come_from_the_migrations_and_fall_under_row_level_securit
         admin.execute(f'DROP OWNED BY "{role}"')
         admin.execute(f'DROP ROLE IF EXISTS "{role}"')
         admin.close()
+
+
+def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch):
+    """The dense search of a query recall runs over the user's cached matrix: the only statement on the
+    vector tables is the generation check; the planner reuses the recall's contract set; the round trips are counted (tests/test_round_trips.py's
+    counter) so that a statement added to the query path fails here. The ranking equals the database's own
+    exact search (`dense_db`, what a user over the cache's byte budget gets)."""
+    import psycopg
+
+    from test_round_trips import counting
+
+    _load(pgv_memory)
+    query = "what did we do last time about the refund"
+    first = pgv_memory.recall_scored("acme", "u1", 3, query=query, now=T0)  # builds the snapshot
+    statements: list[str] = []
+
+    with counting() as trips:
+        execute = psycopg.Cursor.execute  # the counting one
+
+        def seen(self, query, *args, **kw):  # type: ignore[no-untyped-def]
+            statements.append(str(query))
+            return execute(self, query, *args, **kw)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", seen)
+        got = pgv_memory.recall_scored("acme", "u1", 3, query=query, now=T0)
+        monkeypatch.undo()
+    on_vectors = [s for s in statements if "relevance_" in s]
+    assert on_vectors == ["SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"], on_vectors
+    # the tenant's contract documents (once: the planner takes the recall's set), the generation, the
+    # candidates' ScoreRows, the winners' records. Was 6: the documents twice and the database's vector
+    # search (13-16 ms at 5,000 memories).
+    assert trips["pg"] == 4, (trips, statements)
+    assert sum("FROM documents" in s for s in statements) == 1, statements
+    assert [(s.memory.id, s.score) for s in got] == [(s.memory.id, s.score) for s in first]
+    index = pgv_memory.relevance.index
+    q = pgv_memory.relevance.embedder.query(query)
+    local, in_db = index.dense("acme", "u1", q, limit=3), index.dense_db("acme", "u1", q, limit=3)
+    assert set(local) == set(in_db) and all(abs(local[k] - in_db[k]) < 1e-5 for k in local)

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from usermem.config import Settings
@@ -55,6 +56,11 @@ class RecordingTx:
         self._tx.audit(event)  # new_id lives in usermem.model (re-exported)
 
 
+# (context, tenant, contract set) pinned by EngineContext.pinned_contracts for the operation in progress.
+_PINNED: ContextVar[tuple[EngineContext, str, ContractSet] | None] = ContextVar("usermem_pinned_contracts",
+                                                                                default=None)
+
+
 @dataclass
 class EngineContext:
     store: Store
@@ -102,8 +108,22 @@ class EngineContext:
         self.contract_provider = provider
 
     def contracts_for(self, tenant: str) -> ContractSet:
-        """The contract set in force for `tenant` now (stored edits included)."""
+        """The contract set in force for `tenant` now (stored edits included); inside `pinned_contracts` of
+        this context and tenant, the set pinned there."""
+        pinned = _PINNED.get()
+        if pinned is not None and pinned[0] is self and pinned[1] == tenant:
+            return pinned[2]
         return self.contracts if self.contract_provider is None else self.contract_provider(tenant)
+
+    @contextmanager
+    def pinned_contracts(self, tenant: str, contracts: ContractSet) -> Iterator[ContractSet]:
+        """Within the block (this thread or task), `contracts_for(tenant)` is `contracts`: one operation reads
+        its tenant's contract set once, however many of its parts ask (a query recall and its planner)."""
+        token = _PINNED.set((self, tenant, contracts))
+        try:
+            yield contracts
+        finally:
+            _PINNED.reset(token)
 
     @property
     def limits(self) -> Limits:

@@ -345,6 +345,11 @@ class RecallPipeline:
             # records come from it), the keys that may be withheld, predicted from the last contract set.
             with read_ahead(self._reads_ahead(q, limit, gate)):
                 return self._scored(q, query, limit, event_from, event_until, gate, purpose)
+        if query and self.relevance is not None:
+            # The query's planner asks for the tenant's contract set too: one read for both (a round trip
+            # on PostgreSQL).
+            with self.ctx.pinned_contracts(tenant, self.ctx.contracts_for(tenant)):
+                return self._scored(q, query, limit, event_from, event_until, gate, purpose)
         return self._scored(q, query, limit, event_from, event_until, gate, purpose)
 
     def _indexed(self, q: LiveQuery, query: str | None, event_from: float | None, event_until: float | None) -> bool:

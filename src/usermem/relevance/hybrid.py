@@ -302,7 +302,7 @@ class HybridRelevance:
         if state.qvec is not None:
             # The best n by cosine, and the cosine of the lexical candidates (one pass / one round trip).
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
-                                           at_until=at_until, also=lexical_keys)
+                                           at_until=at_until, also=lexical_keys, snapshot=ux)
             keys.update(state.dense)
         if self.indexer is not None:
             keys.update(self.indexer.pending_keys(tenant, user_id))
@@ -412,7 +412,7 @@ class HybridRelevance:
                 else:
                     need_db.append(keys[i])
             if need_db and self.index is not None:
-                got = self.index.dense(tenant, user_id, q, limit=len(need_db), keys=need_db)
+                got = self.index.dense(tenant, user_id, q, limit=len(need_db), keys=need_db, snapshot=ux)
                 for i in range(n):
                     if keys[i] in got and dense[i] is None:
                         dense[i] = got[keys[i]]

@@ -5,12 +5,22 @@ and reaches the tables only through the store's public `store.sql(tenant)`, so o
 row-level security every per-user statement runs scoped to its tenant.
 
 * SQLite: `relevance_vectors` holds one float32 BLOB per (tenant, user, key) — the current version's
-  vector — with the model id, the memory's kind, its event time and its index terms. Search is exact:
-  the user's rows are loaded once into a numpy matrix (cached per process, invalidated by a per-user
-  generation number in `relevance_generation`) and scored with one matrix-vector product.
+  vector — with the model id, the memory's kind, its event time and its index terms.
 * PostgreSQL: the same table with a pgvector `vector` column when the `vector` extension is present
-  (the store's optional migration 0004 is applied only then); dense search is `ORDER BY vec <=> q` over the user's rows (exact, no ANN index). Without pgvector
-  there is no vector table and recall falls back to lexical scoring (announced once, see hybrid.py).
+  (the store's optional migration 0004 is applied only then). Without pgvector there is no vector table
+  and recall falls back to lexical scoring (announced once, see hybrid.py).
+
+Search is exact on both: the user's rows are loaded once into a numpy matrix (cached per process in an
+LRU of CACHE_USERS users and CACHE_BYTES of matrices) and scored with one matrix-vector product. Every
+change of the user's vectors bumps a per-user generation number in `relevance_generation` in the same
+transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
+statement a query recall already made), so a change made elsewhere is seen by the next recall and a
+snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
+On PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a
+rebuild after a change reuses the stale snapshot's vectors of rows whose version (xmin), memory id and model
+did not change and reads only the others (DELTA_KEYS at most by key, else all); a user whose matrix alone
+exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`, exact, no ANN
+index).
 
 Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
 memory (`erase`, `drop_orphans`).
@@ -24,7 +34,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,6 +74,9 @@ class UserIndex:
     _bm25: BM25Index | None = field(default=None, repr=False)
     position: dict[str, int] = field(default_factory=dict)
     _sorted: tuple[list[str], list[int]] | None = field(default=None, repr=False)
+    # PostgreSQL: each row's version (its xmin: a new one with every insert or update of the row), so the
+    # next snapshot reuses the vectors of rows that did not change and reads the others only.
+    versions: list[int] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.position = {k: i for i, k in enumerate(self.keys)}
@@ -106,7 +119,6 @@ class VectorIndex(Protocol):
     """Storage of memory vectors. `model_id` is the current embedder's; other models' rows count as missing."""
 
     model_id: str | None
-    dense_in_db: bool
 
     def upsert(self, rows: Sequence[VectorRow]) -> None: ...
 
@@ -119,10 +131,15 @@ class VectorIndex(Protocol):
 
     def load(self, tenant: str, user_id: str) -> UserIndex: ...
 
+    def cached(self, tenant: str, user_id: str) -> UserIndex | None:
+        """The snapshot this process holds for the user, as it is (not validated; for tests and diagnostics)."""
+
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
-        """Cosine similarity by key: the best `limit` rows (plus the rows of `also`), or exactly the rows of `keys`."""
+              at_until: float | None = None, also: Sequence[str] = (),
+              snapshot: UserIndex | None = None) -> dict[str, float]:
+        """Cosine similarity by key: the best `limit` rows (plus the rows of `also`), or exactly the rows of `keys`.
+        `snapshot`: the user's snapshot this caller just had from `load` (saves validating it again)."""
 
     def models(self) -> dict[str, int]:
         """Vectors stored per model id."""
@@ -141,32 +158,103 @@ def _blob(v: np.ndarray) -> bytes:
 
 
 class _CacheMixin:
-    """Per-process LRU of UserIndex snapshots keyed by (tenant, user), checked against the generation."""
+    """Per-process LRU of UserIndex snapshots keyed by (tenant, user), checked against the generation.
+
+    A snapshot is only ever returned after its generation was compared with the one just read from the
+    database (every write, erase or orphan sweep of the user's vectors bumps it in the same transaction, in
+    whichever process ran it), so a snapshot taken before a change is unreachable afterwards: a stale one
+    is dropped before its replacement is built, and this process's own erasures drop it at once."""
 
     CACHE_USERS = 64
+    # float32 matrices held per process, beside CACHE_USERS; pgvector: a user whose matrix alone exceeds it is
+    # searched in the database (SQLite has no such search: its snapshot is kept however large)
+    CACHE_BYTES = 256 << 20
 
     def _init_cache(self) -> None:
         self._cache: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
         self._cache_lock = threading.Lock()
 
-    def _cached(self, tenant: str, user_id: str, gen: int, build: Callable[[], UserIndex]) -> UserIndex:
+    def _cached(self, tenant: str, user_id: str, gen: int,
+                build: Callable[[UserIndex | None], UserIndex]) -> UserIndex:
+        """The snapshot at `gen`; `build(stale)` makes it, given the stale snapshot it replaces (or None)."""
         k = (tenant, user_id)
         with self._cache_lock:
             hit = self._cache.get(k)
-            if hit is not None and hit.gen == gen:
-                self._cache.move_to_end(k)
-                return hit
-        built = build()
+            if hit is not None:
+                if hit.gen == gen:
+                    self._cache.move_to_end(k)
+                    return hit
+                del self._cache[k]  # stale: never served again, even if the rebuild fails
+        built = build(hit)
         with self._cache_lock:
             self._cache[k] = built
             self._cache.move_to_end(k)
             while len(self._cache) > self.CACHE_USERS:
                 self._cache.popitem(last=False)
+            held = sum(_nbytes(u) for u in self._cache.values())
+            for key in list(self._cache)[:-1]:  # least recently used first, never the one just built
+                if held <= self.CACHE_BYTES:
+                    break
+                old = self._cache[key]
+                if old.matrix is None:
+                    continue
+                held -= _nbytes(old)
+                lean = self._shed(old)
+                if lean is None:
+                    del self._cache[key]
+                else:
+                    self._cache[key] = lean  # keeps its place in the LRU
         return built
+
+    def _shed(self, ux: UserIndex) -> UserIndex | None:
+        """The snapshot without its matrix, to keep when matrices exceed CACHE_BYTES; None: evict it whole."""
+        return None
+
+    def _drop(self, pairs: Iterable[tuple[str, str]]) -> None:
+        with self._cache_lock:
+            for k in pairs:
+                self._cache.pop(k, None)
+
+    def cached(self, tenant: str, user_id: str) -> UserIndex | None:
+        """The snapshot this process holds for the user, as it is (not validated; for tests and diagnostics)."""
+        with self._cache_lock:
+            return self._cache.get((tenant, user_id))
 
     def _forget_cache(self) -> None:
         with self._cache_lock:
             self._cache.clear()
+
+
+def _nbytes(ux: UserIndex) -> int:
+    return 0 if ux.matrix is None else int(ux.matrix.nbytes)
+
+
+def _dense_local(ux: UserIndex, q: np.ndarray, *, limit: int, keys: Sequence[str] | None,
+                 kinds: Sequence[str] | None, at_from: float | None, at_until: float | None,
+                 also: Sequence[str]) -> dict[str, float]:
+    """VectorIndex.dense over the snapshot's matrix (one matrix-vector product)."""
+    if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
+        return {}
+    if keys is not None:
+        pos = [ux.position[k] for k in keys if k in ux.position and ux.has_vec[ux.position[k]]]
+        sims = np.einsum("ij,j->i", ux.matrix[pos], q)
+        return {ux.keys[p]: float(s) for p, s in zip(pos, sims, strict=True)}
+    valid = ux.mask(kinds, at_from, at_until) & ux.has_vec
+    n_valid = int(valid.sum())
+    if not n_valid:
+        return {}
+    # One product over the whole matrix (no copy of the rows), then mask the scores. einsum runs in
+    # this thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here).
+    sims = np.einsum("ij,j->i", ux.matrix, q)
+    masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
+    take = min(limit, n_valid)
+    best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
+    out = {ux.keys[i]: float(sims[i]) for i in best if valid[i]}
+    for k in also:
+        p = ux.position.get(k)
+        if p is not None and k not in out and ux.has_vec[p]:
+            out[k] = float(sims[p])
+    return out
 
 
 class SqlHost(Protocol):
@@ -196,8 +284,6 @@ _BUMP = ("INSERT INTO relevance_generation (tenant, user_id, gen) VALUES (?, ?, 
 
 class SQLiteVectorIndex(_CacheMixin):
     """Vectors in the SQLite store's own database file, scored exactly with numpy."""
-
-    dense_in_db = False
 
     def __init__(self, store: SqlHost, model_id: str | None) -> None:
         # The tables share the SQLite store's file, its transactions and its secure_delete setting, so
@@ -237,6 +323,7 @@ class SQLiteVectorIndex(_CacheMixin):
                     " memories m WHERE m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL"
                     " AND m.deleted_at IS NULL)", (tenant, user_id)).rowcount
             c.execute(_BUMP, (tenant, user_id))
+        self._drop([(tenant, user_id)])
         return n
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
@@ -249,6 +336,7 @@ class SQLiteVectorIndex(_CacheMixin):
                               args).fetchall()
             n = int(c.execute(f"DELETE FROM relevance_vectors WHERE {orphan}", args).rowcount)
             c.executemany(_BUMP, users)
+        self._drop((str(u[0]), str(u[1])) for u in users)
         return n
 
     def _gen(self, tenant: str, user_id: str) -> int:
@@ -259,7 +347,7 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
         gen = self._gen(tenant, user_id)
-        return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
+        return self._cached(tenant, user_id, gen, lambda _stale: self._build(tenant, user_id, gen))
 
     def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
         with self._sql(tenant) as c:
@@ -280,30 +368,11 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
-        ux = self.load(tenant, user_id)
-        if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
-            return {}
-        if keys is not None:
-            pos = [ux.position[k] for k in keys if k in ux.position and ux.has_vec[ux.position[k]]]
-            sims = np.einsum("ij,j->i", ux.matrix[pos], q)
-            return {ux.keys[p]: float(s) for p, s in zip(pos, sims, strict=True)}
-        valid = ux.mask(kinds, at_from, at_until) & ux.has_vec
-        n_valid = int(valid.sum())
-        if not n_valid:
-            return {}
-        # One product over the whole matrix (no copy of the rows), then mask the scores. einsum runs in
-        # this thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here).
-        sims = np.einsum("ij,j->i", ux.matrix, q)
-        masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
-        take = min(limit, n_valid)
-        best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
-        out = {ux.keys[i]: float(sims[i]) for i in best if valid[i]}
-        for k in also:
-            p = ux.position.get(k)
-            if p is not None and k not in out and ux.has_vec[p]:
-                out[k] = float(sims[p])
-        return out
+              at_until: float | None = None, also: Sequence[str] = (),
+              snapshot: UserIndex | None = None) -> dict[str, float]:
+        ux = snapshot if snapshot is not None else self.load(tenant, user_id)
+        return _dense_local(ux, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from,
+                            at_until=at_until, also=also)
 
     def models(self) -> dict[str, int]:
         with self._sql() as c:
@@ -352,6 +421,56 @@ def pgvector_available(connect: ConnFactory) -> bool:
         return True
 
 
+def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
+            ) -> tuple[np.ndarray, list[int]] | None:
+    """(the new snapshot's (n, dim) matrix with the rows it can take from the `stale` one — same key, version
+    (xmin), memory id and model, both current — and zeros elsewhere, the positions of the other rows), or
+    None when there is nothing to reuse."""
+    prev = stale.matrix if stale is not None else None
+    if stale is None or stale.versions is None or prev is None or prev.shape[1] != dim or not dim:
+        return None
+    versions = ux.versions
+    assert versions is not None
+    s_ok, s_ver, s_ids, s_models = stale.has_vec.tolist(), stale.versions, stale.ids, stale.models
+    if stale.keys == ux.keys:  # no key came or went (the usual change: values rewritten): one copy
+        out = prev.copy()
+        fresh = [i for i in range(len(ok)) if not (ok[i] and s_ok[i] and s_ver[i] == versions[i]
+                                                    and s_ids[i] == ux.ids[i] and s_models[i] == ux.models[i])]
+    else:
+        out = np.empty((len(ok), dim), dtype=np.float32)
+        where = stale.position.get
+        here: list[int] = []
+        there: list[int] = []
+        fresh = []
+        for i, k in enumerate(ux.keys):
+            p = where(k)
+            if p is not None and ok[i] and s_ok[p] and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i] \
+                    and s_models[p] == ux.models[i]:
+                here.append(i)
+                there.append(p)
+            else:
+                fresh.append(i)
+        if not here:
+            return None
+        out[here] = prev[there]
+    if fresh:
+        out[fresh] = 0.0
+    return out, fresh
+
+
+def _fill(out: np.ndarray, dim: int, position: dict[str, int], sent: Sequence[tuple[str, bytes]]) -> None:
+    """Write the rows `sent` as (key, vector_send blob: dim, unused, dim float4 big-endian) into `out` at the
+    keys' positions, each scaled to unit length as `<=>` does; a row of another dimension is left as it is."""
+    width = 4 * (dim + 1)
+    mine = [(position[k], b) for k, b in sent if k in position and len(b) == width]
+    if mine and dim:
+        raw = np.frombuffer(b"".join([b for _, b in mine]), dtype=">f4").reshape(len(mine), dim + 1)
+        block = raw[:, 1:].astype(np.float32)
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        out[[p for p, _ in mine]] = block / norms
+
+
 def _pgvec(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
 
@@ -364,12 +483,16 @@ _PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vect
 
 
 class PgVectorIndex(_CacheMixin):
-    """Vectors in PostgreSQL with pgvector; dense search runs in the database, exact, over one user's rows.
+    """Vectors in PostgreSQL with pgvector. Dense search is exact over one user's rows: in this process, over
+    the user's matrix cached beside the rest of the snapshot (read once per generation, in binary, rows
+    normalised as `<=>` does), or in the database (`ORDER BY vec <=> q`) for a user whose matrix exceeds
+    CACHE_BYTES.
 
     The store must declare ``capabilities.vectors == "pgvector"`` (its migration 0004 made the tables).
     """
 
-    dense_in_db = True
+    DELTA_KEYS = 256  # a rebuild reads at most this many changed vectors by key, else all of the user's
+    ROW_VERSION = "xmin::text::bigint"  # new with every insert or update of a row; "" after a server refused it
 
     def __init__(self, store: SqlHost, model_id: str | None) -> None:
         if store.capabilities.vectors != "pgvector":
@@ -384,6 +507,7 @@ class PgVectorIndex(_CacheMixin):
         vs = '"' + str(row[0]).replace('"', '""') + '"'
         self._vector = f"{vs}.vector"
         self._cos = f"OPERATOR({vs}.<=>)"
+        self._send = f"{vs}.vector_send"
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:
@@ -411,6 +535,7 @@ class PgVectorIndex(_CacheMixin):
                 n = conn.execute(f"DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND NOT {_PG_CURRENT}",
                                  (tenant, user_id)).rowcount
             conn.execute(_PG_BUMP, (tenant, user_id))
+        self._drop([(tenant, user_id)])
         return int(n)
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
@@ -423,6 +548,7 @@ class PgVectorIndex(_CacheMixin):
                 " AND (m.expires_at IS NULL OR m.expires_at > %s)) RETURNING tenant, user_id", (cutoff,)).fetchall()
             with conn.cursor() as cur:
                 cur.executemany(_PG_BUMP, sorted(set(users)))
+        self._drop((str(u[0]), str(u[1])) for u in users)
         # The dead tuples of these rows and of rows erased earlier (forget) leave the table files when the
         # store's purge, which runs right after, rewrites its tables: the vector tables are among them.
         return len(users)
@@ -432,22 +558,73 @@ class PgVectorIndex(_CacheMixin):
             row = conn.execute("SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s",
                                (tenant, user_id)).fetchone()
         gen = int(row[0]) if row else 0
-        return self._cached(tenant, user_id, gen, lambda: self._build(tenant, user_id, gen))
+        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
 
-    def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
-        with self._sql(tenant) as conn:
-            rows = conn.execute(
-                "SELECT key, memory_id, kind, at, model, tokens FROM relevance_vectors"
-                " WHERE tenant=%s AND user_id=%s ORDER BY key", (tenant, user_id)).fetchall()
-        return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
-                         kinds=np.array([r[2] for r in rows], dtype=object),
-                         at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
-                         matrix=None, has_vec=np.array([r[4] == self.model_id for r in rows], dtype=bool),
-                         tokens=[tuple(r[5].split()) for r in rows])
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+        """The user's snapshot. With the `stale` one it replaces, the vectors of rows whose version (xmin),
+        memory id and model are unchanged are copied from it and only the others are read (after one write,
+        one vector instead of the user's all); a row that is gone (erased) is never carried over."""
+        with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
+            meta = "SELECT key, memory_id, kind, at, model, tokens, dim, {} FROM relevance_vectors" \
+                   " WHERE tenant=%s AND user_id=%s ORDER BY key"
+            try:
+                rows = cur.execute(meta.format(self.ROW_VERSION or "NULL"), (tenant, user_id)).fetchall()
+            except Exception as exc:  # a server without row versions (some PostgreSQL-compatible ones)
+                if not self.ROW_VERSION:
+                    raise
+                log.warning("relevance: row versions unavailable (%s); snapshots are rebuilt in full", exc)
+                self.ROW_VERSION = ""
+                rows = cur.execute(meta.format("NULL"), (tenant, user_id)).fetchall()
+            ok = [r[4] == self.model_id for r in rows]
+            ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                           kinds=np.array([r[2] for r in rows], dtype=object),
+                           at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                           matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
+                           versions=[int(r[7]) for r in rows] if self.ROW_VERSION else None)
+            n, dim = len(rows), next((int(r[6]) for r, cur in zip(rows, ok, strict=True) if cur), 0)
+            if sum(ok) * dim * 4 > self.CACHE_BYTES:
+                return ux  # searched in the database (dense_db)
+            reused = _reused(stale, ux, ok, dim)
+            wanted: list[str] | None = None  # None: every current vector is read
+            if reused is None:
+                ux.matrix = np.zeros((n, dim), dtype=np.float32)
+            else:
+                ux.matrix, wanted = reused[0], [ux.keys[i] for i in reused[1] if ok[i]]
+            if not dim or wanted == []:
+                return ux
+            if wanted is not None and len(wanted) <= self.DELTA_KEYS:
+                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                                   " AND user_id=%s AND model=%s AND key = ANY(%s)",
+                                   (tenant, user_id, self.model_id, wanted)).fetchall()
+            else:
+                # All of the user's current vectors (a first build, a reindex), in pgvector's binary form and
+                # unordered: sorting these wide rows by key would spill to disk (4 MB work_mem); the order
+                # comes from the first read. Fresher than or equal to that read: safe to write over any row.
+                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                                   " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
+            _fill(ux.matrix, dim, ux.position, sent)
+        return ux
+
+    def _shed(self, ux: UserIndex) -> UserIndex | None:
+        # Its keys, index terms and BM25 stay; its searches go to the database until its next rebuild.
+        return replace(ux, matrix=None)
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
-              at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
+              at_until: float | None = None, also: Sequence[str] = (),
+              snapshot: UserIndex | None = None) -> dict[str, float]:
+        ux = snapshot if snapshot is not None else self.load(tenant, user_id)
+        if ux.matrix is not None:
+            return _dense_local(ux, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from, at_until=at_until,
+                                also=also)
+        return self.dense_db(tenant, user_id, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from,
+                             at_until=at_until, also=also)
+
+    def dense_db(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
+                 kinds: Sequence[str] | None = None, at_from: float | None = None,
+                 at_until: float | None = None, also: Sequence[str] = ()) -> dict[str, float]:
+        """`dense` computed by the database (`ORDER BY vec <=> q`): for users whose matrix is not cached,
+        and the reference the cached matrix is tested against."""
         where = ["tenant=%s", "user_id=%s", "model=%s"]
         args: list[Any] = [tenant, user_id, self.model_id]
         if keys is not None:
