@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from backends import unavailable
 from props import examples
 from usermem.config import load_settings
 from usermem.engine.memory import Memory
@@ -69,6 +70,11 @@ def _index(m: Memory) -> VectorIndex:
     return rel.index
 
 
+# Tests of what only the pgvector index does (round trips saved, search in the database, xmin) take the pair
+# on pgvector alone; SQLite rebuilds from its own file and always builds its matrices.
+PGVECTOR_ONLY = pytest.mark.parametrize("pair", ["pgvector"], indirect=True)
+
+
 @pytest.fixture(scope="module", params=["sqlite", "pgvector"])
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, Memory]]:
     """Two Memory instances on one store: `a` writes and forgets, `b` too; neither shares a cache."""
@@ -79,7 +85,7 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         try:
             import pgserver
         except ImportError:
-            pytest.skip("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
+            unavailable("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
         # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
         data = Path(tempfile.mkdtemp(prefix="usermem-vcache-"))
         data.chmod(0o755)
@@ -175,11 +181,11 @@ def test_a_vector_replaced_in_place_elsewhere_is_seen(pair: tuple[Memory, Memory
         float(_HashEmbedder().query("dog cat") @ q), abs=1e-6)
 
 
+@PGVECTOR_ONLY
 def test_after_one_write_the_other_instance_reads_one_vector(pair: tuple[Memory, Memory],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = pair
-    if not isinstance(_index(b), PgVectorIndex):
-        pytest.skip("SQLite rebuilds from its own file (no round trips to save)")
+    assert isinstance(_index(b), PgVectorIndex)
     import psycopg
 
     user = f"u{next(_seq)}"
@@ -230,11 +236,11 @@ def test_vectors_of_a_memory_forgotten_elsewhere_are_unreachable(pair: tuple[Mem
     assert ib.cached("t", user).keys == []
 
 
+@PGVECTOR_ONLY
 def test_a_matrix_over_the_byte_budget_is_searched_in_the_database(pair: tuple[Memory, Memory]) -> None:
     a, b = pair
     index = _index(b)
-    if not isinstance(index, PgVectorIndex):
-        pytest.skip("SQLite has no search in the database: its matrices are always built")
+    assert isinstance(index, PgVectorIndex)
     user = f"u{next(_seq)}"
     for i, w in enumerate(_WORDS):
         assert a.write("t", user, "episode", f"k{i}", f"{w} {_WORDS[i - 1]}", now=T0).ok
@@ -274,13 +280,13 @@ def test_the_snapshot_lru_keeps_within_its_byte_budget(tmp_path: Path) -> None:
         m.close()
 
 
+@PGVECTOR_ONLY
 def test_without_row_versions_snapshots_are_rebuilt_in_full(pair: tuple[Memory, Memory],
                                                             caplog: pytest.LogCaptureFixture) -> None:
     """A server that refuses the row version (xmin) costs full rebuilds, never wrong or failed searches."""
     a, b = pair
     index = _index(b)
-    if not isinstance(index, PgVectorIndex):
-        pytest.skip("SQLite rebuilds from its own file")
+    assert isinstance(index, PgVectorIndex)
     user = f"u{next(_seq)}"
     for i, w in enumerate(_WORDS[:6]):
         assert a.write("t", user, "episode", f"k{i}", w, now=T0).ok
