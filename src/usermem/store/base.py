@@ -87,14 +87,9 @@ class ReadAheadRunner(Protocol):
     """Send `reads` to the database together (one round trip) and keep their results for the block: a call
     of the same method with the same arguments inside the block returns the kept result once, instead of
     asking again; `ranked` reads also keep their rows' full records for `get_many` of those ids. A read
-    the block does not make is dropped at its end; calls it did not announce read as usual.
+    the block does not make is dropped at its end; calls it did not announce read as usual."""
 
-    `during`, when given, is called once after the reads were sent and before their results are awaited (a
-    caller's own round trip to another server overlaps the database's work); it must not raise. A runner
-    that sends nothing ahead (a read replica, a nested block) does not call it."""
-
-    def __call__(self, reads: Sequence[ReadAhead], *,
-                 during: Callable[[], None] | None = None) -> AbstractContextManager[None]: ...
+    def __call__(self, reads: Sequence[ReadAhead]) -> AbstractContextManager[None]: ...
 
 
 class LocalDropper(Protocol):

@@ -732,11 +732,9 @@ class PostgresStore:
         return ahead.results.pop(_ahead_key(text, args), _MISSING)
 
     @contextmanager
-    def read_ahead(self, reads: Sequence[ReadAhead], *, during: Callable[[], None] | None = None) -> Iterator[None]:
+    def read_ahead(self, reads: Sequence[ReadAhead]) -> Iterator[None]:
         """See base.ReadAheadRunner: the reads go out in one pipeline (one round trip) on one connection.
-        Not with a read replica (its reads choose their server one by one) nor inside another block.
-        `during` runs once the statements are sent (pipeline mode sends each at once; the server runs them
-        while the Sync that ends the pipeline is still to come) and before their results are read."""
+        Not with a read replica (its reads choose their server one by one) nor inside another block."""
         if not reads or self._replica is not None or _AHEAD.get() is not None:
             yield
             return
@@ -769,8 +767,6 @@ class PostgresStore:
                         raise ValueError(f"cannot read ahead {read.method!r}")
                     cur.execute(text, params, prepare=True)
                     cursors.append((read.method, _ahead_key(text, params), cur))
-                if during is not None:
-                    during()
             for method, key, cur in cursors:
                 rows = cur.fetchall()
                 if method == "ranked":

@@ -59,12 +59,9 @@ PRESETS: Mapping[str, Mapping[Kind, str]] = {
 DIRTY_TENANT = "_usermem"
 _RANK_MEMO = 10_000  # users × tiers whose rank orders are kept (TieredStore._rank_orders)
 _EVERYTHING = -1e300  # a `now` before every expiry: loads every current record, expired or not
-# Inside a read_ahead block: (store, {(tier, tenant, user): the tier's records of the user}, {(tier, tenant,
-# user): the tier's read made while the store of record worked on the block's reads}) — one tier read (and
-# one dirty-mark check) per user and block, whatever the number of reads that need the tier.
-_TierKey = tuple[str, str, str]
-_TIER_READS: ContextVar[tuple[TieredStore, dict[_TierKey, list[MemoryRecord]],
-                              dict[_TierKey, tuple[list[MemoryRecord] | None, Any] | TierUnavailable]] | None] = \
+# Inside a read_ahead block: (store, {(tier, tenant, user): the tier's records of the user}) — one tier read
+# (and one dirty-mark check) per user and block, whatever the number of reads that need the tier.
+_TIER_READS: ContextVar[tuple[TieredStore, dict[tuple[str, str, str], list[MemoryRecord]]] | None] = \
     ContextVar("usermem_tier_reads", default=None)
 
 
@@ -465,19 +462,13 @@ class TieredStore:
         # until reconciled, also by instances that checked the marks less than dirty_check_interval ago
         # (issue 12 item 7). One primary-key read of the marks per tier read.
         held = _TIER_READS.get()
-        memo, early = (held[1], held[2]) if held is not None and held[0] is self else (None, None)
-        at = (tier.name, q.tenant, q.user_id)
-        if memo is not None and at in memo:
+        memo = held[1] if held is not None and held[0] is self else None
+        if memo is not None and (tier.name, q.tenant, q.user_id) in memo:
             self.stats["hits"] += 1
-            return memo[at]
-        # The tier's answer read while the store of record ran the block's reads (read_ahead), if any: the
-        # dirty mark is checked after it, as it is after a read made here.
-        ahead = early.pop(at, None) if early is not None else None
+            return memo[(tier.name, q.tenant, q.user_id)]
         if self._usable(tier) and not self._is_dirty(tier, q.tenant, q.user_id):
             try:
-                if isinstance(ahead, TierUnavailable):
-                    raise ahead
-                cached, token = ahead if ahead is not None else tier.read(q.tenant, q.user_id)
+                cached, token = tier.read(q.tenant, q.user_id)
                 if cached is None:
                     self.stats["misses"] += 1
                     cached = self.record.live(LiveQuery(q.tenant, q.user_id, _EVERYTHING, kinds=sorted(tier.kinds),
@@ -600,15 +591,13 @@ class TieredStore:
         return held is not None and held[0] is self
 
     @contextmanager
-    def read_ahead(self, reads: Sequence[ReadAhead], *,
-                   during: Callable[[], None] | None = None) -> Iterator[None]:
+    def read_ahead(self, reads: Sequence[ReadAhead]) -> Iterator[None]:
         """See base.ReadAheadRunner: the store of record's parts of `reads` (and the tiers' dirty marks of
         their users) in one round trip of the store of record; each tier is read once per user in the block."""
         runner = self.record.capabilities.read_ahead
         assert runner is not None
         mine: list[ReadAhead] = []
         users: set[tuple[str, str]] = set()
-        needed: dict[_TierKey, Tier] = {}  # the tiers the block's reads will ask, per user
         for read in reads:
             if read.method == "list_docs":
                 mine.append(read)
@@ -618,36 +607,20 @@ class TieredStore:
                 own = [b for b in read.args[1] if b[0] not in self.route]
                 if own:
                     mine.append(ReadAhead("ranked", (q, own)))
-                tiers = [t for t in self.tiers if any(b[0] in t.kinds for b in read.args[1])]
+                if len(own) < len(read.args[1]):
+                    users.add((q.tenant, q.user_id))
             else:
                 rest, tiers = self._split(q)
                 if rest:
                     mine.append(ReadAhead(read.method, (replace(q, kinds=rest),)))
-            if tiers:
-                users.add((q.tenant, q.user_id))
-                needed.update(((t.name, q.tenant, q.user_id), t) for t in tiers)
+                if tiers:
+                    users.add((q.tenant, q.user_id))
         for tenant, user_id in sorted(users):
             key = json.dumps([tenant, user_id], ensure_ascii=False)
             mine += [ReadAhead("get_doc", (DIRTY_TENANT, self._ns(t), key)) for t in self.tiers]
-        token = None
-        caller = during
-        if _TIER_READS.get() is None:
-            early: dict[_TierKey, tuple[list[MemoryRecord] | None, Any] | TierUnavailable] = {}
-            token = _TIER_READS.set((self, {}, early))
-            wanted = [(t, tenant, user_id) for (_, tenant, user_id), t in sorted(needed.items(), key=lambda n: n[0])
-                      if self._usable(t)]
-            if wanted:
-                def during() -> None:
-                    """Read the tiers while the store of record works: one wait instead of two per recall."""
-                    if caller is not None:
-                        caller()
-                    for t, tenant, user_id in wanted:
-                        try:
-                            early[(t.name, tenant, user_id)] = t.read(tenant, user_id)
-                        except TierUnavailable as exc:  # raised where the read is used (_tier_all)
-                            early[(t.name, tenant, user_id)] = exc
+        token = _TIER_READS.set((self, {})) if _TIER_READS.get() is None else None
         try:
-            with runner(mine, during=during):
+            with runner(mine):
                 yield
         finally:
             if token is not None:
