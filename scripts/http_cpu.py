@@ -107,7 +107,7 @@ def measure(wrk: str, url: str, users: int, workers: int, concurrency: int, seco
             f.write(_LUA % {"users": users, "key": key})
             script = f.name
         target = f"http://127.0.0.1:{port}"
-        subprocess.run([wrk, "-t2", f"-c{concurrency}", "-d3s", "-s", script, target], capture_output=True,
+        subprocess.run([wrk, f"-t{min(2, concurrency)}", f"-c{concurrency}", "-d3s", "-s", script, target], capture_output=True,
                        check=False)  # warm-up: pools filled, tiers loaded, code paths hot
         server = [proc.pid, *_descendants(proc.pid)]
         backends = _pg_backends(pg_base, server) if pg_base else []
@@ -117,7 +117,7 @@ def measure(wrk: str, url: str, users: int, workers: int, concurrency: int, seco
             before = {p: _cpu(p) for p in watched}
             load = os.getloadavg()[0]
             t0 = os.times()
-            run = subprocess.run([wrk, "-t2", f"-c{concurrency}", f"-d{seconds}s", "-s", script, target],
+            run = subprocess.run([wrk, f"-t{min(2, concurrency)}", f"-c{concurrency}", f"-d{seconds}s", "-s", script, target],
                                  capture_output=True, text=True, check=False)
             t1 = os.times()
             spent = {p: _cpu(p) - before[p] for p in watched}
