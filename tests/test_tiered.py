@@ -154,6 +154,28 @@ def test_expiry_and_retraction_follow_the_callers_clock_not_redis(tiered):
     assert [r.key for r in tiered.recall("acme", "u1", now=T0 + 30, kinds=["context"])] == ["topic"]
 
 
+def test_the_tiers_rank_order_is_reused_only_while_the_tier_serves_the_same_records(tiered):
+    """The tiered store keeps the rank order of a user's tier records between recalls (it does not depend on
+    `now`); a write, a touch or an expiry in between must still show at once."""
+    def top(k: int, now: float) -> list[str]:
+        return [r.key for r in tiered.recall("acme", "u1", k=k, kinds=["preference", "context"], now=now)]
+
+    tiered.write("acme", "u1", "preference", "a", "x", importance=0.5, now=T0)
+    tiered.write("acme", "u1", "preference", "b", "y", importance=0.9, now=T0)
+    tiered.write("acme", "u1", "context", "topic", "refund", session_id="s1", ttl_seconds=60, importance=1.0,
+                 now=T0)
+    tiered.flush()
+    assert top(3, T0 + 10) == top(3, T0 + 10) == ["topic", "b", "a"]  # the second answer from the kept order
+    assert top(3, T0 + 61) == ["b", "a"]  # the same records, the context expired at this `now`
+    assert top(3, T0 + 30) == ["topic", "b", "a"]
+    tiered.write("acme", "u1", "preference", "c", "z", importance=1.0, now=T0 + 100)  # another instance's
+    assert top(2, T0 + 101) == ["c", "b"]  # write would do the same: Redis's version moved
+    # a use moves `a` ahead of `b` (importance × weight: 0.5 × 1 beats 0.9 × 0.5 after a half-life)
+    half = 30 * 86400
+    tiered.recall("acme", "u1", k=1, keys=["a"], mark_used=True, now=T0 + half)
+    assert top(3, T0 + half + 1)[:2] == ["a", "c"]
+
+
 def test_forget_user_erases_every_tier(tiered):
     tier = _redis(tiered)
     tiered.write("acme", "u1", "preference", "likes", "咖啡", source="user_confirmed", now=T0)

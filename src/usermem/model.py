@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, TypeAlias, TypeVar
 
 T = TypeVar("T")
@@ -185,11 +186,21 @@ class MemoryRecord:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        # Every field by name, enums as their values (kind and source are enums by type; value and canonical
+        # hold JSON, which an embedded caller may have given as an enum member). One attrgetter call
+        # instead of a getattr and a check per field: this runs for every record of every HTTP answer.
+        d = dict(zip(_RECORD_FIELDS, _RECORD_VALUES(self), strict=True))
+        d["kind"], d["source"] = _plain(self.kind), _plain(self.source)
+        d["value"], d["canonical"] = _plain(self.value), _plain(self.canonical)
+        return d
 
 
 def _plain(value: Any) -> Any:
     return value.value if isinstance(value, StrEnum) else value
+
+
+_RECORD_FIELDS = tuple(MemoryRecord.__dataclass_fields__)
+_RECORD_VALUES = attrgetter(*_RECORD_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

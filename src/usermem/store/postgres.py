@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -101,7 +102,12 @@ _AHEAD: ContextVar[_Ahead | None] = ContextVar("usermem_pg_read_ahead", default=
 
 
 def _ahead_key(text: str, args: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
-    return text, tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    key = tuple(args)
+    try:
+        hash(key)
+    except TypeError:  # a list argument (keys of a live_scores read): as a tuple
+        key = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    return text, key
 _NOT_YET = re.compile(r"(\d+) are dead but not yet removable|(\d+) dead row versions cannot be removed yet")
 _URL_OPTIONS = ("schema", "rls", "pool_min", "pool_max", "purge_vacuum", "read_replica")
 _REPLICA_TIMEOUT = 2.0  # seconds a read waits for a replica connection before it goes to the primary
@@ -266,12 +272,32 @@ def _score_rows(conn: psycopg.Connection[Any], text: str, args: Sequence[Any]) -
 _GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
+@lru_cache(maxsize=128)
+def _numbered(text: str) -> str:
+    """`text` with its `%s` placeholders numbered `$1`, `$2`, ... for a RawCursor, which sends a statement as
+    it is. A plain cursor parses a `%s` statement on every execution unless it is under 4 KB (psycopg's cache
+    limit); the rank-index reads are ≈ 10 KB (the rank expression once per kind), and parsing them anew was
+    ≈ 30 % of the client CPU of a recall's read-ahead block (issue 19)."""
+    if "%%" in text or "%(" in text or "$" in text:
+        raise ValueError("only statements with plain %s placeholders can be numbered")
+    parts = text.split("%s")
+    return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
+
+
+def _raw_binary(conn: psycopg.Connection[Any], row_factory: Any = None) -> psycopg.RawCursor[Any]:
+    """A binary RawCursor (statements from _numbered) on `conn`."""
+    cur: psycopg.RawCursor[Any] = psycopg.RawCursor(conn, row_factory=row_factory) if row_factory is not None \
+        else psycopg.RawCursor(conn)
+    cur.format = psycopg.pq.Format.BINARY
+    return cur
+
+
 def _ranked_rows(conn: psycopg.Connection[Any], text: str, args: Sequence[Any]) -> list[ScoreRow]:
     """_score_rows of a rank-index read, prepared with a generic plan (one round trip: pipelined)."""
     with conn.pipeline():
         conn.execute(_GENERIC_PLANS)
-        cur = conn.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make)
-        cur.execute(text, args, prepare=True)
+        cur = _raw_binary(conn, lambda _cur: ScoreRow._make)
+        cur.execute(_numbered(text), args, prepare=True)
     with cur:
         return cur.fetchall()
 
@@ -733,8 +759,8 @@ class PostgresStore:
                         if not args[1]:
                             continue
                         text, params = POSTGRES.ranked(*args)
-                        cur = c.cursor(binary=True)
-                        cur.execute(*POSTGRES.ranked(*args, records=True), prepare=True)
+                        cur = _raw_binary(c)
+                        cur.execute(_numbered(POSTGRES.ranked(*args, records=True)[0]), params, prepare=True)
                         cursors.append((read.method, _ahead_key(text, params), cur))
                         continue
                     else:

@@ -249,10 +249,7 @@ class RedisTier:
         k = self._k(tenant, user_id)
         u = (tenant, user_id)
         try:
-            with self.client.pipeline(transaction=False) as p:
-                p.get(k.ver)
-                p.get(k.loaded)
-                token, loaded = p.execute()
+            token, loaded = self.client.mget(k.ver, k.loaded)  # one command (both keys in the user's slot)
             if loaded is None:
                 return None, token
             with self._near_lock:

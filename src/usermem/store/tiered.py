@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import threading
 import time
 from collections import OrderedDict
@@ -56,6 +57,7 @@ PRESETS: Mapping[str, Mapping[Kind, str]] = {
 }
 # Tier bookkeeping lives in the store of record's documents under this reserved tenant.
 DIRTY_TENANT = "_usermem"
+_RANK_MEMO = 10_000  # users × tiers whose rank orders are kept (TieredStore._rank_orders)
 _EVERYTHING = -1e300  # a `now` before every expiry: loads every current record, expired or not
 # Inside a read_ahead block: (store, {(tier, tenant, user): the tier's records of the user}) — one tier read
 # (and one dirty-mark check) per user and block, whatever the number of reads that need the tier.
@@ -181,6 +183,9 @@ class TieredStore:
         self._checking = {t.name: threading.Lock() for t in self.tiers}
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, tuple[str, str, Kind]] = OrderedDict()  # id -> (user, key, kind)
+        # (tier, tenant, user) -> (the tier's records last ranked, their order per kind): _rank_orders.
+        self._ranks: OrderedDict[tuple[str, str, str],
+                                 tuple[tuple[MemoryRecord, ...], dict[Kind, list[MemoryRecord]]]] = OrderedDict()
         self._stash = threading.local()
         self.stats = {"hits": 0, "misses": 0, "fills": 0, "fallbacks": 0, "tier_errors": 0, "dirty_marked": 0,
                       "reconciled": 0}
@@ -444,6 +449,15 @@ class TieredStore:
     def _tier_records(self, tier: Tier, q: LiveQuery) -> list[MemoryRecord]:
         """Live records of the tier's kinds matching q: from the tier, else from the store of record."""
         kinds = [k for k in (q.kinds if q.kinds is not None else list(Kind)) if k in tier.kinds]
+        cached = self._tier_all(tier, q)
+        if cached is not None:
+            return _matching(cached, q, kinds)
+        self.stats["fallbacks"] += 1
+        return self.record.live(replace(q, kinds=kinds))
+
+    def _tier_all(self, tier: Tier, q: LiveQuery) -> list[MemoryRecord] | None:
+        """Every current record (expired and retracted ones too) the tier holds for q's user, filling it from
+        the store of record on a miss; None when the tier may not serve the user (down, or the user dirty)."""
         # A user marked dirty (a write of any instance skipped the tier) is served from the store of record
         # until reconciled, also by instances that checked the marks less than dirty_check_interval ago
         # (issue 12 item 7). One primary-key read of the marks per tier read.
@@ -451,7 +465,7 @@ class TieredStore:
         memo = held[1] if held is not None and held[0] is self else None
         if memo is not None and (tier.name, q.tenant, q.user_id) in memo:
             self.stats["hits"] += 1
-            return _matching(memo[(tier.name, q.tenant, q.user_id)], q, kinds)
+            return memo[(tier.name, q.tenant, q.user_id)]
         if self._usable(tier) and not self._is_dirty(tier, q.tenant, q.user_id):
             try:
                 cached, token = tier.read(q.tenant, q.user_id)
@@ -467,11 +481,10 @@ class TieredStore:
                     self.stats["hits"] += 1
                 if memo is not None:
                     memo[(tier.name, q.tenant, q.user_id)] = cached
-                return _matching(cached, q, kinds)
+                return cached
             except TierUnavailable as exc:
                 self._down(tier, exc)
-        self.stats["fallbacks"] += 1
-        return self.record.live(replace(q, kinds=kinds))
+        return None
 
     def _holds_anything(self, tenant: str, user_id: str) -> bool:
         """The store of record holds a live row of any kind for the user (an empty fill is worth caching)."""
@@ -532,20 +545,46 @@ class TieredStore:
             mine = [b for b in batches if b[0] in tier.kinds]
             if not mine:
                 continue
-            records = self._tier_records(tier, replace(q, kinds=[b[0] for b in mine], keys=None))
-            self._remember_all(records)
-            for kind, limit, offset in mine:
-                tau = time_constant(KIND_REGISTRY[kind].half_life_seconds)
-                keyed = sorted(((-rank_time(r.confidence, r.importance, tau, r.created_at, r.last_confirmed_at,
-                                            r.last_used_at), r.id, r) for r in records if r.kind is kind),
-                               key=lambda t: (t[0], t[1]))
-                for _, _, r in keyed[offset:offset + limit]:
-                    stash[r.id] = r
-                    out.append(ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
-                                        r.last_used_at, r.last_confirmed_at))
+            picked: list[MemoryRecord] = []
+            cached = self._tier_all(tier, q)
+            if cached is None:  # the store of record serves the tier's kinds: rank what it returns
+                self.stats["fallbacks"] += 1
+                records = self.record.live(replace(q, kinds=[b[0] for b in mine], keys=None))
+                self._remember_all(records)
+                for kind, limit, offset in mine:
+                    picked += _rank(kind, [r for r in records if r.kind is kind])[offset:offset + limit]
+            else:
+                orders = self._rank_orders(tier, q.tenant, q.user_id, cached)
+                wanted = replace(q, keys=None)
+                for kind, limit, offset in mine:
+                    picked += _first_matching(orders.get(kind, ()), wanted, offset, limit)
+            for r in picked:
+                stash[r.id] = r
+                out.append(ScoreRow(r.id, r.kind.value, r.key, r.confidence, r.importance, r.created_at,
+                                    r.last_used_at, r.last_confirmed_at))
         held = getattr(self._stash, "records", None) if self._in_block() else None
         self._stash.records = {**held, **stash} if held else stash  # the recall path asks get_many next
         return out
+
+    def _rank_orders(self, tier: Tier, tenant: str, user_id: str,
+                     cached: list[MemoryRecord]) -> dict[Kind, list[MemoryRecord]]:
+        """The tier's records of the user (all of them, `_tier_all`) per kind in descending rank_time, ties by
+        id. The order depends on the records only (rank_time does not depend on `now`), so it is kept per user
+        and reused while the tier serves the identical (immutable) record objects again, as RedisTier's near
+        cache does; any other list (a change, a fresh decode) is remembered for touch() and sorted anew."""
+        memo_key = (tier.name, tenant, user_id)
+        with self._lock:
+            hit = self._ranks.get(memo_key)
+        if hit is not None and len(hit[0]) == len(cached) and all(map(operator.is_, hit[0], cached)):
+            return hit[1]
+        self._remember_all(cached)
+        orders = {kind: _rank(kind, [r for r in cached if r.kind is kind]) for kind in {r.kind for r in cached}}
+        with self._lock:
+            self._ranks[memo_key] = (tuple(cached), orders)
+            self._ranks.move_to_end(memo_key)
+            while len(self._ranks) > _RANK_MEMO:
+                self._ranks.popitem(last=False)
+        return orders
 
     def _in_block(self) -> bool:
         held = _TIER_READS.get()
@@ -652,6 +691,33 @@ class TieredStore:
         if name == "record":
             raise AttributeError(name)
         return getattr(self.record, name)
+
+
+def _rank(kind: Kind, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """`records` (all of `kind`) best first: descending rank_time, ties by id (the rank index's order)."""
+    tau = time_constant(KIND_REGISTRY[kind].half_life_seconds)
+    keyed = sorted(((-rank_time(r.confidence, r.importance, tau, r.created_at, r.last_confirmed_at, r.last_used_at),
+                     r.id, r) for r in records), key=lambda t: (t[0], t[1]))
+    return [t[2] for t in keyed]
+
+
+def _first_matching(order: Sequence[MemoryRecord], q: LiveQuery, offset: int, limit: int) -> list[MemoryRecord]:
+    """Records `offset` to `offset + limit` of those in `order` that q asks for (the filter of _matching,
+    kinds aside): the walk stops once it has them, so a recall reads a few records, not the user's all."""
+    out: list[MemoryRecord] = []
+    if limit <= 0:
+        return out
+    now, retracted, session = q.now, q.include_retracted, q.session_id
+    for r in order:
+        if r.superseded_by is None and r.deleted_at is None and (r.expires_at is None or r.expires_at > now) \
+                and (retracted or not r.retracted) and (session is None or r.session_id == session):
+            if offset > 0:
+                offset -= 1
+                continue
+            out.append(r)
+            if len(out) == limit:
+                break
+    return out
 
 
 def _matching(records: Sequence[MemoryRecord], q: LiveQuery, kinds: Sequence[Kind]) -> list[MemoryRecord]:
