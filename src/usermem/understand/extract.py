@@ -61,7 +61,12 @@ LANGUAGES: Mapping[str, str] = {
     "中文": "zh", "汉语": "zh", "普通话": "zh", "简体中文": "zh", "chinese": "zh", "mandarin": "zh",
     "英文": "en", "英语": "en", "english": "en", "日语": "ja", "日文": "ja", "japanese": "ja",
     "法语": "fr", "french": "fr", "德语": "de", "german": "de", "西班牙语": "es", "spanish": "es",
+    "繁体字": "zh-Hant", "繁体中文": "zh-Hant", "繁体": "zh-Hant", "粤语": "yue", "广东话": "yue", "韩语": "ko",
+    "韩文": "ko", "korean": "ko", "dutch": "nl", "荷兰语": "nl", "italian": "it", "意大利语": "it",
+    "portuguese": "pt", "葡萄牙语": "pt", "russian": "ru", "俄语": "ru", "cantonese": "yue",
 }
+_LANG_ZH = "|".join(sorted((w for w in LANGUAGES if not w.isascii()), key=len, reverse=True))
+_LANG_EN = "|".join(sorted((w for w in LANGUAGES if w.isascii()), key=len, reverse=True))
 CHANNELS: Mapping[str, str] = {
     "邮件": "email", "邮箱": "email", "email": "email", "e-mail": "email", "mail": "email",
     "电话": "phone", "打电话": "phone", "手机": "phone", "call": "phone", "phone": "phone",
@@ -69,6 +74,7 @@ CHANNELS: Mapping[str, str] = {
     "微信": "wechat", "wechat": "wechat", "whatsapp": "whatsapp", "telegram": "telegram", "slack": "slack",
     "发短信": "sms", "signal": "signal", "viber": "viber", "kakao": "kakao", "line": "line", "钉钉": "dingtalk",
     "飞书": "feishu", "企业微信": "wecom", "qq": "qq", "imessage": "imessage", "messenger": "messenger",
+    "discord": "discord", "kakaotalk": "kakao", "teams": "teams",
 }
 REPLY_FORMATS: Mapping[str, str] = {
     "列表": "bullets", "要点": "bullets", "分点": "bullets", "条目": "bullets", "bullet points": "bullets",
@@ -214,6 +220,10 @@ def _clause_after(text: str, start: int, limit: int = 24) -> str:
 
 _ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
 _ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且|是|其实是|应该是)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+# "花生过敏，严重的那种", "医生确认是腰果过敏": the allergen opens the clause (or follows 是), no 我 needed.
+_ALLERGY_ZH4 = re.compile(r"(?:^|[，,、])\s*(?:[^，,。]{0,6}?(?:确认|诊断|查出|检查出|测出)(?:了)?(?:是|为|出)?|"
+                          r"(?:其实|应该|就)?是)?([\u4e00-\u9fff]{1,6}?)(?:严重|轻微)?过敏(?![原体吗么])")
+_NOT_ALLERGY_HEAD = re.compile(r"^[我也还都就又很太更挺]|有点|有些|容易|经常|会|不|没|皮肤|季节|轻微|严重|什么|哪|谁|啥")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
 _ALLERGY_EN = re.compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been|i'?m also|also)\s+)(?:very |severely |"
                          r"really |super |deathly |mildly )?allergic to\s+"
@@ -278,6 +288,10 @@ def _allergy(s: str) -> list[_Hit]:
     if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸", s):
         for m in _ALLERGY_ZH3.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
+    if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸|宝宝|家人", s):
+        for m in _ALLERGY_ZH4.finditer(s):
+            if not _NOT_ALLERGY_HEAD.search(m.group(1)):
+                out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     if not out:
         for m in _ALLERGY_ZH2.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
@@ -285,7 +299,8 @@ def _allergy(s: str) -> list[_Hit]:
     for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
-    return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))]
+    return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))
+            and not re.match(r"(?:点|些|一点|有点|容易|经常|季节性?)$", str(h.value))]
 
 
 def _occupation(s: str) -> list[_Hit]:
@@ -362,7 +377,8 @@ def _channels(s: str) -> list[_Hit]:
     contact_verbs = ("联系", "通知", "沟通", "找我", "接受", "发我", "给我发", "打给我", "回复我", "reach",
                      "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
                      "只", "only", "prefer", "就好", "就行", "最方便", "比较方便", "easiest", "best for me",
-                     "works best", "preferred", " > ")
+                     "works best", "preferred", " > ", "上叫我", "上找我", "上联系我", "留言", "私聊", "私信", "is best",
+                     "'s best", "mostly on", "reachable on", "ping me", "hit me up", "dms", "dm me")
     if not (positive or negative) or not (_any(low, contact_verbs) or negative):
         return []
     if re.search(r"(?<![a-z])(?:call me|just say|call him|call her)\s+(?:dr\.?\s|mr\.?\s|ms\.?\s|mrs\.?\s)?[a-z]", low) \
@@ -441,12 +457,15 @@ def _language(s: str) -> list[_Hit]:
     low = s.lower()
     if _any(low, ("翻译", "translate", "translation")):
         return []
-    m = re.search(r"(用|说|讲|改用|换成|改成)(中文|汉语|普通话|英文|英语|日语|法语|德语)(回复|回答|交流|沟通|说|写|聊|吧|$)?",
-                  low)
+    m = re.search(r"(用|说|讲|改用|换成|改成)(" + _LANG_ZH + r")(回复|回答|交流|沟通|说|写|聊|吧|$)?", low)
+    if m is None:  # "英文回复吧", "繁体字回复": the language opens the request
+        m = re.search(r"(^|[，,]\s*)(?:请|麻烦|以后|都|就)*(" + _LANG_ZH + r")(回复|回答|回我|跟我聊|和我聊|交流)", low)
     if m and (m.group(3) is not None or _any(low, STANDING + CHANGE)):
         return [_Hit("language", m.group(2), _CONF_EXPLICIT, LANGUAGES[m.group(2)])]
     m = re.search(r"\b(?:reply|answer|respond|write|speak|talk|talk to me|communicate)\s+(?:to me\s+)?in\s+"
-                  r"(english|chinese|mandarin|japanese|french|german|spanish)\b", low)
+                  r"(" + _LANG_EN + r")\b", low)
+    if m is None:  # "Dutch please from now on", "Korean pls"
+        m = re.search(r"^\s*(" + _LANG_EN + r")\s+(?:please|pls|plz)\b", low)
     if m:
         return [_Hit("language", m.group(1), _CONF_EXPLICIT, LANGUAGES[m.group(1)])]
     m = re.search(r"(?:我更习惯|我习惯|我偏好|i prefer|my language is|i speak)\s*(中文|英文|english|chinese|mandarin)",
@@ -681,6 +700,13 @@ class PatternExtractor:
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
             chosen = [c for c in chosen if c[1] >= retracted]
+        # One animal, two mentions ("my old tabby, Gus", "Pickles (my beagle)"): names given in the message stand for
+        # the species words beside them when there are no more species words than names.
+        pets = [c for c in chosen if c[0].key == "pets" and isinstance(c[0].value, str)]
+        named = [c for c in pets if not _names_kind(str(c[0].value), rules.PETS)]
+        generic = [c for c in pets if c not in named]
+        if named and generic and len(generic) <= len(named):
+            chosen = [c for c in chosen if c not in generic]
         return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
                           evidence=msg.content, message_index=msg.index, method=method, canonical=h.canonical)
                 for h, _, _, method in chosen]
@@ -742,9 +768,14 @@ class PatternExtractor:
 
 # The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
 _FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
-_OTHER_WORDS = re.compile(r"我(?:姐|哥|弟|妹|妈|爸|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|男朋友|女朋友|家人|们)|"
+_OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
+                          r"男朋友|女朋友|家人|室友|舍友|邻居|老板|领导|上司|客户|闺蜜|兄弟|组长|经理|主管|导师|教练|师傅|队友|"
+                          r"组员|搭档|前任|网友|学长|学姐|师兄|师姐|师弟|师妹|表[哥姐弟妹]|堂[哥姐弟妹]|舅舅|阿姨|叔叔|姑姑|"
+                          r"爷爷|奶奶|外婆|外公|公公|婆婆|岳父|岳母|房东)|我们|"
                           r"\bmy\s+(?:\w+\s+)?(?:sister|brother|mum|mom|dad|husband|wife|son|daughter|kids?|friend|mate|"
-                          r"colleague|boss|partner|boyfriend|girlfriend|guest)\b", re.IGNORECASE)
+                          r"colleague|coworker|co-worker|boss|manager|partner|boyfriend|girlfriend|guest|roommate|flatmate|"
+                          r"housemate|neighbou?r|cousin|uncle|aunt|grandma|grandpa|parents|in-laws|teammate|coach|"
+                          r"teacher|mentor|supervisor|advisor|landlord|landlady)s?\b", re.IGNORECASE)
 
 
 # "我要给儿子办生日会" … "他叫豆豆": a pronoun naming the relative or animal just mentioned (the last naming wins,
@@ -752,6 +783,12 @@ _OTHER_WORDS = re.compile(r"我(?:姐|哥|弟|妹|妈|爸|老公|老婆|先生|�
 _PRONOUN_NAME = re.compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名叫)([\u4e00-\u9fff]{2,3}?)(?=[，,。.!！?？\s—–-]|$)|"
                            r"\b(?:he|she|it)(?:'s| is) (?:called|named) ([A-Z][a-z]+)\b|\b(?:his|her|its) name(?:'s| is) "
                            r"([A-Z][a-z]+)\b")
+
+
+def _names_kind(value: str, lexicon: Mapping[str, str]) -> bool:
+    """Does `value` hold a relation or species word ("my old tabby", "橘猫") rather than a name ("Gus")?"""
+    low = value.lower()
+    return any((re.search(r"\b" + re.escape(w) + r"s?\b", low) if w.isascii() else w in low) for w in lexicon)
 
 
 def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],

@@ -13,7 +13,9 @@ import re
 from collections.abc import Iterable
 
 HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|换[作做]是我|换[作做]我|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
-                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
+                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
+                          r"\bassuming\b|\bin theory\b|比方说|打个比方|就当|"
+                          r"\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
                           re.IGNORECASE)
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市", "我想学日语"), or a
 # stay ("I'm staying at the Hilton"): the user does not live there, work there, speak it or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
@@ -32,20 +34,22 @@ WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone",
                          "diet", "languages_spoken"})
 PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
                          "allergy"})
-QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
+QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不|来着)\s*[。.!！~]*\s*$")
 QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
                             r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
 # Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
 QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
-                           r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])")
+                           r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])|"
+                           # "差几个小时", "几点开门", "你几岁": 几 + a measure word asks a number (not 好几个, 十几个, 这几天)
+                           r"(?<![好十这那前后没有])几(?:个|点|岁|号|天|次|年|月|周|分钟|小时|块|元|斤|公里|楼|层|位|口)")
 # Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
 # allergy (it does say the user has a son: family fields are exempt).
 OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
                     r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
-                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
+                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|媳妇|老伴|爱人|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
@@ -121,6 +125,12 @@ HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 NAMED_SUBJECT = re.compile(r"^\s*(?!I\b)[A-Z][a-z]+(?:\s+from\s+\w+)?(?:'s|\s+(?:is|was|has|lives|works|said|says|"
                            r"thinks))\b|^\s*(?:小|老)[\u4e00-\u9fff](?<![家板婆公妈爸])(?:住|在|是|对|喜欢|说|家)")
 _ME = re.compile(r"我|\b(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
+# Someone of the user's circle as the subject of the clause ("我们组长每天七点到公司", "my coach runs every morning"):
+# roles a user may also hold themselves ("我是教练") count only in this position.
+SUBJECT_OTHER = re.compile(r"^\s*(?:(?:我们|咱们|我)(?:的|家)?)(?:组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学生|学长|学姐|"
+                           r"师兄|师姐|师弟|师妹|前任|网友|合伙人|助理|秘书|医生|老师|班主任)(?!是我)|"
+                           r"^\s*(?:my|our)\s+(?:\w+\s+)?(?:team ?lead|manager|supervisor|advisor|adviser|coach|teammates?|"
+                           r"students?|assistant|doctor|dentist|therapist|ex|trainer|tutor|teacher|mentor)\b(?!'s)(?!\s+(?:is|are) (?:me|mine)\b)", re.IGNORECASE)
 # People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
 NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|上司|下属|房东|保姆|"
                         r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
@@ -188,6 +198,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("others_family")  # "Max, the neighbour's dog, barked all night": an apposition names the owner
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
+    if SUBJECT_OTHER.search(c):
+        out.add("third_party")
     if (OTHERS.search(c) or NAMED_SUBJECT.search(c)) and not (NAMED_SUBJECT.search(c) and _ME.search(c)
                                                             and not OTHERS.search(c)):
         out.add("third_party")

@@ -57,9 +57,11 @@ def places(clause: str) -> list[Found]:
         if _NOT_LIVING.search(clause):
             continue
         if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(
-                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally)\b)|我", before):
+                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally|moved(?: here| over| down)?|"
+                r"relocated)\b)|我", before):
             continue  # "a couple from Melbourne", "a nurse from Leeds": whoever is from there, it is not said of the user
-        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
+        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
+                re.search(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$", before) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
         elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home)",
@@ -118,12 +120,22 @@ def timezone(clause: str) -> list[Found]:
 
 # --- names and forms of address ---------------------------------------------------------------------------
 
-_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?((?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s?[A-Z][a-z]+)|"
-                         r"[\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
+_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?\s?((?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s?[A-Z][a-z]+)|"
+                         r"[A-Z][a-z]{1,11}|[\u4e00-\u9fffA-Za-z]{1,4}?)\s?(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
 _TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s)?"
 _ADDRESS_EN = re.compile(r"(?<![A-Za-z])(?:call me|address me as|you can call me|just call me|just say|you can just say)\s+("
                          + _TITLE + r"(?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
-_NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
+_NAME_ZH = re.compile(r"(?:我|我的|(?<![叫喊])(?:本名|真名|大名|全名|身份证上|证件上|护照上))(?:本名|真名|大名|全名)?"
+                      r"(?:叫|的名字是|名字叫|名字是|姓名是|名叫|是)(?<!我是)(?<!我的是)"
+                      r"([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
+# A name in Latin letters inside Chinese: "我是Hannah Kim，新来的…", "我叫Kevin 张".
+_NAME_ZH_LATIN = re.compile(r"我(?:叫|是|的名字是|名字叫)\s?([A-Z][a-z]+(?:\s?(?:[A-Z][a-z]+|[\u4e00-\u9fff]{1,2}(?=[，,。.!！\s]|$)))?)"
+                            r"(?=[，,。.!！\s]|$)")
+# "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy", "I go by Sam".
+_GO_BY_EN = re.compile(r"(?<![A-Za-z])(?i:i go by|go by|goes by|known as)\s+([A-Z][a-z'\-]+)|"
+                       r"(?i:\bname\b).{0,40}?(?i:\bplease use|\bjust use|\buse)\s+([A-Z][a-z'\-]+)(?![A-Za-z])")
+_NAME_BUT_EN = re.compile(r"(?:^|(?i:\bit'?s|\bi'?m|\bname is|\bname's)\s+)([A-Z][a-z'\-]+(?:\s[A-Z][a-z'\-]+)?)[,，]?\s+but\s+"
+                          r"(?:\w+\s+){0,3}?(?i:call me|go by|use)\b")
 _NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
 _FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
 
@@ -149,12 +161,15 @@ _NOT_NAMES = frozenset({*_FAMOUS,
 
 
 def names(clause: str) -> list[Found]:
-    out = _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
+    out = [f for f in _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
+           if f.value not in ("名字", "全名", "本名", "真名", "什么", "啥", "这个", "那个")]
     out += [f for f in _all(_ADDRESS_EN, clause, "preferred_name", confidence=0.85)
             if f.value.split()[0] not in _NOT_NAMES]
     out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)
             and not famous_name(f.value)]
     out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_ZH_LATIN, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_GO_BY_EN, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
     return out
 
 
@@ -165,13 +180,17 @@ SPOUSE: Mapping[str, str] = {
     "丈夫": "husband", "先生": "husband", "男朋友": "boyfriend", "女朋友": "girlfriend", "对象": "partner",
     "未婚夫": "fiance", "未婚妻": "fiance", "wife": "wife", "husband": "husband", "partner": "partner",
     "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiancé": "fiance", "fiance": "fiance",
-    "fiancée": "fiance", "fiancee": "fiance", "hubby": "husband",
+    "fiancée": "fiance", "fiancee": "fiance", "hubby": "husband", "老伴": "partner", "老伴儿": "partner",
+    "媳妇儿": "wife", "老婆大人": "wife", "另一半": "partner", "missus": "wife", "missis": "wife", "wifey": "wife",
+    "other half": "partner", "spouse": "partner",
 }
 CHILDREN: Mapping[str, str] = {
     "儿子": "son", "女儿": "daughter", "孩子": "child", "小孩": "child", "娃": "child", "闺女": "daughter",
     "大宝": "child", "二宝": "child", "俩娃": "children", "两个孩子": "children", "son": "son", "daughter": "daughter",
     "kid": "child", "kids": "children", "children": "children", "child": "child", "toddler": "child",
-    "baby": "child", "twins": "children",
+    "baby": "child", "twins": "children", "little one": "child", "little ones": "children", "stepson": "son",
+    "stepdaughter": "daughter", "宝宝": "child", "小儿子": "son", "大儿子": "son",
+    "小女儿": "daughter", "大女儿": "daughter",
 }
 PETS: Mapping[str, str] = {
     "猫": "cat", "猫咪": "cat", "橘猫": "cat", "布偶": "cat", "英短": "cat", "狗": "dog", "狗狗": "dog", "柯基": "dog",
@@ -180,6 +199,13 @@ PETS: Mapping[str, str] = {
     "puppy": "dog", "pup": "dog", "corgi": "dog", "labrador": "dog", "greyhound": "dog", "poodle": "dog",
     "terrier": "dog", "rabbit": "rabbit", "bunny": "rabbit", "hamster": "hamster", "parrot": "parrot",
     "budgie": "parrot", "tortoise": "turtle", "turtle": "turtle", "goldfish": "fish",
+    "萨摩耶": "dog", "拉布拉多": "dog", "比熊": "dog", "博美": "dog", "贵宾": "dog", "法斗": "dog", "雪纳瑞": "dog",
+    "德牧": "dog", "阿拉斯加": "dog", "中华田园犬": "dog", "土狗": "dog", "布偶猫": "cat", "暹罗": "cat", "蓝猫": "cat",
+    "狸花": "cat", "狸花猫": "cat", "美短": "cat", "加菲": "cat", "奶牛猫": "cat", "三花": "cat", "龙猫": "chinchilla",
+    "刺猬": "hedgehog", "荷兰猪": "guinea pig", "蜥蜴": "lizard", "守宫": "gecko", "tabby": "cat", "beagle": "dog",
+    "retriever": "dog", "husky": "dog", "dachshund": "dog", "spaniel": "dog", "chihuahua": "dog", "pug": "dog",
+    "collie": "dog", "shepherd": "dog", "lab": "dog", "guinea pig": "guinea pig", "gecko": "gecko", "ferret": "ferret",
+    "chickens": "chicken", "hens": "chicken", "tetras": "fish", "axolotl": "axolotl", "cockatiel": "parrot",
 }
 _MINE_ZH = r"(?:我(?:家|的)?|我们家|家里|家)"
 _MINE_EN = r"(?:\bmy|\bour)"
@@ -222,6 +248,8 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
             out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
         else:
             value = word if key != "spouse" else base
+            if key == "children":  # "我们家闺女" -> "闺女" (the relation word; "我女儿" keeps its 我)
+                value = re.sub(r"^(?:我们家|咱们家|咱家|我家|家里)的?(?=.)", "", value)
             value = re.sub(r"^(?:我们家|我家|我的|我|家里|家)?(?:[一两二三四俩]?[只条个])?(?=.)", "", value) if pet else value
             start = m.start(1) + (word.index(value) if value in word else 0)
             out.append(Found(key, value, start, start + len(value), lexicon[base], 0.7))
@@ -245,12 +273,45 @@ def family(clause: str) -> list[Found]:
     return _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
 
 
+# "we just adopted a bunny", "we've got a couple of chickens", "I have two cats": an animal the user keeps, without my/our.
+_PET_EN_KEEP = re.compile(r"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:adopted|got|have|own|rescued|"
+                          r"keep|foster)\s+((?:a|an|two|three|four|some)\b[\w ]{0,30})", re.IGNORECASE)
+# "我家布丁是只萨摩耶": the name before the species.
+_PET_ZH_NAMED = re.compile(r"(?:我家|我们家|家里|我的)([\u4e00-\u9fff]{2})是(?:一)?(?:只|条|头)")
+
+
 def pets(clause: str) -> list[Found]:
-    if not re.search(r"养|家|我|my|our|have|got", clause, re.IGNORECASE):
+    if not re.search(r"养|家|我|my|our|have|got|\bi\b|\bwe\b", clause, re.IGNORECASE):
         return []
     # "猫毛过敏", "狗粮", "cat hair": the animal word names a material or a product, not an animal of the user's
-    return [f for f in _relation(clause, PETS, "pets", pet=True)
-            if not _PET_MATERIAL.match(clause, f.end)]
+    out = [f for f in _relation(clause, PETS, "pets", pet=True) if not _PET_MATERIAL.match(clause, f.end)]
+    for m in _PET_ZH_NAMED.finditer(clause):
+        species = next((PETS[w] for w in sorted(PETS, key=len, reverse=True) if clause.startswith(w, m.end())), None)
+        if species and not NOT_A_NAME.search(m.group(1)):
+            out = [f for f in out if not (f.start >= m.end())]  # the species word names this animal
+            out.append(Found("pets", m.group(1), m.start(1), m.end(1), species, 0.8))
+    if not out:
+        for m in _PET_EN_KEEP.finditer(clause):
+            words = list(re.finditer(r"\w+", m.group(1)))
+            for w in words[:6]:
+                species = PETS.get(w.group(0).lower()) if w.group(0).isascii() else None
+                species = species or (PETS.get(w.group(0).lower()[:-1]) if w.group(0).lower().endswith("s") else None)
+                if species:
+                    end = m.start(1) + w.end()
+                    if not _PET_MATERIAL.match(clause, end):
+                        name = re.match(r"\s+(?:named|called)\s+([A-Z][a-z]+)", clause[end:])
+                        if name:
+                            out.append(Found("pets", name.group(1), end + name.start(1), end + name.end(1), species, 0.8))
+                        else:
+                            out.append(Found("pets", clause[m.start(1):end], m.start(1), end, species, 0.65))
+                    break
+    # "my old tabby, Gus" / "Pickles (my beagle)": a name given in the clause stands for the species words beside it
+    named = [f for f in out if not any(w in f.value.lower() for w in PETS)]
+    if named:
+        generic = [f for f in out if f not in named]
+        if len(generic) <= len(named):
+            out = named
+    return out
 
 
 _PET_MATERIAL = re.compile(r"毛|粮|砂|咖|罐头|零食|(?i:\s*(?:hair|fur|food|litter|dander|cafe|café)\b)")
@@ -368,12 +429,20 @@ _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
                        r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
                        r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
-_MONEY = re.compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|不超过|控制在)\s*)?"
-                    r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:千|万|百|块钱?|元))|"
+# A number followed by another unit is no amount of money ("一百字以内", "1500大卡", "under 300 words").
+_NOT_MONEY_UNIT = (r"(?!\s*(?:字|段|句|行|条|页|个|次|遍|天|周|小时|分钟|公里|米|斤|克|卡|大卡|千卡|人|岁|年|号|楼|层|步|"
+                   r"(?i:words?|pages?|lines?|paragraphs?|calories|cals?|kcal|km|kms|miles?|steps|minutes?|mins?|hours?|"
+                   r"days?|people|years?|sq|square|ft|feet|meters?|metres?)\b))")
+_MONEY = re.compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|顶多|不超过|不要超过|"
+                    r"别超过|控制在)\s*)?"
+                    r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:[百千万](?:[一二两三四五六七八九](?![十百千万]))?"
+                    r"(?:块钱?|元)?|块钱?|元))" + _NOT_MONEY_UNIT + "|"
                     r"(?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
-                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.,])\d{3,}(?:\.\d+)?(?![\d.%])))"
+                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.,:])\d{3,}(?:\.\d+)?(?![\d.%:])"
+                    + _NOT_MONEY_UNIT + r"))"
                     r"(?:以内|以下|之内|出头|左右|(?: all in| max| or less| tops)(?![A-Za-z]))?)", re.IGNORECASE)
-_BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|之内|价位|budget|under|max|at most|no more than|up to", re.IGNORECASE)
+_BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|不要超过|别超过|之内|价位|最多|顶多|封顶|上限|budget|under|max|at most|"
+                         r"no more than|up to", re.IGNORECASE)
 _CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), ("€", "EUR"), ("euro", "EUR"),
              ("eur", "EUR"), ("£", "GBP"), ("pound", "GBP"), ("gbp", "GBP"), ("元", "CNY"), ("块", "CNY"),
              ("rmb", "CNY"), ("人民币", "CNY"), ("¥", "CNY"), ("￥", "CNY"))
@@ -584,6 +653,9 @@ def sentence_level(sentence: str) -> list[Found]:
     bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
     out = [Found("usual_order", m.group(1).strip(), m.start(1), m.start(1) + len(m.group(1).strip()), None, 0.7)
            for m in _USUAL.finditer(sentence)]
+    # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy"
+    out += [f for f in _all(_GO_BY_EN, sentence, "preferred_name", group=2, confidence=0.8) if f.value not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_BUT_EN, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
         for p in find_places(sentence):
             before = sentence[max(0, p.start - 4):p.start]
@@ -596,6 +668,15 @@ def sentence_level(sentence: str) -> list[Found]:
 _NEWS_LEAD = re.compile(r"^.*(?:推送|推荐|推|关注|发我|发|看|给我|加点|多|些|点|一下)(?=[\u4e00-\u9fffA-Za-z0-9]{2,}(?:的)?新闻$)")
 
 
+# A routine says when: a clock time, a day of the week, a length of time, or "every …" with an activity that is not
+# reading, ordering or receiving something ("每周六下午上课", "一般十点睡", "每天练半小时" — not "周末真的累",
+# "一般点鸳鸯锅", "每天早上都要看").
+_CLOCK = (r"\d{1,2}[:：.]\d{2}|\d{1,2}\s?点|[一二两三四五六七八九十]{1,3}点|\d{1,2}\s?(?i:am|pm)\b|半小时|小时|分钟|"
+          r"\d+号|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|每周[一二三四五六日天]")
+_ROUTINE = re.compile(r"(?:" + _CLOCK + r")|^(?:每天|每周|每个?月|工作日)(?!.{0,8}(?:看|推|发|点|打|路上|通勤|都在|愉快|累))|"
+                      r"^(?!周末|平时|一般)[A-Za-z]")
+
+
 def free_text(clause: str) -> list[Found]:
     out: list[Found] = []
     for key, pat, conf in _FREE:
@@ -606,10 +687,14 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
                 continue  # "I moved to Chicago" names a place, not an employer
-            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob", value, re.I):
+            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob|"
+                                                r"(?:i|we|you|it|they|he|she|moved|live[sd]?|living|born|been|from|came|"
+                                                r"got|am|is|are|was|were)\b", value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
+            if key == "schedule" and not _ROUTINE.search(value):
+                continue  # "周末真的累", "一般点鸳鸯锅", "每天早上都要看": a mood, an order, a habit of reading — no routine
             if key == "contact_hours":
                 value = re.sub(r"(?:不要|别|不|请勿)$", "", value).strip()
                 if not value or not _TIME_WORD.search(value):
