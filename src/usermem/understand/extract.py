@@ -357,6 +357,13 @@ def _channel_pattern(word: str) -> re.Pattern[str]:
     return re.compile(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) + r"(?![a-z])")
 
 
+# The phone as a device is no channel unless a contact verb holds it ("打我手机", "手机联系", "call my phone").
+_DEVICE_WORDS = frozenset({"手机", "phone"})
+_DEVICE_BEFORE = re.compile(r"(?:打|拨|联系|找|通知|call|ring|text|reach|contact|by|via|over the|on the|on my)\s*(?:我的?|me on (?:my|the)|"
+                            r"my|the)?\s*$")
+_DEVICE_AFTER = re.compile(r"\s*(?:联系|找我|打给我|号|number|call|calls?\b|is best|works best|only)")
+
+
 def _channels(s: str) -> list[_Hit]:
     """Contact channel (positive) and contact constraints (negative), e.g. "只接受邮件，不要打电话"."""
     low = s.lower()
@@ -368,6 +375,9 @@ def _channels(s: str) -> list[_Hit]:
             continue
         for m in _channel_pattern(word).finditer(low):
             before = low[max(0, m.start() - 6):m.start()]
+            if word in _DEVICE_WORDS and not (_DEVICE_BEFORE.search(low[max(0, m.start() - 10):m.start()])
+                                              or _DEVICE_AFTER.match(low, m.end())):
+                continue  # "手机上看表格太宽", "the phone goes in a drawer": the device, not a way to reach the user
             if re.search(r"(不要|别|不用|不接|不想|不接受|don'?t|do not|never|no|not)\s*\S{0,3}$", before):
                 if channel not in negative:
                     negative.append(channel)
@@ -700,6 +710,8 @@ class PatternExtractor:
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
             chosen = [c for c in chosen if c[1] >= retracted]
+        if _EMAIL.search(text):  # "发我邮箱 a@b.com": the address is what the user gave; "邮箱" is no separate preference
+            chosen = [c for c in chosen if not (c[0].key == "contact_channel" and c[0].canonical == "email")]
         # One animal, two mentions ("my old tabby, Gus", "Pickles (my beagle)"): names given in the message stand for
         # the species words beside them when there are no more species words than names.
         pets = [c for c in chosen if c[0].key == "pets" and isinstance(c[0].value, str)]
