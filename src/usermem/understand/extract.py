@@ -964,13 +964,21 @@ def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
     from usermem.understand.filters import CORRECTION
 
     rest = CORRECTION.sub("", text, count=1)
+    for _ in range(2):  # "不对不对，是5月3号"
+        rest = CORRECTION.sub("", rest.lstrip(" ,，"), count=1) if CORRECTION.match(rest.lstrip(" ,，")) else rest
     if key in ("city", "work_city", "hometown"):
         from usermem.understand.gazetteer import find_places
 
         found = find_places(rest)
         return (found[0].text, found[0].canonical) if found else None
-    m = re.search(r"(?:是|叫|it'?s|it is|make (?:that|it)|call me|i'?m|to)\s*([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})",
-                  rest, re.IGNORECASE)
+    # the value opens what is left ("no — Central. I keep forgetting I moved to Chicago": Central, not Chicago)
+    m = re.match(r"[\s,，:：—–-]*(?:是|叫|(?i:it'?s|it is|make (?:that|it)|call me|i'?m)\b)?\s*"
+                 r"([^，,。.!！?？；;\s—–][^，,。.!！?？；;—–]{0,20})(?=[，,。.!！?？；;—–]|$)", rest)
+    if m is not None and (len(m.group(1).split()) > 3 or (not m.group(1).isascii() and len(m.group(1)) > 8)):
+        m = None
+    if m is None:
+        m = re.search(r"(?:是|叫|(?<![A-Za-z])(?i:it'?s|it is|make (?:that|it)|call me|i'?m|to)\b)\s*"
+                      r"([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})", rest)
     if m is None:
         m = re.match(r"[\s,，:：]*([^，,。.!！?？；;]{1,24})", rest)
     if m is None:

@@ -188,7 +188,7 @@ CHILDREN: Mapping[str, str] = {
     "儿子": "son", "女儿": "daughter", "孩子": "child", "小孩": "child", "娃": "child", "闺女": "daughter",
     "大宝": "child", "二宝": "child", "俩娃": "children", "两个孩子": "children", "son": "son", "daughter": "daughter",
     "kid": "child", "kids": "children", "children": "children", "child": "child", "toddler": "child",
-    "baby": "child", "twins": "children", "little one": "child", "little ones": "children", "stepson": "son",
+    "baby": "child", "twins": "children", "girl": "daughter", "boy": "son", "little one": "child", "little ones": "children", "stepson": "son",
     "stepdaughter": "daughter", "宝宝": "child", "小儿子": "son", "大儿子": "son",
     "小女儿": "daughter", "大女儿": "daughter",
 }
