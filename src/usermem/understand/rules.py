@@ -578,6 +578,16 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("brands", re.compile(r"(?i:shop at|do our (?:big |weekly )?shop at|i buy from|i always buy|only buy)\s+"
                           r"([A-Z][\w&'\-]+)"), 0.6),
     ("brands", re.compile(r"我(?:自己)?(?:一直)?用的是([A-Za-z\u4e00-\u9fff]{2,8}?)的"), 0.6),
+    # "洗衣液一直用蓝月亮的", "奶茶我一直点霸王茶姬的伯牙绝弦": the maker before 的 after a habitual verb
+    ("brands", re.compile(r"(?:一直|向来|从来都|基本都|都是|一般都|平时都)(?:用|买|喝|穿|点|坐|住|开|订)(?:的是)?"
+                          r"([A-Za-z][\w&\-]*(?: [A-Z][\w&\-]*)?|[\u4e00-\u9fff]{2,5}?)(?:家)?的"), 0.6),
+    # "我每次去麦当劳都点…", "去喜茶老规矩": the shop the user always goes to
+    ("brands", re.compile(r"(?:每次|一般|平时|经常)(?:都)?去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?:都|就|一般)?(?:点|买|喝|吃)"), 0.6),
+    ("brands", re.compile(r"^\s*去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?=老规矩|老样子|照旧)"), 0.6),
+    # "I always book through Airbnb", "I always buy Asics", "my go-to at Chipotle is", "my usual from Pret"
+    ("brands", re.compile(r"(?i:i always (?:book (?:through|with|on)|fly(?: with)?|use|order from|get|wear|drive)|"
+                          r"my go-to at|my usual (?:from|at)|i only (?:fly|use|wear|drive|buy))\s+"
+                          r"([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?)"), 0.6),
     ("travel_preferences", re.compile(r"(?:i'?d (?:always )?rather take|i (?:always )?prefer|always book|i always take)\s+"
                                       r"((?:the |an? )?[\w\- ]{2,25}?)\s+(?:than|over|to)\s+(?:fly|flying|driving|"
                                       r"the train|a train|trains|planes?|buses|the bus)\b", re.IGNORECASE), 0.6),
@@ -597,6 +607,8 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
                                r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
+    # "每次都点麦辣鸡腿堡套餐", "一般就点燕麦拿铁": what the user always orders
+    ("usual_order", re.compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),
     ("occupation", re.compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
     ("occupation", re.compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
                               + _END), 0.7),
@@ -644,15 +656,20 @@ _REQUEST = re.compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
 
 
-_USUAL = re.compile(r"^\s*(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*(?:还是|就)?"
-                    r"(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?)(?=[。.!！?？；;]|$)")
+_USUAL = re.compile(r"^\s*(?:去[^，,。\s]{1,6}?)?(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*"
+                    r"(?:还是|就)?(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?(?:[，,]\s*[^，,。.!！?？；;]{1,12}?){0,2}?)"
+                    r"(?=[，,]\s*(?:谢谢|谢啦|thanks|thank you|ta\b|cheers|你记一下|记一下|麻烦了|去|在|到|送到|from\b|at\b)|"
+                    r"[。.!！?？；;]|$)|"
+                    # "My go-to at Chipotle is a burrito bowl, double chicken, no sour cream"
+                    r"(?i:my go-to at [A-Z][\w&'\- ]{1,25}? is|my usual (?:from|at) [A-Z][\w&'\- ]{1,25}?\s*[—–:-])\s*(?:an? )?"
+                    r"([^.;!?]{2,60}?)(?=[.;!?]|$)")
 
 
 def sentence_level(sentence: str) -> list[Found]:
     """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
     bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
-    out = [Found("usual_order", m.group(1).strip(), m.start(1), m.start(1) + len(m.group(1).strip()), None, 0.7)
-           for m in _USUAL.finditer(sentence)]
+    out = [Found("usual_order", m.group(g).strip(), m.start(g), m.start(g) + len(m.group(g).strip()), None, 0.7)
+           for m in _USUAL.finditer(sentence) for g in (1, 2) if m.group(g)]
     # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy"
     out += [f for f in _all(_GO_BY_EN, sentence, "preferred_name", group=2, confidence=0.8) if f.value not in _NOT_NAMES]
     out += [f for f in _all(_NAME_BUT_EN, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
