@@ -43,6 +43,7 @@ class Place:
     canonical: str | None  # English name when known (Chengdu, Lisbon)
     country: str | None
     population: int
+    district: bool = False  # a Chinese county-level division (区/县): below the city the user lives in
 
 
 @dataclass
@@ -51,6 +52,7 @@ class _Gazetteer:
     latin: dict[str, tuple[str, str, int]]  # lower-case name -> (canonical, country, population)
     cjk_max: int
     latin_max_words: int
+    districts: frozenset[str] = frozenset()  # forms that name only county-level divisions (思明区, 南山)
 
 
 def _package_dir(name: str) -> Path | None:
@@ -73,10 +75,15 @@ def gazetteer() -> _Gazetteer:
     cpca_dir = _package_dir("cpca")
     table = cpca_dir / "resources" / "adcodes.csv" if cpca_dir else None
     cn_forms: set[str] = set()
+    county: set[str] = set()
+    higher: set[str] = set()
     if table is not None and table.exists():
         for row in csv.DictReader(io.StringIO(table.read_text(encoding="utf-8"))):
             full = row["name"].strip()
-            cn_forms |= {f for f in (full, _CN_SUFFIX.sub("", full)) if len(f) >= 2 and f not in _CJK_STOP}
+            forms = {f for f in (full, _CN_SUFFIX.sub("", full)) if len(f) >= 2 and f not in _CJK_STOP}
+            cn_forms |= forms
+            # adcode PPCCDD000000: DD != 00 is a county-level division (district or county)
+            (county if row["adcode"][4:6] != "00" else higher).update(forms)
     cjk_any = re.compile(r"[\u4e00-\u9fff]")
     for c in sorted(cities.values(), key=lambda c: (-int(c["population"]), str(c["name"]))):
         name, cc, pop = str(c["name"]), str(c["countrycode"]), int(c["population"])
@@ -100,8 +107,10 @@ def gazetteer() -> _Gazetteer:
     for form in cn_forms:
         if form not in cjk:
             cjk[form] = (None, "CN", 0)
+    districts = frozenset(f for f in county - higher if cjk.get(f, (None, "CN", 0))[1] == "CN"
+                          and cjk.get(f, (None, "CN", 0))[2] < 1_000_000)
     return _Gazetteer(cjk, latin, max((len(k) for k in cjk), default=0),
-                      max((k.count(" ") + 1 for k in latin), default=0))
+                      max((k.count(" ") + 1 for k in latin), default=0), districts)
 
 
 _LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
@@ -127,13 +136,19 @@ def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
                     break
             if hit is not None:
                 n, (canon, cc, pop) = hit
-                if out and out[-1].end == i and out[-1].country in ("CN", cc) and re.search(
+                district = text[i:i + n] in g.districts
+                if district and out and out[-1].end == i:
+                    # "厦门思明区", "深圳南山": the district is not joined to the city before it
+                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop, True))
+                elif out and out[-1].end == i and out[-1].district:
+                    pass  # "鼓楼区中山北路": nothing after a district joins it (a street named after a city)
+                elif out and out[-1].end == i and out[-1].country in ("CN", cc) and re.search(
                         r"[\u4e00-\u9fff]", out[-1].text):
                     prev = out.pop()  # 湖南 + 衡阳 -> 湖南衡阳
                     out.append(Place(prev.text + text[i:i + n], prev.start, i + n, canon or prev.canonical, cc,
                                      max(pop, prev.population)))
                 else:
-                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop))
+                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop, district))
                 i += n
                 continue
             i += 1

@@ -46,9 +46,21 @@ _NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\
 _THIRD_PERSON_VERB = re.compile(r"\b(?:lives|works|is living|is working|is based|studies)\b", re.IGNORECASE)
 
 
+# A place inside a postal address (a street and a number follow it, or a street number and a postcode precede it).
+_STREET_AFTER = re.compile(r"[^，,。；;!！?？]{0,14}?(?:路|街|大道|巷|弄|胡同|小区|花园|广场|大厦|园|村|苑|公寓|中心)[^，,。；;]{0,12}?\d+\s*"
+                           r"(?:号|栋|幢|室|楼|弄|单元)")
+_STREET_BEFORE = re.compile(r"\b\d+[A-Za-z]?\s+[A-Z][\w' \-]{2,30}\b(?:Street|St|Road|Rd|Avenue|Ave|Lane|Ln|Rue|Drive|Dr|Way|"
+                            r"Court|Ct|Place|Pl|Strasse|Straße|Calle|Via)\b[^.;!?]{0,20}$|\b\d{4,5}\s*$")
+
+
 def places(clause: str) -> list[Found]:
     out: list[Found] = []
-    for p in find_places(clause):
+    found = find_places(clause)
+    for n, p in enumerate(found):
+        if p.district and n and found[n - 1].end == p.start:
+            continue  # "我住在厦门思明区": the city is 厦门; the district only says where in it
+        if _STREET_AFTER.match(clause, p.end) or _STREET_BEFORE.search(clause[max(0, p.start - 30):p.start]):
+            continue  # "我家在南京鼓楼区中山北路200号", "7 Rue des Lilas, 69003 Lyon": part of a postal address
         before = clause[max(0, p.start - 16):p.start]
         if _THIRD_PERSON_VERB.search(before):
             continue  # "Taylor Swift lives in Nashville": someone else's place
