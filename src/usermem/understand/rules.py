@@ -68,17 +68,25 @@ def places(clause: str) -> list[Found]:
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
-        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(
+        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(r"(?i:\b(?:remote|remotely|wfh|working|work) from\s*$)",
+                                                                    before) and not re.search(
                 r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally|moved(?: here| over| down)?|"
                 r"relocated)\b)|我", before):
             continue  # "a couple from Melbourne", "a nurse from Leeds": whoever is from there, it is not said of the user
-        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
+        remote = re.search(r"(?i:\b(?:remote|remotely|wfh) from\s*$)", before)
+        if remote:
+            key = "city"  # "remote from Halifax", "WFH from Porto": where the user lives and works
+        elif re.search(r"(?i:\bwork(?:ing)? from\s*$)", before):
+            key = "work_city"  # "I'm working from Tbilisi for the next few years"
+        elif _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
                 re.search(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$", before) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
-        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home)",
-                                                                          before):
-            key = "city"  # "I'm Cape Town based", "WFH from Porto"
+        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home|"
+                                                                          r"\bremote from\s*$|\bhome is (?:still )?$|"
+                                                                          r"\bhome'?s (?:still )?$)", before) or \
+                re.match(r"\s*[,，]?\s*(?i:that'?s where (?:i|we) live)", clause[p.end:p.end + 30]):
+            key = "city"  # "I'm Cape Town based", "WFH from Porto", "home is still Porto", "Shoreditch, that's where I live"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
         elif re.search(r"住|\blive|\bliving\b", before[-14:], re.IGNORECASE):
