@@ -32,6 +32,7 @@ from usermem.understand.filters import (
     FICTION,
     OTHERS_PARTICULARS,
     QUESTION_START,
+    SUBJECT_OTHER,
     allowed,
     clause_spans,
     hypothetical_only_after,
@@ -108,8 +109,9 @@ JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的
                           r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
 _JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
                           r"[\s,，!！.。~]*", re.IGNORECASE)
-HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|\bsomeday\b|"
-                          r"\bone day\b|\bi'?d love to\b)", re.IGNORECASE)
+HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|比方说|打个比方|就当|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|"
+                          r"\bsomeday\b|\bone day\b|\bi'?d love to\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
+                          r"\bassuming\b|\bin theory\b)", re.IGNORECASE)
 QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
 # Another person as the subject: their preferences are not the user's.
 OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", "女儿", "孩子", "父母", "爸爸", "妈妈", "男朋友",
@@ -249,6 +251,9 @@ _LIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真�
                        r"([^，,。.!！？?；;]{1,20})")
 _DISLIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真的|一直|比较)?(?:讨厌|不喜欢|不爱吃|不爱喝|不爱|受不了|"
                           r"不吃|烦)([^，,。.!！？?；;]{1,20})")
+# Without 我: "最讨厌别人发六十秒语音", "吃不惯海鲜", "特别怕冷" (at the start of a clause).
+_DISLIKES_ZH2 = re.compile(r"(?:^|[，,])\s*(?:我这人|我)?(?:真的|一直|特别|最|很|超|实在)?(?:讨厌|受不了|吃不惯|喝不惯|看不惯|"
+                           r"吃不了|怕)([^，,。.!！？?；;的]{1,16})")
 _LIKES_EN = re.compile(r"\bi (?:really |also |just |absolutely |do )?(?:like|love|enjoy|adore|prefer)\s+"
                        r"([^,.;!?]{1,60})", re.IGNORECASE)
 _FAN_EN = re.compile(r"\bi'?m (?:a )?(?:big |huge )?fan of\s+([^,.;!?]{1,40})", re.IGNORECASE)
@@ -290,7 +295,7 @@ def _allergy(s: str) -> list[_Hit]:
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸|宝宝|家人", s):
         for m in _ALLERGY_ZH4.finditer(s):
-            if not _NOT_ALLERGY_HEAD.search(m.group(1)):
+            if not _NOT_ALLERGY_HEAD.search(m.group(1)) and "对" not in m.group(1):  # "主人公对猫过敏": someone else
                 out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     if not out:
         for m in _ALLERGY_ZH2.finditer(s):
@@ -490,6 +495,11 @@ def _likes(s: str, original: str) -> list[_Hit]:
     low = s.lower()
     for m in _DISLIKES_ZH.finditer(low):
         out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
+    if not out:
+        for m in _DISLIKES_ZH2.finditer(low):
+            thing = re.sub(r"(?:的味道|的气味|的口感)$", "", _clean(m.group(1)))
+            if thing and not re.match(r"(?:你|您|麻烦|打扰|我|被你|万一|自己)", thing):
+                out.append(_Hit("dislikes", thing, _CONF_IMPLIED))
     for m in _DISLIKES_EN.finditer(low):
         out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
     if not out:
@@ -508,6 +518,8 @@ def _likes(s: str, original: str) -> list[_Hit]:
                 continue
             v = _clean(v.split("是", 1)[1])
         v = re.split(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,", v)[0].strip()
+        if h.key == "dislikes":  # "我受不了榴莲的味道": the durian
+            v = re.sub(r"(?<=.)(?:的味道|的气味|的口感)$", "", v)
         v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
         if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v) \
                 and normalise(v) not in _PRONOUNS:
@@ -674,6 +686,7 @@ class PatternExtractor:
                     add(_Hit(f.key, f.value, f.confidence, f.canonical), s0 + f.start, s0 + f.end, "pattern")
             subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
             inherited: set[str] = set()
+            judged: list[tuple[int, str, set[str]]] = []
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
@@ -695,6 +708,10 @@ class PatternExtractor:
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
+                judged.append((base, clause, why))
+            # the learned proposers after every clause's rules: a tagger span that runs over a comma must not take
+            # the words a rule found in the next clause ("在中科院读研，研二，…": 研二)
+            for base, clause, why in judged:
                 if self.templates is not None:
                     for tp in self.templates.propose(clause, self.template_similarity):
                         if allowed(tp.field, why) and _plausible(tp.field, tp.value):
@@ -712,6 +729,11 @@ class PatternExtractor:
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
             chosen = [c for c in chosen if c[1] >= retracted]
+        # A student's year or degree is their education ("I'm a third-year medical student", "我是在职研究生").
+        chosen = [(replace(h, key="education", canonical=None), a, b, m)
+                  if h.key == "occupation" and "education" in self.allowed and isinstance(h.value, str)
+                  and re.search(r"(?i:\bstudent\b|学生|研究生|博士生|硕士生)", h.value) else (h, a, b, m)
+                  for h, a, b, m in chosen]
         if _EMAIL.search(text):  # "发我邮箱 a@b.com": the address is what the user gave; "邮箱" is no separate preference
             chosen = [c for c in chosen if not (c[0].key == "contact_channel" and c[0].canonical == "email")]
         # One animal, two mentions ("my old tabby, Gus", "Pickles (my beagle)"): names given in the message stand for
@@ -738,6 +760,7 @@ class PatternExtractor:
                     continue
             low = s.lower()
             if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+                    SUBJECT_OTHER.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
                     FILTER_REPORTED.search(low) or OTHERS_PARTICULARS.search(low):
                 continue

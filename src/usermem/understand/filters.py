@@ -76,10 +76,12 @@ QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<![A-Za-z])'[^'\n
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
 # family words included ("my friend told me her wife Sarah..." is not the user's spouse).
 _REPORTER_ZH = (r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
+                r"组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学长|学姐|师兄|师姐|前任|网友|"
                 r"他们|她们|他|她|别人|人家|大家")
 REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?:说|讲|告诉我|觉得|认为|以为|提到)|听说|据说|"
                       r"\b(?:he|she|they|friend|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
-                      r"parents|roommate|neighbou?r|client|someone|people|everyone)\s+(?:always\s+|just\s+|also\s+)?"
+                      r"parents|roommate|neighbou?r|client|someone|people|everyone|coach|teacher|mentor|"
+                      r"trainer|tutor|advisor|supervisor)\s+(?:always\s+|just\s+|also\s+)?"
                       r"(?:says|said|told me|tells me|thinks|thought|reckons|claims|claimed|mentioned|insists)\b|"
                       r"\baccording to\b|\bapparently\b", re.IGNORECASE)
 # Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.

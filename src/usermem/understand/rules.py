@@ -53,12 +53,18 @@ _STREET_BEFORE = re.compile(r"\b\d+[A-Za-z]?\s+[A-Z][\w' \-]{2,30}\b(?:Street|St
                             r"Court|Ct|Place|Pl|Strasse|Straße|Calle|Via)\b[^.;!?]{0,20}$|\b\d{4,5}\s*$")
 
 
+_INSTITUTION_AFTER = re.compile(r"(?:大学|学院|理工|师范|医科|中学|小学|一中|二中|三中|外国语|研究所|研究院|银行|医院|机场|火车站|"
+                                r"东站|西站|南站|北站|(?i:\s+(?:university|college|airport|station|hospital|school)\b))")
+
+
 def places(clause: str) -> list[Found]:
     out: list[Found] = []
     found = find_places(clause)
     for n, p in enumerate(found):
         if p.district and n and found[n - 1].end == p.start:
             continue  # "我住在厦门思明区": the city is 厦门; the district only says where in it
+        if _INSTITUTION_AFTER.match(clause, p.end):
+            continue  # "武汉大学", "新东方", "合肥一中": the place names an institution, not where the user lives
         if _STREET_AFTER.match(clause, p.end) or _STREET_BEFORE.search(clause[max(0, p.start - 30):p.start]):
             continue  # "我家在南京鼓楼区中山北路200号", "7 Rue des Lilas, 69003 Lyon": part of a postal address
         before = clause[max(0, p.start - 16):p.start]
@@ -613,13 +619,30 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                                       r"the train|a train|trains|planes?|buses|the bus)\b", re.IGNORECASE), 0.6),
     ("travel_preferences", re.compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
                                       r"([\u4e00-\u9fff]{1,6}?)" + _END), 0.6),
-    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{1,10}?)" + _END), 0.65),
+    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{2,10}?)" + _END), 0.65),
     ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
     ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
     ("education", re.compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
                              r"((?:my |an? |a part-time |part-time )?(?:[\w'\-]+ ){0,3}?(?:degree|masters?|master's|"
                              r"phd|mba|bachelor's|a-levels|gcses|bootcamp|course|diploma)(?: (?:in|at) [\w' \-]{2,30})?)"
                              + _END), 0.65),
+    # degrees and schools: "大专学历", "在读博", "研二", "本科在武汉大学读的新闻", "研究生去了港大", "a BA in philosophy",
+    # "PhD from Cambridge", "a part-time MSc in data science", "third-year medical student"
+    ("education", re.compile(r"((?:本科|硕士|研究生|博士|大专|专科|高中|中专|初中)(?=学历|毕业))"), 0.65),
+    ("education", re.compile(r"((?:在读|正在读)(?:博士?|研|硕士|本科|大[一二三四])|(?<![\u4e00-\u9fff])(?:研[一二三]|博[一二三四五]|"
+                             r"大[一二三四]|高[一二三])(?![\u4e00-\u9fff]{2}))"), 0.6),
+    ("education", re.compile(r"(?:本科|硕士|研究生|博士|读研|读博|大学)(?:是|都是)?(?:在|去了|考到了?|读的是)"
+                             r"([\u4e00-\u9fffA-Za-z]{1,10}?(?:大学|学院|大|中科院|研究所))(?=读|念|学|[，,。.!！\s]|$)"), 0.65),
+    ("education", re.compile(r"(?:大学|学院|大)(?:读的|念的|学的)([\u4e00-\u9fff]{2,8}?)" + _END), 0.6),
+    ("education", re.compile(r"(?<![A-Za-z])((?:a |an )?(?:part-time |full-time )?(?:BA|BSc|BS|MA|MSc|MS|MBA|PhD|MPhil|BEng|MEng|JD|LLB|LLM|"
+                             r"BFA|MFA|DPhil)(?: (?:in|from|at) [\w'&\- ]{2,30}?)?)(?=[,.;!?]|\s+(?:through|which|and|but|so|"
+                             r"last|this|next|in \d|from|at)\b|$)"), 0.65),
+    ("education", re.compile(r"((?i:(?:first|second|third|fourth|final|1st|2nd|3rd|4th)[- ]year (?:[\w\-]+ ){0,2}student)|"
+                             r"(?i:sophomore|freshman|junior|senior|grad student|undergrad|postgrad) at [A-Z][\w&'\-]+"
+                             r"(?: [A-Z][\w&'\-]+)?)"), 0.6),
+    ("hometown", re.compile(r"(?:老家|家乡|祖籍)(?:是|在)([\u4e00-\u9fff]{2,8}?)(?=的|人|那边|那儿|[，,。.!！\s]|$)"), 0.7),
+    ("likes", re.compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
+                         r"([^,.;!?]{2,40}?)" + _END), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
     ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END), 0.6),
