@@ -105,6 +105,8 @@ ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", 
            "just this", "today")
 JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol", "lmao", "jk", "just kidding", "kidding", "haha",
         "😂", "🤣", "😜")
+# Latin joke words count as words only ("makkelijker" holds no "jk").
+_JOKE_RE = re.compile("|".join(rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w) for w in JOKE))
 JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|哈哈+|just kidding|jk|kidding|"
                           r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
 _JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
@@ -759,7 +761,7 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+            if _JOKE_RE.search(low) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
                     SUBJECT_OTHER.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
                     FILTER_REPORTED.search(low) or OTHERS_PARTICULARS.search(low):

@@ -35,8 +35,8 @@ WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone",
 PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
                          "allergy"})
 QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不|来着)\s*[。.!！~]*\s*$")
-QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
-                            r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
+QUESTION_START = re.compile(r"^\s*(?:(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
+                            r"can i|should i|which|what|who|where|when|why|how|is it|are there|does)\b|"
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
 # Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
 QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"

@@ -62,6 +62,14 @@ def _package_dir(name: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+# Traditional -> simplified for the characters of foreign place names whose only Chinese alternate name in GeoNames
+# is traditional (紐約, 溫哥華, 西雅圖): a small table, not a converter — enough for transliterated city names.
+_T2S = str.maketrans("紐約溫華圖爾蘭倫亞維聖羅馬達薩納聯蘇費頓勞龍灣門東陽島臺濱濟鄉縣廣諾瑪麗貝蓋傑內邁舊鹽磯鳳奧婁漢義開買檳橫岡沖繩韓國愛徹劍橋斯"
+                     "瓦爾黎莫雷蒙賓萊鄧遜羅魯盧撒瑞碼澳紐堡爾亞",
+                     "纽约温华图尔兰伦亚维圣罗马达萨纳联苏费顿劳龙湾门东阳岛台滨济乡县广诺玛丽贝盖杰内迈旧盐矶凤奥娄汉义开买槟横冈冲绳韩国爱彻剑桥斯"
+                     "瓦尔黎莫雷蒙宾莱邓逊罗鲁卢撒瑞码澳纽堡尔亚")
+
+
 @lru_cache(maxsize=1)
 def gazetteer() -> _Gazetteer:
     cjk: dict[str, tuple[str | None, str | None, int]] = {}
@@ -95,7 +103,7 @@ def gazetteer() -> _Gazetteer:
         for alt in c.get("alternatenames", ()):
             if cjk_any.search(alt):
                 short = _CN_SUFFIX.sub("", alt) if len(alt) > 2 else alt
-                for form in (alt, short):
+                for form in dict.fromkeys((alt, short, alt.translate(_T2S), short.translate(_T2S))):
                     # Chinese divisions come from cpca; a foreign city never takes a Chinese region's name.
                     if len(form) >= 2 and form not in cjk and form not in _CJK_STOP and (
                             cc == "CN" or form not in cn_forms):

@@ -120,11 +120,21 @@ _TZ_NAMES: Mapping[str, str] = {
     "伦敦时间": "Europe/London", "悉尼时间": "Australia/Sydney", "hawaii time": "Pacific/Honolulu",
     "alaska time": "America/Anchorage", "atlantic time": "America/Halifax", "india time": "Asia/Kolkata",
     "japan time": "Asia/Tokyo", "uk time": "Europe/London", "东八区": "UTC+8",
+    "太平洋时间": "America/Los_Angeles", "美国东部时间": "America/New_York", "东部时间": "America/New_York",
+    "中部时间": "America/Chicago", "山地时间": "America/Denver", "格林尼治时间": "Europe/London",
+    "中欧时间": "Europe/Paris", "欧洲中部时间": "Europe/Paris", "新西兰时间": "Pacific/Auckland",
+    "澳洲东部时间": "Australia/Sydney", "日本时间": "Asia/Tokyo", "韩国时间": "Asia/Seoul", "新加坡时间": "Asia/Singapore",
+    "香港时间": "Asia/Hong_Kong", "nz time": "Pacific/Auckland", "new zealand time": "Pacific/Auckland",
+    "hst": "Pacific/Honolulu", "akst": "America/Anchorage", "nzst": "Pacific/Auckland", "nzdt": "Pacific/Auckland",
+    "sgt": "Asia/Singapore", "hkt": "Asia/Hong_Kong", "kst": "Asia/Seoul", "aedt": "Australia/Sydney",
+    "brt": "America/Sao_Paulo", "wib": "Asia/Jakarta",
     "东九区": "UTC+9", "东七区": "UTC+7", "西五区": "UTC-5", "西八区": "UTC-8", "东一区": "UTC+1", "零时区": "UTC+0",
 }
 _TZ = re.compile(r"(?<![A-Za-z])(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?(?!\d)|[东西][一二三四五六七八九十]{1,2}区|零时区|"
-                 r"北京时间|美东时间|美西时间|美中时间|东京时间|伦敦时间|悉尼时间|"
-                 r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
+                 r"北京时间|美东时间|美西时间|美中时间|东京时间|伦敦时间|悉尼时间|太平洋时间|美国东部时间|东部时间|中部时间|山地时间|"
+                 r"格林尼治时间|欧洲中部时间|中欧时间|新西兰时间|澳洲东部时间|日本时间|韩国时间|新加坡时间|香港时间|"
+                 r"\b(?-i:HST|AKST|NZST|NZDT|SGT|HKT|KST|AEDT|BRT|WIB)\b|"
+                 r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk|nz|new zealand) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
                  r"\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", re.IGNORECASE)
 _TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
 
