@@ -838,7 +838,7 @@ def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],
                        messages: Sequence[Message]) -> list[tuple[int, list[Candidate]]]:
     """A child or pet mentioned by relation word only ("儿子", "my dog") takes the name a later user turn gives
     it with a pronoun; the relation word is kept as the canonical form beside the name."""
-    lexicons = {"children": rules.CHILDREN, "pets": rules.PETS}
+    lexicons = {"children": rules.CHILDREN, "pets": rules.PETS, "spouse": rules.SPOUSE}
     out = list(per_message)
     for i, (idx, cands) in enumerate(out):
         bare = [c for c in cands if c.key in lexicons and isinstance(c.value, str)
