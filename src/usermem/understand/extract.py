@@ -704,8 +704,10 @@ class PatternExtractor:
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
                     fwhy = why - {"other_person"} if re.match(r"(?i:我|my\b|our\b)", f.value) else why
-                    if "third_party" in fwhy and _I_GOVERN.search(clause[:f.start]):
-                        fwhy = fwhy - {"third_party", "other_person"}  # "他在长春我在厦门": 厦门 is said of the user
+                    if "third_party" in fwhy and (_I_GOVERN.search(clause[:f.start]) or (
+                            f.key == "preferred_name" and _CALL_ME.search(clause[:f.start]))):
+                        # "他在长春我在厦门": 厦门 is said of the user; "the kids at work call me Coach": the user's name
+                        fwhy = fwhy - {"third_party", "other_person"}
                     ok = allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
@@ -808,7 +810,8 @@ class PatternExtractor:
 # The user as the subject right before a value, inside a clause that also names someone else ("他在长春我在厦门",
 # "she's in Leeds and I'm in York").
 _I_GOVERN = re.compile(r"(?:^|[^\u4e00-\u9fff])?我(?:现在|目前|一直|也|则|就|自己)?(?:住|生活|工作|上班|人)?在\s*$|"
-                       r"(?<![A-Za-z])(?i:i'?m|i am|i live|i work|i'm based)(?: in| at| out of)?\s*$")
+                       r"(?<![A-Za-z])(?i:i'?m|i am|i live|i work|i'm based|i speak)(?: in| at| out of)?\s*$")
+_CALL_ME = re.compile(r"(?i:\bcalls? me|\bknow me as)\s*$|(?:叫我|喊我|称呼我)\s*$")
 # The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
 _FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
 _OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"

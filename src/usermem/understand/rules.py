@@ -135,7 +135,8 @@ _TZ = re.compile(r"(?<![A-Za-z])(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?(?!\
                  r"格林尼治时间|欧洲中部时间|中欧时间|新西兰时间|澳洲东部时间|日本时间|韩国时间|新加坡时间|香港时间|"
                  r"\b(?-i:HST|AKST|NZST|NZDT|SGT|HKT|KST|AEDT|BRT|WIB)\b|"
                  r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk|nz|new zealand) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
-                 r"\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", re.IGNORECASE)
+                 r"\b(?-i:America|Europe|Asia|Africa|Australia|Pacific|Atlantic|Indian|Antarctica|Etc)/[A-Z][A-Za-z_]+\b",
+                 re.IGNORECASE)
 _TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
 
 
@@ -206,7 +207,17 @@ def names(clause: str) -> list[Found]:
     out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
     out += [f for f in _all(_NAME_ZH_LATIN, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     out += [f for f in _all(_GO_BY_EN, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_OFFICIALLY, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_WHAT_I_GO_BY, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
     return out
+
+
+# "hiya, Fionnuala here", "Hi all, Priya Shah here": a greeting and a name; "Wenjie Zhou officially"; "Wen is what I go by"
+_NAME_HERE = re.compile(r"^\s*(?i:hi|hiya|hey|hello|morning|evening)(?:\s+(?i:all|there|everyone))?[,!]?\s+"
+                        r"([A-Z][a-z'\-]+(?: [A-Z][a-z'\-]+)?)\s+here\b(?!\s+(?:is|are|was))")
+_NAME_OFFICIALLY = re.compile(r"^\s*(?:(?i:well|but|or)[,]?\s+)?([A-Z][a-z'\-]+ [A-Z][a-z'\-]+)\s+(?i:officially|on paper|"
+                              r"on my passport)\b")
+_WHAT_I_GO_BY = re.compile(r"\b([A-Z][a-z'\-]+) is what (?i:i go by|people call me|everyone calls me|my friends call me)")
 
 
 # --- family and pets --------------------------------------------------------------------------------------
@@ -723,6 +734,7 @@ def sentence_level(sentence: str) -> list[Found]:
     bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
     out = [Found("usual_order", m.group(g).strip(), m.start(g), m.start(g) + len(m.group(g).strip()), None, 0.7)
            for m in _USUAL.finditer(sentence) for g in (1, 2) if m.group(g)]
+    out += [f for f in _all(_NAME_HERE, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy"
     out += [f for f in _all(_GO_BY_EN, sentence, "preferred_name", group=2, confidence=0.8) if f.value not in _NOT_NAMES]
     out += [f for f in _all(_NAME_BUT_EN, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
