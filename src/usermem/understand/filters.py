@@ -59,11 +59,12 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\bthe (?:guy|man|woman|lady|girl|boy|people|kid|couple)\b(?! i\b)|\bnext door\b|"
                     r"\bour (?:intern|guests?|visitors?|neighbou?rs?)\b",
                     re.IGNORECASE)
-NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|不会(?:说|讲|写|用)|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
-                     r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
+                     r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
+                     r"funeral|few days)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
 FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
@@ -151,8 +152,8 @@ LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_ton
 
 # "我不是素食主义者", "I'm not vegetarian": the user denies being something; a diet or a condition said this way
 # is not theirs (while "不吃猪肉" is a diet said as a negation).
-NOT_IDENTITY = re.compile(r"不是|并非|算不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b",
-                          re.IGNORECASE)
+NOT_IDENTITY = re.compile(r"不是|并非|算不上|谈不上|称不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b|"
+                          r"\bwouldn'?t (?:say|call)\b|\bnot exactly\b", re.IGNORECASE)
 IDENTITY_FIELDS = frozenset({"diet", "medical_history", "accessibility", "occupation", "hobbies"})
 
 
