@@ -811,7 +811,9 @@ class PatternExtractor:
 # "she's in Leeds and I'm in York").
 _I_GOVERN = re.compile(r"(?:^|[^\u4e00-\u9fff])?我(?:现在|目前|一直|也|则|就|自己)?(?:住|生活|工作|上班|人)?在\s*$|"
                        r"(?<![A-Za-z])(?i:i'?m|i am|i live|i work|i'm based|i speak)(?: in| at| out of)?\s*$")
-_CALL_ME = re.compile(r"(?i:\bcalls? me|\bknow me as)\s*$|(?:叫我|喊我|称呼我)\s*$")
+# Many people calling the user something makes it their name ("the kids at work call me Coach", "同事们都叫我老李");
+# one person doing so does not ("他叫我老李，其实我不姓李").
+_CALL_ME = re.compile(r"(?i:(?<!\bhe )(?<!\bshe )\bcall me|\bknow me as)\s*$|(?:们|大家|都)(?:叫我|喊我|称呼我)\s*$")
 # The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
 _FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
 _OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
