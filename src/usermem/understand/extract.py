@@ -526,7 +526,14 @@ def _likes(s: str, original: str) -> list[_Hit]:
         if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v) \
                 and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
-    return cleaned
+    return [routed for h in cleaned if (routed := _route_like(h)) is not None]
+
+
+def _route_like(h: _Hit) -> _Hit | None:
+    if h.key != "likes" or not isinstance(h.value, str):
+        return h
+    routed = rules.like_field(h.value)
+    return None if routed is None else replace(h, key=routed[0], value=routed[1])
 
 
 def _negations(s: str) -> list[_Hit]:

@@ -759,6 +759,29 @@ _ROUTINE = re.compile(r"(?:" + _CLOCK + r")|^(?:每天|每周|每个?月|工作�
                       r"^(?!周末|平时|一般)[A-Za-z]")
 
 
+# What a "like" is about decides its field: the way answers are written is a reply preference (other rules read it),
+# a seat, a stay or a pace of travel is a travel preference, a listed pastime ("打羽毛球", "钓鱼") a hobby.
+_LIKE_ABOUT_REPLIES = re.compile(r"回答|回复|解释|讲解|说话|例子|总结|语气|(?i:\b(?:answers?|replies|reply|feedback|reports?|"
+                                 r"explanations?|examples?|emails?)\b)")
+_LIKE_ABOUT_TRAVEL = re.compile(r"住|酒店|民宿|靠窗|过道|节奏|景点|(?i:\b(?:hotels?|hostels?|flights?|seats?|aisle|window|airbnbs?|"
+                                r"trains?)\b)")
+
+
+def like_field(value: str) -> tuple[str, str] | None:
+    """(field, value) for something the user says they like, or None when it is about the replies."""
+    if _LIKE_ABOUT_REPLIES.search(value):
+        return None
+    if _LIKE_ABOUT_TRAVEL.search(value):
+        return "travel_preferences", value
+    from usermem.understand.tagger import word_pattern
+
+    hobby = word_pattern("hobby")
+    m = hobby.search(value) if hobby is not None else None
+    if m is not None and len(value) - len(m.group(0)) <= 1:  # "打羽毛球" -> 羽毛球, "钓鱼"
+        return "hobbies", m.group(0)
+    return "likes", value
+
+
 def free_text(clause: str) -> list[Found]:
     out: list[Found] = []
     for key, pat, conf in _FREE:
@@ -787,6 +810,12 @@ def free_text(clause: str) -> list[Found]:
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
             if key == "news_topics" and (lead := _NEWS_LEAD.match(value)):
                 value, start = value[lead.end():], start + lead.end()  # "给我推送点篮球新闻": the topic
+            if key == "likes":
+                routed = like_field(value)
+                if routed is None:
+                    continue
+                start += value.find(routed[1])
+                key, value = routed
             out.append(Found(key, value, start, start + len(value), None, conf))
     return out
 
