@@ -63,6 +63,8 @@ def places(clause: str) -> list[Found]:
     for n, p in enumerate(found):
         if p.district and n and found[n - 1].end == p.start:
             continue  # "我住在厦门思明区": the city is 厦门; the district only says where in it
+        if re.match(r"\s*(?:时间|(?i:time)\b)", clause[p.end:p.end + 6]):
+            continue  # "纽约时间", "Moscow time": the place names a time zone
         if _INSTITUTION_AFTER.match(clause, p.end):
             continue  # "武汉大学", "新东方", "合肥一中": the place names an institution, not where the user lives
         if _STREET_AFTER.match(clause, p.end) or _STREET_BEFORE.search(clause[max(0, p.start - 30):p.start]):
@@ -266,7 +268,7 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     en = "|".join(re.escape(w) for w in words if w.isascii())
     count = r"(?:[一两二三四俩]只|[一两二三四俩]条|[一两二三四]个|只|条)?"
     pat_zh = re.compile(r"(" + _MINE_ZH + r"?" + count + r"(?:" + zh + r"))(?:叫|名叫|名字叫)?"
-                        r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在]|$))?")
+                        r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在昨前每总老就把被已还]|$))?")
     pat_en = re.compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
                         r"([A-Z][a-z]+))?")
     latin = [(w, re.compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
@@ -286,6 +288,8 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
         base = next((w for w in words if w in word), word)
         if not word.startswith(("我", "家")) and not pet and len(base) < 2 and base not in ("娃",):
             continue
+        if pet and word == base and len(base) == 1 and "养" not in clause:
+            continue  # "夜猫子", "猫冬", "鸡飞狗跳": a bare 猫/狗 with no 我家, count or 养 is no animal of the user's
         if key == "spouse" and base == "先生" and not re.search(r"我(?:跟|和)?我?先生|我先生|我家先生", clause):
             continue
         name = m.group(2) if pet or key == "children" else None
@@ -741,7 +745,8 @@ def sentence_level(sentence: str) -> list[Found]:
     if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
         for p in find_places(sentence):
             before = sentence[max(0, p.start - 4):p.start]
-            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence):
+            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence) and not re.match(
+                    r"\s*(?:时间|(?i:time)\b)", sentence[p.end:p.end + 6]):
                 out.append(Found("city", p.text, p.start, p.end, p.canonical, 0.7))
     return out
 
