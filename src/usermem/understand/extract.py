@@ -450,7 +450,18 @@ def _reply_format(s: str) -> list[_Hit]:
     if _any(low, ("报告", "文档", "report", "document", "纪要", "minutes")):
         return []
     found = _lookup_word(low, REPLY_FORMATS)
-    return [_Hit("reply_format", found[0], _CONF_STATED, found[1])] if found else []
+    if not found:
+        return []
+    if _any(low, ("xlsx", "excel", "csv", "pdf", "word", "ppt", "导成", "转成", "导出")):
+        return []  # "表格都给我导成xlsx", "Excel表格": a file format (report_format), not how replies look
+    word = found[0]
+    # the words that qualify the format belong to it: "markdown table", "别用表格了", "no wide tables"
+    m = re.search(r"((?:别用|不要用?|不用|no|not|never)\s*(?:\w+\s+)?|(?:markdown|numbered|bulleted|short|simple|简单的?|"
+                  r"markdown with)\s+)?" + re.escape(word) + r"(了)?", low)
+    value = m.group(0).strip() if m and (m.group(1) or m.group(2)) else word
+    negated = bool(m and m.group(1) and re.match(r"别|不|no\b|not\b|never\b", m.group(1)))
+    # a refused format keeps the user's words but gets no canonical form ("no wide tables" is not "table")
+    return [_Hit("reply_format", value, _CONF_STATED, None if negated else found[1])]
 
 
 def _report_format(s: str) -> list[_Hit]:
