@@ -440,7 +440,16 @@ def tone(clause: str) -> list[Found]:
     if not re.search(r"语气|口吻|说话|回复|回答|聊|跟我|对我|表情|tone|with me|reply|replies|answer|emoji|talk|be ",
                      clause, re.IGNORECASE):
         return []
-    return _lexicon_hits(clause, TONES, "reply_tone", 0.7)
+    out = []
+    for f in _lexicon_hits(clause, TONES, "reply_tone", 0.7):
+        # the words around the tone word are the user's request: "语气要正式", "随意点", "be blunt", "emojis welcome"
+        head = re.search(r"(?:语气|口吻|说话)(?:要|再|可以)?(?:更|稍微|尽量)?$|(?i:\b(?:be|keep it|more|a bit|a little)\s+)$",
+                         clause[max(0, f.start - 8):f.start])
+        tail = re.match(r"(?:一点|一些|点|些)|(?i:\s+(?:welcome|please|pls|is fine|are fine|ok))\b", clause[f.end:])
+        start = f.start - len(head.group(0)) if head else f.start
+        end = f.end + (len(tail.group(0)) if tail else 0)
+        out.append(Found(f.key, clause[start:end], start, end, f.canonical, f.confidence))
+    return out
 
 
 _SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
