@@ -31,7 +31,15 @@ WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也�
 PAST = re.compile(r"以前|曾经|小时候|过去|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
                   re.IGNORECASE)
 WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation",
-                         "diet", "languages_spoken"})
+                         "diet", "languages_spoken", "education"})
+# One thing done once ("I read A Brief History of Time", "我昨天看了《流浪地球》") is an event, not a standing taste:
+# it sets no like, dislike or hobby unless the clause says how the user feels about it or that it is a habit.
+EVENT = re.compile(r"\bi (?:just |finally |recently )?(?:read|watched|saw|visited|tried|ate|bought|finished|went to)\b|"
+                   r"(?:昨天|前天|上周|刚才|刚|今天)?(?:看了|读了|吃了|买了|去了|试了|玩了)", re.IGNORECASE)
+_TASTE_OR_HABIT = re.compile(r"喜欢|爱|迷|好吃|好看|不错|讨厌|受不了|经常|总是|每|一直|"
+                             r"(?i:\b(?:like[ds]?|love[ds]?|enjoy(?:ed)?|hate[ds]?|adore[ds]?|fan|favou?rite|every|always|"
+                             r"usually|often|a lot|all the time|again and again)\b)")
+EVENT_BLOCKS = frozenset({"likes", "dislikes", "hobbies"})
 PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
                          "allergy"})
 QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不|来着)\s*[。.!！~]*\s*$")
@@ -218,6 +226,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("wish")
     if PAST.search(c):
         out.add("past")
+    if EVENT.search(c) and not _TASTE_OR_HABIT.search(c):
+        out.add("event")
     if LAUGH.search(c):
         out.add("laugh")
     elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
@@ -248,6 +258,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "wish" in why and field in WISH_BLOCKS:
         return False
     if "past" in why and field in PAST_BLOCKS:
+        return False
+    if "event" in why and field in EVENT_BLOCKS:
         return False
     if "one_off" in why and field in LASTING_ONLY:
         return False
