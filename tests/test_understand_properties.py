@@ -190,6 +190,52 @@ def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], 
     assert got == [], rewritten
 
 
+# Grammar-level rewrites added in the fourth extraction round: someone of the user's circle as the subject
+# (a role the user might also hold, "我们组长…", "my coach…"), a subject carried over to the next clause
+# ("我室友最近很忙，对花生过敏": the allergy is the roommate's), a recall question ("…来着？") and English
+# suppositions ("Say …", "Let's say …", "Assuming …").
+def _drop_subject(s: str) -> str:
+    return s[1:] if s.startswith("我") and len(s) > 2 else s.replace("我", "她")
+
+
+ROUND4_ZH_FORMS = [lambda s: "我们组长" + s[1:] if s.startswith("我") else "我们组长说" + s.replace("我", "他"),
+                   lambda s: "我室友最近很忙，" + _drop_subject(s), lambda s: f"{s}来着？",
+                   lambda s: "我导师" + s[1:] if s.startswith("我") else "我导师觉得" + s.replace("我", "他")]
+def _suppose(lead: str, tail: str) -> object:
+    """A supposition reads as one only about a statement ("Say I'm vegan"); a request ("text me on …") is asked
+    whether it would matter instead."""
+    return lambda s: (f"{lead}{_low(s)}{tail}" if re.match(r"(?i)(?:i|i'm|i've|i'd|my)\b", s)
+                      else f"Would it matter if {_low(s)}?")
+
+
+ROUND4_EN_FORMS = [lambda s: "My coach " + _she(s)[4:] if _she(s).startswith("she ") else "My coach says " + _she(s),
+                   _suppose("Say ", " — what then?"), _suppose("Let's say ", "."),
+                   _suppose("Assuming ", ", how would that work?")]
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.sampled_from(BANK_SOURCES), st.integers(min_value=0, max_value=3))
+def test_round4_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], which: int) -> None:
+    lang, utterance = source
+    forms = ROUND4_ZH_FORMS if lang == "zh" else ROUND4_EN_FORMS
+    rewritten = forms[which % len(forms)](utterance)
+    got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+    assert got == [], rewritten
+
+
+def test_round4_rewrites_cover_every_bank_source() -> None:
+    """The same rewrites, exhaustively (hypothesis samples; this walks every source once per form)."""
+    leaks = []
+    for lang, utterance in BANK_SOURCES:
+        for form in ROUND4_ZH_FORMS if lang == "zh" else ROUND4_EN_FORMS:
+            rewritten = form(utterance)
+            got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False)
+                   if c.key not in ("spouse", "children", "pets")]
+            if got:
+                leaks.append((rewritten, [(c.key, c.value) for c in got]))
+    assert leaks == []
+
+
 # --- everyday facts said in passing (issue 13's examples) and what must not come with them ---------------------
 
 @pytest.mark.parametrize(("messages", "expected"), [

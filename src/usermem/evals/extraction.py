@@ -466,12 +466,14 @@ def _how_fitted() -> str:
     used = {"all": "and the train-only supplement `utterances_extra.jsonl`",
             "negatives": "and the trap items (questions, hypotheticals, third parties, ...) of the train-only "
                          "supplement `utterances_extra.jsonl`"}.get(SUPPLEMENT, "only")
-    text = ("The rules were written from the train and dev splits; the learned models (span tagger, its field "
+    text = ("The rules were written from the errors of the train and dev splits and, since the fourth round "
+            "(2026-12-01), of more-train and more-dev too; the learned models (span tagger, its field "
             f"model, value templates) were fitted on `train` (the bank's train split {used}, and more-train: the "
             "half of a second writer's set `utterances_more.jsonl`), C and calibrations were chosen on `dev`, the "
             "tagger threshold and template similarity on `more-dev` (the other half, written by someone who never "
             "saw the rules or their errors, never fitted on; `usermem train`); `test` was never used to choose "
-            "anything. Read `more-dev` as a held-out number that was used for choosing a few values.")
+            "anything. `more-dev` is not held out: values were chosen on it and rules written from its errors, so "
+            "it overstates like dev.")
     if "dev" in splits:
         text += (" After choosing, the shipped models were **refitted on train + dev** with those choices kept, so "
                  "the `dev` row below is not held out (the models saw it); the held-out dev F1 of the same "

@@ -32,6 +32,7 @@ from usermem.understand.filters import (
     FICTION,
     OTHERS_PARTICULARS,
     QUESTION_START,
+    SUBJECT_OTHER,
     allowed,
     clause_spans,
     hypothetical_only_after,
@@ -61,7 +62,12 @@ LANGUAGES: Mapping[str, str] = {
     "中文": "zh", "汉语": "zh", "普通话": "zh", "简体中文": "zh", "chinese": "zh", "mandarin": "zh",
     "英文": "en", "英语": "en", "english": "en", "日语": "ja", "日文": "ja", "japanese": "ja",
     "法语": "fr", "french": "fr", "德语": "de", "german": "de", "西班牙语": "es", "spanish": "es",
+    "繁体字": "zh-Hant", "繁体中文": "zh-Hant", "繁体": "zh-Hant", "粤语": "yue", "广东话": "yue", "韩语": "ko",
+    "韩文": "ko", "korean": "ko", "dutch": "nl", "荷兰语": "nl", "italian": "it", "意大利语": "it",
+    "portuguese": "pt", "葡萄牙语": "pt", "russian": "ru", "俄语": "ru", "cantonese": "yue",
 }
+_LANG_ZH = "|".join(sorted((w for w in LANGUAGES if not w.isascii()), key=len, reverse=True))
+_LANG_EN = "|".join(sorted((w for w in LANGUAGES if w.isascii()), key=len, reverse=True))
 CHANNELS: Mapping[str, str] = {
     "邮件": "email", "邮箱": "email", "email": "email", "e-mail": "email", "mail": "email",
     "电话": "phone", "打电话": "phone", "手机": "phone", "call": "phone", "phone": "phone",
@@ -69,6 +75,7 @@ CHANNELS: Mapping[str, str] = {
     "微信": "wechat", "wechat": "wechat", "whatsapp": "whatsapp", "telegram": "telegram", "slack": "slack",
     "发短信": "sms", "signal": "signal", "viber": "viber", "kakao": "kakao", "line": "line", "钉钉": "dingtalk",
     "飞书": "feishu", "企业微信": "wecom", "qq": "qq", "imessage": "imessage", "messenger": "messenger",
+    "discord": "discord", "kakaotalk": "kakao", "teams": "teams",
 }
 REPLY_FORMATS: Mapping[str, str] = {
     "列表": "bullets", "要点": "bullets", "分点": "bullets", "条目": "bullets", "bullet points": "bullets",
@@ -98,12 +105,15 @@ ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", 
            "just this", "today")
 JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol", "lmao", "jk", "just kidding", "kidding", "haha",
         "😂", "🤣", "😜")
+# Latin joke words count as words only ("makkelijker" holds no "jk").
+_JOKE_RE = re.compile("|".join(rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w) for w in JOKE))
 JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|哈哈+|just kidding|jk|kidding|"
                           r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
 _JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
                           r"[\s,，!！.。~]*", re.IGNORECASE)
-HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|\bsomeday\b|"
-                          r"\bone day\b|\bi'?d love to\b)", re.IGNORECASE)
+HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|比方说|打个比方|就当|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|"
+                          r"\bsomeday\b|\bone day\b|\bi'?d love to\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
+                          r"\bassuming\b|\bin theory\b)", re.IGNORECASE)
 QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
 # Another person as the subject: their preferences are not the user's.
 OTHERS = ("朋友", "同事", "老婆", "老公", "妻子", "丈夫", "儿子", "女儿", "孩子", "父母", "爸爸", "妈妈", "男朋友",
@@ -214,6 +224,10 @@ def _clause_after(text: str, start: int, limit: int = 24) -> str:
 
 _ALLERGY_ZH = re.compile(r"我(?:对|有)?([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
 _ALLERGY_ZH3 = re.compile(r"(?:^|[，,、])\s*(?:还|也|并且|而且|是|其实是|应该是)?对([^，,。.!！？?；;\s]{1,12}?)(?:严重)?过敏")
+# "花生过敏，严重的那种", "医生确认是腰果过敏": the allergen opens the clause (or follows 是), no 我 needed.
+_ALLERGY_ZH4 = re.compile(r"(?:^|[，,、])\s*(?:[^，,。]{0,6}?(?:确认|诊断|查出|检查出|测出)(?:了)?(?:是|为|出)?|"
+                          r"(?:其实|应该|就)?是)?([\u4e00-\u9fff]{1,6}?)(?:严重|轻微)?过敏(?![原体吗么])")
+_NOT_ALLERGY_HEAD = re.compile(r"^[我也还都就又很太更挺]|有点|有些|容易|经常|会|不|没|皮肤|季节|轻微|严重|什么|哪|谁|啥")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
 _ALLERGY_EN = re.compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been|i'?m also|also)\s+)(?:very |severely |"
                          r"really |super |deathly |mildly )?allergic to\s+"
@@ -239,6 +253,9 @@ _LIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真�
                        r"([^，,。.!！？?；;]{1,20})")
 _DISLIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真的|一直|比较)?(?:讨厌|不喜欢|不爱吃|不爱喝|不爱|受不了|"
                           r"不吃|烦)([^，,。.!！？?；;]{1,20})")
+# Without 我: "最讨厌别人发六十秒语音", "吃不惯海鲜", "特别怕冷" (at the start of a clause).
+_DISLIKES_ZH2 = re.compile(r"(?:^|[，,])\s*(?:我这人|我)?(?:真的|一直|特别|最|很|超|实在)?(?:讨厌|受不了|吃不惯|喝不惯|看不惯|"
+                           r"吃不了|怕)([^，,。.!！？?；;的]{1,16})")
 _LIKES_EN = re.compile(r"\bi (?:really |also |just |absolutely |do )?(?:like|love|enjoy|adore|prefer)\s+"
                        r"([^,.;!?]{1,60})", re.IGNORECASE)
 _FAN_EN = re.compile(r"\bi'?m (?:a )?(?:big |huge )?fan of\s+([^,.;!?]{1,40})", re.IGNORECASE)
@@ -278,6 +295,10 @@ def _allergy(s: str) -> list[_Hit]:
     if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸", s):
         for m in _ALLERGY_ZH3.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
+    if not out and not re.search(r"他|她|朋友|孩子|儿子|女儿|老婆|老公|妈|爸|宝宝|家人", s):
+        for m in _ALLERGY_ZH4.finditer(s):
+            if not _NOT_ALLERGY_HEAD.search(m.group(1)) and "对" not in m.group(1):  # "主人公对猫过敏": someone else
+                out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
     if not out:
         for m in _ALLERGY_ZH2.finditer(s):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
@@ -285,7 +306,8 @@ def _allergy(s: str) -> list[_Hit]:
     for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
             out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
-    return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))]
+    return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))
+            and not re.match(r"(?:点|些|一点|有点|容易|经常|季节性?)$", str(h.value))]
 
 
 def _occupation(s: str) -> list[_Hit]:
@@ -342,6 +364,13 @@ def _channel_pattern(word: str) -> re.Pattern[str]:
     return re.compile(re.escape(word) if not word.isascii() else r"(?<![a-z@.])" + re.escape(word) + r"(?![a-z])")
 
 
+# The phone as a device is no channel unless a contact verb holds it ("打我手机", "手机联系", "call my phone").
+_DEVICE_WORDS = frozenset({"手机", "phone"})
+_DEVICE_BEFORE = re.compile(r"(?:打|拨|联系|找|通知|call|ring|text|reach|contact|by|via|over the|on the|on my)\s*(?:我的?|me on (?:my|the)|"
+                            r"my|the)?\s*$")
+_DEVICE_AFTER = re.compile(r"\s*(?:联系|找我|打给我|号|number|call|calls?\b|is best|works best|only)")
+
+
 def _channels(s: str) -> list[_Hit]:
     """Contact channel (positive) and contact constraints (negative), e.g. "只接受邮件，不要打电话"."""
     low = s.lower()
@@ -353,6 +382,9 @@ def _channels(s: str) -> list[_Hit]:
             continue
         for m in _channel_pattern(word).finditer(low):
             before = low[max(0, m.start() - 6):m.start()]
+            if word in _DEVICE_WORDS and not (_DEVICE_BEFORE.search(low[max(0, m.start() - 10):m.start()])
+                                              or _DEVICE_AFTER.match(low, m.end())):
+                continue  # "手机上看表格太宽", "the phone goes in a drawer": the device, not a way to reach the user
             if re.search(r"(不要|别|不用|不接|不想|不接受|don'?t|do not|never|no|not)\s*\S{0,3}$", before):
                 if channel not in negative:
                     negative.append(channel)
@@ -362,7 +394,8 @@ def _channels(s: str) -> list[_Hit]:
     contact_verbs = ("联系", "通知", "沟通", "找我", "接受", "发我", "给我发", "打给我", "回复我", "reach",
                      "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
                      "只", "only", "prefer", "就好", "就行", "最方便", "比较方便", "easiest", "best for me",
-                     "works best", "preferred", " > ")
+                     "works best", "preferred", " > ", "上叫我", "上找我", "上联系我", "留言", "私聊", "私信", "is best",
+                     "'s best", "mostly on", "reachable on", "ping me", "hit me up", "dms", "dm me")
     if not (positive or negative) or not (_any(low, contact_verbs) or negative):
         return []
     if re.search(r"(?<![a-z])(?:call me|just say|call him|call her)\s+(?:dr\.?\s|mr\.?\s|ms\.?\s|mrs\.?\s)?[a-z]", low) \
@@ -417,7 +450,18 @@ def _reply_format(s: str) -> list[_Hit]:
     if _any(low, ("报告", "文档", "report", "document", "纪要", "minutes")):
         return []
     found = _lookup_word(low, REPLY_FORMATS)
-    return [_Hit("reply_format", found[0], _CONF_STATED, found[1])] if found else []
+    if not found:
+        return []
+    if _any(low, ("xlsx", "excel", "csv", "pdf", "word", "ppt", "导成", "转成", "导出")):
+        return []  # "表格都给我导成xlsx", "Excel表格": a file format (report_format), not how replies look
+    word = found[0]
+    # the words that qualify the format belong to it: "markdown table", "别用表格了", "no wide tables"
+    m = re.search(r"((?:别用|不要用?|不用|no|not|never)\s*(?:\w+\s+)?|(?:markdown|numbered|bulleted|short|simple|简单的?|"
+                  r"markdown with)\s+)?" + re.escape(word) + r"(了)?", low)
+    value = m.group(0).strip() if m and (m.group(1) or m.group(2)) else word
+    negated = bool(m and m.group(1) and re.match(r"别|不|no\b|not\b|never\b", m.group(1)))
+    # a refused format keeps the user's words but gets no canonical form ("no wide tables" is not "table")
+    return [_Hit("reply_format", value, _CONF_STATED, None if negated else found[1])]
 
 
 def _report_format(s: str) -> list[_Hit]:
@@ -441,12 +485,15 @@ def _language(s: str) -> list[_Hit]:
     low = s.lower()
     if _any(low, ("翻译", "translate", "translation")):
         return []
-    m = re.search(r"(用|说|讲|改用|换成|改成)(中文|汉语|普通话|英文|英语|日语|法语|德语)(回复|回答|交流|沟通|说|写|聊|吧|$)?",
-                  low)
+    m = re.search(r"(用|说|讲|改用|换成|改成)(" + _LANG_ZH + r")(回复|回答|交流|沟通|说|写|聊|吧|$)?", low)
+    if m is None:  # "英文回复吧", "繁体字回复": the language opens the request
+        m = re.search(r"(^|[，,]\s*)(?:请|麻烦|以后|都|就)*(" + _LANG_ZH + r")(回复|回答|回我|跟我聊|和我聊|交流)", low)
     if m and (m.group(3) is not None or _any(low, STANDING + CHANGE)):
         return [_Hit("language", m.group(2), _CONF_EXPLICIT, LANGUAGES[m.group(2)])]
     m = re.search(r"\b(?:reply|answer|respond|write|speak|talk|talk to me|communicate)\s+(?:to me\s+)?in\s+"
-                  r"(english|chinese|mandarin|japanese|french|german|spanish)\b", low)
+                  r"(" + _LANG_EN + r")\b", low)
+    if m is None:  # "Dutch please from now on", "Korean pls"
+        m = re.search(r"^\s*(" + _LANG_EN + r")\s+(?:please|pls|plz)\b", low)
     if m:
         return [_Hit("language", m.group(1), _CONF_EXPLICIT, LANGUAGES[m.group(1)])]
     m = re.search(r"(?:我更习惯|我习惯|我偏好|i prefer|my language is|i speak)\s*(中文|英文|english|chinese|mandarin)",
@@ -461,6 +508,11 @@ def _likes(s: str, original: str) -> list[_Hit]:
     low = s.lower()
     for m in _DISLIKES_ZH.finditer(low):
         out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
+    if not out:
+        for m in _DISLIKES_ZH2.finditer(low):
+            thing = re.sub(r"(?:的味道|的气味|的口感)$", "", _clean(m.group(1)))
+            if thing and not re.match(r"(?:你|您|麻烦|打扰|我|被你|万一|自己)", thing):
+                out.append(_Hit("dislikes", thing, _CONF_IMPLIED))
     for m in _DISLIKES_EN.finditer(low):
         out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
     if not out:
@@ -479,11 +531,20 @@ def _likes(s: str, original: str) -> list[_Hit]:
                 continue
             v = _clean(v.split("是", 1)[1])
         v = re.split(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,", v)[0].strip()
+        if h.key == "dislikes":  # "我受不了榴莲的味道": the durian
+            v = re.sub(r"(?<=.)(?:的味道|的气味|的口感)$", "", v)
         v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
         if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v) \
                 and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
-    return cleaned
+    return [routed for h in cleaned if (routed := _route_like(h)) is not None]
+
+
+def _route_like(h: _Hit) -> _Hit | None:
+    if h.key != "likes" or not isinstance(h.value, str):
+        return h
+    routed = rules.like_field(h.value)
+    return None if routed is None else replace(h, key=routed[0], value=routed[1])
 
 
 def _negations(s: str) -> list[_Hit]:
@@ -645,6 +706,7 @@ class PatternExtractor:
                     add(_Hit(f.key, f.value, f.confidence, f.canonical), s0 + f.start, s0 + f.end, "pattern")
             subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
             inherited: set[str] = set()
+            judged: list[tuple[int, str, set[str]]] = []
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
@@ -660,10 +722,18 @@ class PatternExtractor:
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
                     fwhy = why - {"other_person"} if re.match(r"(?i:我|my\b|our\b)", f.value) else why
+                    if "third_party" in fwhy and (_I_GOVERN.search(clause[:f.start]) or (
+                            f.key == "preferred_name" and _CALL_ME.search(clause[:f.start]))):
+                        # "他在长春我在厦门": 厦门 is said of the user; "the kids at work call me Coach": the user's name
+                        fwhy = fwhy - {"third_party", "other_person"}
                     ok = allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
+                judged.append((base, clause, why))
+            # the learned proposers after every clause's rules: a tagger span that runs over a comma must not take
+            # the words a rule found in the next clause ("在中科院读研，研二，…": 研二)
+            for base, clause, why in judged:
                 if self.templates is not None:
                     for tp in self.templates.propose(clause, self.template_similarity):
                         if allowed(tp.field, why) and _plausible(tp.field, tp.value):
@@ -681,6 +751,20 @@ class PatternExtractor:
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
             chosen = [c for c in chosen if c[1] >= retracted]
+        # A student's year or degree is their education ("I'm a third-year medical student", "我是在职研究生").
+        chosen = [(replace(h, key="education", canonical=None), a, b, m)
+                  if h.key == "occupation" and "education" in self.allowed and isinstance(h.value, str)
+                  and re.search(r"(?i:\bstudent\b|学生|研究生|博士生|硕士生)", h.value) else (h, a, b, m)
+                  for h, a, b, m in chosen]
+        if _EMAIL.search(text):  # "发我邮箱 a@b.com": the address is what the user gave; "邮箱" is no separate preference
+            chosen = [c for c in chosen if not (c[0].key == "contact_channel" and c[0].canonical == "email")]
+        # One animal, two mentions ("my old tabby, Gus", "Pickles (my beagle)"): names given in the message stand for
+        # the species words beside them when there are no more species words than names.
+        pets = [c for c in chosen if c[0].key == "pets" and isinstance(c[0].value, str)]
+        named = [c for c in pets if not _names_kind(str(c[0].value), rules.PETS)]
+        generic = [c for c in pets if c not in named]
+        if named and generic and len(generic) <= len(named):
+            chosen = [c for c in chosen if c not in generic]
         return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
                           evidence=msg.content, message_index=msg.index, method=method, canonical=h.canonical)
                 for h, _, _, method in chosen]
@@ -697,7 +781,8 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _any(low, JOKE) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+            if _JOKE_RE.search(low) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+                    SUBJECT_OTHER.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
                     FILTER_REPORTED.search(low) or OTHERS_PARTICULARS.search(low):
                 continue
@@ -740,11 +825,23 @@ class PatternExtractor:
 
 
 
+# The user as the subject right before a value, inside a clause that also names someone else ("他在长春我在厦门",
+# "she's in Leeds and I'm in York").
+_I_GOVERN = re.compile(r"(?:^|[^\u4e00-\u9fff])?我(?:现在|目前|一直|也|则|就|自己)?(?:住|生活|工作|上班|人)?在\s*$|"
+                       r"(?<![A-Za-z])(?i:i'?m|i am|i live|i work|i'm based|i speak)(?: in| at| out of)?\s*$")
+# Many people calling the user something makes it their name ("the kids at work call me Coach", "同事们都叫我老李");
+# one person doing so does not ("他叫我老李，其实我不姓李").
+_CALL_ME = re.compile(r"(?i:(?<!\bhe )(?<!\bshe )\bcall me|\bknow me as)\s*$|(?:们|大家|都)(?:叫我|喊我|称呼我)\s*$")
 # The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
 _FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
-_OTHER_WORDS = re.compile(r"我(?:姐|哥|弟|妹|妈|爸|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|男朋友|女朋友|家人|们)|"
+_OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
+                          r"男朋友|女朋友|家人|室友|舍友|邻居|老板|领导|上司|客户|闺蜜|兄弟|组长|经理|主管|导师|教练|师傅|队友|"
+                          r"组员|搭档|前任|网友|学长|学姐|师兄|师姐|师弟|师妹|表[哥姐弟妹]|堂[哥姐弟妹]|舅舅|阿姨|叔叔|姑姑|"
+                          r"爷爷|奶奶|外婆|外公|公公|婆婆|岳父|岳母|房东)|我们|"
                           r"\bmy\s+(?:\w+\s+)?(?:sister|brother|mum|mom|dad|husband|wife|son|daughter|kids?|friend|mate|"
-                          r"colleague|boss|partner|boyfriend|girlfriend|guest)\b", re.IGNORECASE)
+                          r"colleague|coworker|co-worker|boss|manager|partner|boyfriend|girlfriend|guest|roommate|flatmate|"
+                          r"housemate|neighbou?r|cousin|uncle|aunt|grandma|grandpa|parents|in-laws|teammate|coach|"
+                          r"teacher|mentor|supervisor|advisor|landlord|landlady)s?\b", re.IGNORECASE)
 
 
 # "我要给儿子办生日会" … "他叫豆豆": a pronoun naming the relative or animal just mentioned (the last naming wins,
@@ -754,11 +851,17 @@ _PRONOUN_NAME = re.compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名叫
                            r"([A-Z][a-z]+)\b")
 
 
+def _names_kind(value: str, lexicon: Mapping[str, str]) -> bool:
+    """Does `value` hold a relation or species word ("my old tabby", "橘猫") rather than a name ("Gus")?"""
+    low = value.lower()
+    return any((re.search(r"\b" + re.escape(w) + r"s?\b", low) if w.isascii() else w in low) for w in lexicon)
+
+
 def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],
                        messages: Sequence[Message]) -> list[tuple[int, list[Candidate]]]:
     """A child or pet mentioned by relation word only ("儿子", "my dog") takes the name a later user turn gives
     it with a pronoun; the relation word is kept as the canonical form beside the name."""
-    lexicons = {"children": rules.CHILDREN, "pets": rules.PETS}
+    lexicons = {"children": rules.CHILDREN, "pets": rules.PETS, "spouse": rules.SPOUSE}
     out = list(per_message)
     for i, (idx, cands) in enumerate(out):
         bare = [c for c in cands if c.key in lexicons and isinstance(c.value, str)
@@ -915,13 +1018,21 @@ def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
     from usermem.understand.filters import CORRECTION
 
     rest = CORRECTION.sub("", text, count=1)
+    for _ in range(2):  # "不对不对，是5月3号"
+        rest = CORRECTION.sub("", rest.lstrip(" ,，"), count=1) if CORRECTION.match(rest.lstrip(" ,，")) else rest
     if key in ("city", "work_city", "hometown"):
         from usermem.understand.gazetteer import find_places
 
         found = find_places(rest)
         return (found[0].text, found[0].canonical) if found else None
-    m = re.search(r"(?:是|叫|it'?s|it is|make (?:that|it)|call me|i'?m|to)\s*([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})",
-                  rest, re.IGNORECASE)
+    # the value opens what is left ("no — Central. I keep forgetting I moved to Chicago": Central, not Chicago)
+    m = re.match(r"[\s,，:：—–-]*(?:是|叫|(?i:it'?s|it is|make (?:that|it)|call me|i'?m)\b)?\s*"
+                 r"([^，,。.!！?？；;\s—–][^，,。.!！?？；;—–]{0,20})(?=[，,。.!！?？；;—–]|$)", rest)
+    if m is not None and (len(m.group(1).split()) > 3 or (not m.group(1).isascii() and len(m.group(1)) > 8)):
+        m = None
+    if m is None:
+        m = re.search(r"(?:是|叫|(?<![A-Za-z])(?i:it'?s|it is|make (?:that|it)|call me|i'?m|to)\b)\s*"
+                      r"([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})", rest)
     if m is None:
         m = re.match(r"[\s,，:：]*([^，,。.!！?？；;]{1,24})", rest)
     if m is None:

@@ -13,7 +13,9 @@ import re
 from collections.abc import Iterable
 
 HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|换[作做]是我|换[作做]我|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
-                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
+                          r"\bwould\b|\bwish\b|就好了|\bpretend\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
+                          r"\bassuming\b|\bin theory\b|比方说|打个比方|就当|"
+                          r"\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
                           re.IGNORECASE)
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市", "我想学日语"), or a
 # stay ("I'm staying at the Hilton"): the user does not live there, work there, speak it or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
@@ -29,23 +31,33 @@ WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也�
 PAST = re.compile(r"以前|曾经|小时候|过去|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
                   re.IGNORECASE)
 WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation",
-                         "diet", "languages_spoken"})
+                         "diet", "languages_spoken", "education"})
+# One thing done once ("I read A Brief History of Time", "我昨天看了《流浪地球》") is an event, not a standing taste:
+# it sets no like, dislike or hobby unless the clause says how the user feels about it or that it is a habit.
+EVENT = re.compile(r"\bi (?:just |finally |recently )?(?:read|watched|saw|visited|tried|ate|bought|finished|went to)\b|"
+                   r"(?:昨天|前天|上周|刚才|刚|今天)?(?:看了|读了|吃了|买了|去了|试了|玩了)", re.IGNORECASE)
+_TASTE_OR_HABIT = re.compile(r"喜欢|爱|迷|好吃|好看|不错|讨厌|受不了|经常|总是|每|一直|"
+                             r"(?i:\b(?:like[ds]?|love[ds]?|enjoy(?:ed)?|hate[ds]?|adore[ds]?|fan|favou?rite|every|always|"
+                             r"usually|often|a lot|all the time|again and again)\b)")
+EVENT_BLOCKS = frozenset({"likes", "dislikes", "hobbies"})
 PAST_BLOCKS = frozenset({"city", "work_city", "address", "timezone", "pets", "employer", "occupation", "diet",
                          "allergy"})
-QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不)\s*[。.!！~]*\s*$")
-QUESTION_START = re.compile(r"^\s*(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
-                            r"can i|should i|which|what|who|where|when|why|how|is it|are there|does|"
+QUESTION_END = re.compile(r"(?:[?？]|吗|呢|么|嘛|没有|不|来着)\s*[。.!！~]*\s*$")
+QUESTION_START = re.compile(r"^\s*(?:(?:do i|am i|is my|are my|what(?:'s| is) my|where do i|how (?:do|can|should) i|"
+                            r"can i|should i|which|what|who|where|when|why|how|is it|are there|does)\b|"
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
 # Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
 QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
-                           r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])")
+                           r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])|"
+                           # "差几个小时", "几点开门", "你几岁": 几 + a measure word asks a number (not 好几个, 十几个, 这几天)
+                           r"(?<![好十这那前后没有])几(?:个|点|岁|号|天|次|年|月|周|分钟|小时|块|元|斤|公里|楼|层|位|口)")
 # Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
 # allergy (it does say the user has a son: family fields are exempt).
 OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
                     r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
-                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|儿子|女儿|孩子|男朋友|女朋友|对象|"
+                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|媳妇|老伴|爱人|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
@@ -55,11 +67,12 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\bthe (?:guy|man|woman|lady|girl|boy|people|kid|couple)\b(?! i\b)|\bnext door\b|"
                     r"\bour (?:intern|guests?|visitors?|neighbou?rs?)\b",
                     re.IGNORECASE)
-NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
+NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|不会(?:说|讲|写|用)|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
-                     r"出差|旅游|\btrip\b|\bvisiting\b", re.IGNORECASE)
+                     r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
+                     r"funeral|few days)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
 FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
@@ -72,10 +85,12 @@ QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<![A-Za-z])'[^'\n
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
 # family words included ("my friend told me her wife Sarah..." is not the user's spouse).
 _REPORTER_ZH = (r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
+                r"组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学长|学姐|师兄|师姐|前任|网友|"
                 r"他们|她们|他|她|别人|人家|大家")
 REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?:说|讲|告诉我|觉得|认为|以为|提到)|听说|据说|"
                       r"\b(?:he|she|they|friend|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
-                      r"parents|roommate|neighbou?r|client|someone|people|everyone)\s+(?:always\s+|just\s+|also\s+)?"
+                      r"parents|roommate|neighbou?r|client|someone|people|everyone|coach|teacher|mentor|"
+                      r"trainer|tutor|advisor|supervisor)\s+(?:always\s+|just\s+|also\s+)?"
                       r"(?:says|said|told me|tells me|thinks|thought|reckons|claims|claimed|mentioned|insists)\b|"
                       r"\baccording to\b|\bapparently\b", re.IGNORECASE)
 # Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
@@ -104,7 +119,7 @@ QUESTION_SENTENCE = re.compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|wo
                                r"where|when|why|how|which|you think|isn'?t|aren'?t|don'?t)\b[^?？]*[?？]\s*$|"
                                r"^\s*(?:你觉得|你说|你看|你猜|是不是|难道|请问|有没有可能)[^?？]*(?:[?？]|吗|呢)\s*$",
                                re.IGNORECASE)
-CORRECTION = re.compile(r"^\s*(?:不对|不是不是|说错了|我说错了|打错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
+CORRECTION = re.compile(r"^\s*(?:(?:嗯+|额+|呃+|哦+|噢+|啊+|唔+|诶+|(?i:hmm+|umm*|uh+|er+|oh|well))\s*[，,.。…~\s]*)?(?:不对|不是不是|说错了|我说错了|打错了|我打错了|记错了|我记错了|搞错了|我搞错了|弄错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
                         r"诶?还是|算了|哦不对|其实是|其实|改成|改为|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|"
                         r"no wait|no\s*[,—–-]|nope|sorry,?|correction|"
                         r"i mean|i meant|scratch that|make that|oops)",
@@ -121,6 +136,12 @@ HYPOTHETICAL_EN_AFTER = re.compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 NAMED_SUBJECT = re.compile(r"^\s*(?!I\b)[A-Z][a-z]+(?:\s+from\s+\w+)?(?:'s|\s+(?:is|was|has|lives|works|said|says|"
                            r"thinks))\b|^\s*(?:小|老)[\u4e00-\u9fff](?<![家板婆公妈爸])(?:住|在|是|对|喜欢|说|家)")
 _ME = re.compile(r"我|\b(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
+# Someone of the user's circle as the subject of the clause ("我们组长每天七点到公司", "my coach runs every morning"):
+# roles a user may also hold themselves ("我是教练") count only in this position.
+SUBJECT_OTHER = re.compile(r"^\s*(?:(?:我们|咱们|我)(?:的|家)?)(?:组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学生|学长|学姐|"
+                           r"师兄|师姐|师弟|师妹|前任|网友|合伙人|助理|秘书|医生|老师|班主任)(?!是我)|"
+                           r"^\s*(?:my|our)\s+(?:\w+\s+)?(?:team ?lead|manager|supervisor|advisor|adviser|coach|teammates?|"
+                           r"students?|assistant|doctor|dentist|therapist|ex|trainer|tutor|teacher|mentor)\b(?!'s)(?!\s+(?:is|are) (?:me|mine)\b)", re.IGNORECASE)
 # People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
 NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|上司|下属|房东|保姆|"
                         r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
@@ -139,8 +160,8 @@ LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_ton
 
 # "我不是素食主义者", "I'm not vegetarian": the user denies being something; a diet or a condition said this way
 # is not theirs (while "不吃猪肉" is a diet said as a negation).
-NOT_IDENTITY = re.compile(r"不是|并非|算不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b",
-                          re.IGNORECASE)
+NOT_IDENTITY = re.compile(r"不是|并非|算不上|谈不上|称不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b|"
+                          r"\bwouldn'?t (?:say|call)\b|\bnot exactly\b", re.IGNORECASE)
 IDENTITY_FIELDS = frozenset({"diet", "medical_history", "accessibility", "occupation", "hobbies"})
 
 
@@ -188,6 +209,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("others_family")  # "Max, the neighbour's dog, barked all night": an apposition names the owner
     if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
         out.add("question")
+    if SUBJECT_OTHER.search(c):
+        out.add("third_party")
     if (OTHERS.search(c) or NAMED_SUBJECT.search(c)) and not (NAMED_SUBJECT.search(c) and _ME.search(c)
                                                             and not OTHERS.search(c)):
         out.add("third_party")
@@ -203,6 +226,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("wish")
     if PAST.search(c):
         out.add("past")
+    if EVENT.search(c) and not _TASTE_OR_HABIT.search(c):
+        out.add("event")
     if LAUGH.search(c):
         out.add("laugh")
     elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
@@ -233,6 +258,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "wish" in why and field in WISH_BLOCKS:
         return False
     if "past" in why and field in PAST_BLOCKS:
+        return False
+    if "event" in why and field in EVENT_BLOCKS:
         return False
     if "one_off" in why and field in LASTING_ONLY:
         return False

@@ -43,6 +43,7 @@ class Place:
     canonical: str | None  # English name when known (Chengdu, Lisbon)
     country: str | None
     population: int
+    district: bool = False  # a Chinese county-level division (区/县): below the city the user lives in
 
 
 @dataclass
@@ -51,6 +52,7 @@ class _Gazetteer:
     latin: dict[str, tuple[str, str, int]]  # lower-case name -> (canonical, country, population)
     cjk_max: int
     latin_max_words: int
+    districts: frozenset[str] = frozenset()  # forms that name only county-level divisions (思明区, 南山)
 
 
 def _package_dir(name: str) -> Path | None:
@@ -58,6 +60,14 @@ def _package_dir(name: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+# Traditional -> simplified for the characters of foreign place names whose only Chinese alternate name in GeoNames
+# is traditional (紐約, 溫哥華, 西雅圖): a small table, not a converter — enough for transliterated city names.
+_T2S = str.maketrans("紐約溫華圖爾蘭倫亞維聖羅馬達薩納聯蘇費頓勞龍灣門東陽島臺濱濟鄉縣廣諾瑪麗貝蓋傑內邁舊鹽磯鳳奧婁漢義開買檳橫岡沖繩韓國愛徹劍橋斯"
+                     "瓦爾黎莫雷蒙賓萊鄧遜羅魯盧撒瑞碼澳紐堡爾亞",
+                     "纽约温华图尔兰伦亚维圣罗马达萨纳联苏费顿劳龙湾门东阳岛台滨济乡县广诺玛丽贝盖杰内迈旧盐矶凤奥娄汉义开买槟横冈冲绳韩国爱彻剑桥斯"
+                     "瓦尔黎莫雷蒙宾莱邓逊罗鲁卢撒瑞码澳纽堡尔亚")
 
 
 @lru_cache(maxsize=1)
@@ -73,10 +83,15 @@ def gazetteer() -> _Gazetteer:
     cpca_dir = _package_dir("cpca")
     table = cpca_dir / "resources" / "adcodes.csv" if cpca_dir else None
     cn_forms: set[str] = set()
+    county: set[str] = set()
+    higher: set[str] = set()
     if table is not None and table.exists():
         for row in csv.DictReader(io.StringIO(table.read_text(encoding="utf-8"))):
             full = row["name"].strip()
-            cn_forms |= {f for f in (full, _CN_SUFFIX.sub("", full)) if len(f) >= 2 and f not in _CJK_STOP}
+            forms = {f for f in (full, _CN_SUFFIX.sub("", full)) if len(f) >= 2 and f not in _CJK_STOP}
+            cn_forms |= forms
+            # adcode PPCCDD000000: DD != 00 is a county-level division (district or county)
+            (county if row["adcode"][4:6] != "00" else higher).update(forms)
     cjk_any = re.compile(r"[\u4e00-\u9fff]")
     for c in sorted(cities.values(), key=lambda c: (-int(c["population"]), str(c["name"]))):
         name, cc, pop = str(c["name"]), str(c["countrycode"]), int(c["population"])
@@ -88,7 +103,7 @@ def gazetteer() -> _Gazetteer:
         for alt in c.get("alternatenames", ()):
             if cjk_any.search(alt):
                 short = _CN_SUFFIX.sub("", alt) if len(alt) > 2 else alt
-                for form in (alt, short):
+                for form in dict.fromkeys((alt, short, alt.translate(_T2S), short.translate(_T2S))):
                     # Chinese divisions come from cpca; a foreign city never takes a Chinese region's name.
                     if len(form) >= 2 and form not in cjk and form not in _CJK_STOP and (
                             cc == "CN" or form not in cn_forms):
@@ -100,8 +115,10 @@ def gazetteer() -> _Gazetteer:
     for form in cn_forms:
         if form not in cjk:
             cjk[form] = (None, "CN", 0)
+    districts = frozenset(f for f in county - higher if cjk.get(f, (None, "CN", 0))[1] == "CN"
+                          and cjk.get(f, (None, "CN", 0))[2] < 1_000_000)
     return _Gazetteer(cjk, latin, max((len(k) for k in cjk), default=0),
-                      max((k.count(" ") + 1 for k in latin), default=0))
+                      max((k.count(" ") + 1 for k in latin), default=0), districts)
 
 
 _LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
@@ -127,13 +144,19 @@ def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
                     break
             if hit is not None:
                 n, (canon, cc, pop) = hit
-                if out and out[-1].end == i and out[-1].country in ("CN", cc) and re.search(
+                district = text[i:i + n] in g.districts
+                if district and out and out[-1].end == i:
+                    # "厦门思明区", "深圳南山": the district is not joined to the city before it
+                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop, True))
+                elif out and out[-1].end == i and out[-1].district:
+                    pass  # "鼓楼区中山北路": nothing after a district joins it (a street named after a city)
+                elif out and out[-1].end == i and out[-1].country in ("CN", cc) and re.search(
                         r"[\u4e00-\u9fff]", out[-1].text):
                     prev = out.pop()  # 湖南 + 衡阳 -> 湖南衡阳
                     out.append(Place(prev.text + text[i:i + n], prev.start, i + n, canon or prev.canonical, cc,
                                      max(pop, prev.population)))
                 else:
-                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop))
+                    out.append(Place(text[i:i + n], i, i + n, canon, cc, pop, district))
                 i += n
                 continue
             i += 1

@@ -46,9 +46,29 @@ _NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\
 _THIRD_PERSON_VERB = re.compile(r"\b(?:lives|works|is living|is working|is based|studies)\b", re.IGNORECASE)
 
 
+# A place inside a postal address (a street and a number follow it, or a street number and a postcode precede it).
+_STREET_AFTER = re.compile(r"[^，,。；;!！?？]{0,14}?(?:路|街|大道|巷|弄|胡同|小区|花园|广场|大厦|园|村|苑|公寓|中心)[^，,。；;]{0,12}?\d+\s*"
+                           r"(?:号|栋|幢|室|楼|弄|单元)")
+_STREET_BEFORE = re.compile(r"\b\d+[A-Za-z]?\s+[A-Z][\w' \-]{2,30}\b(?:Street|St|Road|Rd|Avenue|Ave|Lane|Ln|Rue|Drive|Dr|Way|"
+                            r"Court|Ct|Place|Pl|Strasse|Straße|Calle|Via)\b[^.;!?]{0,20}$|\b\d{4,5}\s*$")
+
+
+_INSTITUTION_AFTER = re.compile(r"(?:大学|学院|理工|师范|医科|中学|小学|一中|二中|三中|外国语|研究所|研究院|银行|医院|机场|火车站|"
+                                r"东站|西站|南站|北站|(?i:\s+(?:university|college|airport|station|hospital|school)\b))")
+
+
 def places(clause: str) -> list[Found]:
     out: list[Found] = []
-    for p in find_places(clause):
+    found = find_places(clause)
+    for n, p in enumerate(found):
+        if p.district and n and found[n - 1].end == p.start:
+            continue  # "我住在厦门思明区": the city is 厦门; the district only says where in it
+        if re.match(r"\s*(?:时间|(?i:time)\b)", clause[p.end:p.end + 6]):
+            continue  # "纽约时间", "Moscow time": the place names a time zone
+        if _INSTITUTION_AFTER.match(clause, p.end):
+            continue  # "武汉大学", "新东方", "合肥一中": the place names an institution, not where the user lives
+        if _STREET_AFTER.match(clause, p.end) or _STREET_BEFORE.search(clause[max(0, p.start - 30):p.start]):
+            continue  # "我家在南京鼓楼区中山北路200号", "7 Rue des Lilas, 69003 Lyon": part of a postal address
         before = clause[max(0, p.start - 16):p.start]
         if _THIRD_PERSON_VERB.search(before):
             continue  # "Taylor Swift lives in Nashville": someone else's place
@@ -56,15 +76,25 @@ def places(clause: str) -> list[Found]:
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
-        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(
-                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally)\b)|我", before):
+        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(r"(?i:\b(?:remote|remotely|wfh|working|work) from\s*$)",
+                                                                    before) and not re.search(
+                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally|moved(?: here| over| down)?|"
+                r"relocated)\b)|我", before):
             continue  # "a couple from Melbourne", "a nurse from Leeds": whoever is from there, it is not said of the user
-        if _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家", after) or (
+        remote = re.search(r"(?i:\b(?:remote|remotely|wfh) from\s*$)", before)
+        if remote:
+            key = "city"  # "remote from Halifax", "WFH from Porto": where the user lives and works
+        elif re.search(r"(?i:\bwork(?:ing)? from\s*$)", before):
+            key = "work_city"  # "I'm working from Tbilisi for the next few years"
+        elif _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
+                re.search(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$", before) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
-        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home)",
-                                                                          before):
-            key = "city"  # "I'm Cape Town based", "WFH from Porto"
+        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home|"
+                                                                          r"\bremote from\s*$|\bhome is (?:still )?$|"
+                                                                          r"\bhome'?s (?:still )?$)", before) or \
+                re.match(r"\s*[,，]?\s*(?i:that'?s where (?:i|we) live)", clause[p.end:p.end + 30]):
+            key = "city"  # "I'm Cape Town based", "WFH from Porto", "home is still Porto", "Shoreditch, that's where I live"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
         elif re.search(r"住|\blive|\bliving\b", before[-14:], re.IGNORECASE):
@@ -92,12 +122,23 @@ _TZ_NAMES: Mapping[str, str] = {
     "伦敦时间": "Europe/London", "悉尼时间": "Australia/Sydney", "hawaii time": "Pacific/Honolulu",
     "alaska time": "America/Anchorage", "atlantic time": "America/Halifax", "india time": "Asia/Kolkata",
     "japan time": "Asia/Tokyo", "uk time": "Europe/London", "东八区": "UTC+8",
+    "太平洋时间": "America/Los_Angeles", "美国东部时间": "America/New_York", "东部时间": "America/New_York",
+    "中部时间": "America/Chicago", "山地时间": "America/Denver", "格林尼治时间": "Europe/London",
+    "中欧时间": "Europe/Paris", "欧洲中部时间": "Europe/Paris", "新西兰时间": "Pacific/Auckland",
+    "澳洲东部时间": "Australia/Sydney", "日本时间": "Asia/Tokyo", "韩国时间": "Asia/Seoul", "新加坡时间": "Asia/Singapore",
+    "香港时间": "Asia/Hong_Kong", "nz time": "Pacific/Auckland", "new zealand time": "Pacific/Auckland",
+    "hst": "Pacific/Honolulu", "akst": "America/Anchorage", "nzst": "Pacific/Auckland", "nzdt": "Pacific/Auckland",
+    "sgt": "Asia/Singapore", "hkt": "Asia/Hong_Kong", "kst": "Asia/Seoul", "aedt": "Australia/Sydney",
+    "brt": "America/Sao_Paulo", "wib": "Asia/Jakarta",
     "东九区": "UTC+9", "东七区": "UTC+7", "西五区": "UTC-5", "西八区": "UTC-8", "东一区": "UTC+1", "零时区": "UTC+0",
 }
 _TZ = re.compile(r"(?<![A-Za-z])(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?(?!\d)|[东西][一二三四五六七八九十]{1,2}区|零时区|"
-                 r"北京时间|美东时间|美西时间|美中时间|东京时间|伦敦时间|悉尼时间|"
-                 r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
-                 r"\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", re.IGNORECASE)
+                 r"北京时间|美东时间|美西时间|美中时间|东京时间|伦敦时间|悉尼时间|太平洋时间|美国东部时间|东部时间|中部时间|山地时间|"
+                 r"格林尼治时间|欧洲中部时间|中欧时间|新西兰时间|澳洲东部时间|日本时间|韩国时间|新加坡时间|香港时间|"
+                 r"\b(?-i:HST|AKST|NZST|NZDT|SGT|HKT|KST|AEDT|BRT|WIB)\b|"
+                 r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk|nz|new zealand) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
+                 r"\b(?-i:America|Europe|Asia|Africa|Australia|Pacific|Atlantic|Indian|Antarctica|Etc)/[A-Z][A-Za-z_]+\b",
+                 re.IGNORECASE)
 _TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
 
 
@@ -118,12 +159,22 @@ def timezone(clause: str) -> list[Found]:
 
 # --- names and forms of address ---------------------------------------------------------------------------
 
-_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?((?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s?[A-Z][a-z]+)|"
-                         r"[\u4e00-\u9fffA-Za-z]{1,4}?)(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
+_ADDRESS_ZH = re.compile(r"(?:叫我|喊我|称呼我|称我为?)(?:为)?\s?((?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s?[A-Z][a-z]+)|"
+                         r"[A-Z][a-z]{1,11}|[\u4e00-\u9fffA-Za-z]{1,4}?)\s?(?:就行|就好|吧|就可以|即可|好了|$|[，,。.!！~])")
 _TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s)?"
 _ADDRESS_EN = re.compile(r"(?<![A-Za-z])(?:call me|address me as|you can call me|just call me|just say|you can just say)\s+("
                          + _TITLE + r"(?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)")
-_NAME_ZH = re.compile(r"我(?:叫|的名字是|名字叫|姓名是)([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
+_NAME_ZH = re.compile(r"(?:我|我的|(?<![叫喊])(?:本名|真名|大名|全名|身份证上|证件上|护照上))(?:本名|真名|大名|全名)?"
+                      r"(?:叫|的名字是|名字叫|名字是|姓名是|名叫|是)(?<!我是)(?<!我的是)"
+                      r"([\u4e00-\u9fff]{2,4}?)(?:[，,。.!！\s]|$|，)")
+# A name in Latin letters inside Chinese: "我是Hannah Kim，新来的…", "我叫Kevin 张".
+_NAME_ZH_LATIN = re.compile(r"我(?:叫|是|的名字是|名字叫)\s?([A-Z][a-z]+(?:\s?(?:[A-Z][a-z]+|[\u4e00-\u9fff]{1,2}(?=[，,。.!！\s]|$)))?)"
+                            r"(?=[，,。.!！\s]|$)")
+# "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy", "I go by Sam".
+_GO_BY_EN = re.compile(r"(?<![A-Za-z])(?i:i go by|go by|goes by|known as)\s+([A-Z][a-z'\-]+)|"
+                       r"(?i:\bname\b).{0,40}?(?i:\bplease use|\bjust use|\buse)\s+([A-Z][a-z'\-]+)(?![A-Za-z])")
+_NAME_BUT_EN = re.compile(r"(?:^|(?i:\bit'?s|\bi'?m|\bname is|\bname's)\s+)([A-Z][a-z'\-]+(?:\s[A-Z][a-z'\-]+)?)[,，]?\s+but\s+"
+                          r"(?:\w+\s+){0,3}?(?i:call me|go by|use)\b")
 _NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
 _FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
 
@@ -149,13 +200,26 @@ _NOT_NAMES = frozenset({*_FAMOUS,
 
 
 def names(clause: str) -> list[Found]:
-    out = _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
+    out = [f for f in _all(_ADDRESS_ZH, clause, "preferred_name", confidence=0.85)
+           if f.value not in ("名字", "全名", "本名", "真名", "什么", "啥", "这个", "那个")]
     out += [f for f in _all(_ADDRESS_EN, clause, "preferred_name", confidence=0.85)
             if f.value.split()[0] not in _NOT_NAMES]
     out += [f for f in _all(_NAME_ZH, clause, "name", confidence=0.8) if not re.match(r"[我你他她它这那什]", f.value)
             and not famous_name(f.value)]
     out += [f for f in _all(_NAME_EN, clause, "name", confidence=0.7) if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_ZH_LATIN, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_GO_BY_EN, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_OFFICIALLY, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    out += [f for f in _all(_WHAT_I_GO_BY, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
     return out
+
+
+# "hiya, Fionnuala here", "Hi all, Priya Shah here": a greeting and a name; "Wenjie Zhou officially"; "Wen is what I go by"
+_NAME_HERE = re.compile(r"^\s*(?i:hi|hiya|hey|hello|morning|evening)(?:\s+(?i:all|there|everyone))?[,!]?\s+"
+                        r"([A-Z][a-z'\-]+(?: [A-Z][a-z'\-]+)?)\s+here\b(?!\s+(?:is|are|was))")
+_NAME_OFFICIALLY = re.compile(r"^\s*(?:(?i:well|but|or)[,]?\s+)?([A-Z][a-z'\-]+ [A-Z][a-z'\-]+)\s+(?i:officially|on paper|"
+                              r"on my passport)\b")
+_WHAT_I_GO_BY = re.compile(r"\b([A-Z][a-z'\-]+) is what (?i:i go by|people call me|everyone calls me|my friends call me)")
 
 
 # --- family and pets --------------------------------------------------------------------------------------
@@ -165,13 +229,17 @@ SPOUSE: Mapping[str, str] = {
     "丈夫": "husband", "先生": "husband", "男朋友": "boyfriend", "女朋友": "girlfriend", "对象": "partner",
     "未婚夫": "fiance", "未婚妻": "fiance", "wife": "wife", "husband": "husband", "partner": "partner",
     "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiancé": "fiance", "fiance": "fiance",
-    "fiancée": "fiance", "fiancee": "fiance", "hubby": "husband",
+    "fiancée": "fiance", "fiancee": "fiance", "hubby": "husband", "老伴": "partner", "老伴儿": "partner",
+    "媳妇儿": "wife", "老婆大人": "wife", "另一半": "partner", "missus": "wife", "missis": "wife", "wifey": "wife",
+    "other half": "partner", "spouse": "partner",
 }
 CHILDREN: Mapping[str, str] = {
     "儿子": "son", "女儿": "daughter", "孩子": "child", "小孩": "child", "娃": "child", "闺女": "daughter",
     "大宝": "child", "二宝": "child", "俩娃": "children", "两个孩子": "children", "son": "son", "daughter": "daughter",
     "kid": "child", "kids": "children", "children": "children", "child": "child", "toddler": "child",
-    "baby": "child", "twins": "children",
+    "baby": "child", "twins": "children", "girl": "daughter", "boy": "son", "little one": "child", "little ones": "children", "stepson": "son",
+    "stepdaughter": "daughter", "宝宝": "child", "小儿子": "son", "大儿子": "son",
+    "小女儿": "daughter", "大女儿": "daughter",
 }
 PETS: Mapping[str, str] = {
     "猫": "cat", "猫咪": "cat", "橘猫": "cat", "布偶": "cat", "英短": "cat", "狗": "dog", "狗狗": "dog", "柯基": "dog",
@@ -180,6 +248,13 @@ PETS: Mapping[str, str] = {
     "puppy": "dog", "pup": "dog", "corgi": "dog", "labrador": "dog", "greyhound": "dog", "poodle": "dog",
     "terrier": "dog", "rabbit": "rabbit", "bunny": "rabbit", "hamster": "hamster", "parrot": "parrot",
     "budgie": "parrot", "tortoise": "turtle", "turtle": "turtle", "goldfish": "fish",
+    "萨摩耶": "dog", "拉布拉多": "dog", "比熊": "dog", "博美": "dog", "贵宾": "dog", "法斗": "dog", "雪纳瑞": "dog",
+    "德牧": "dog", "阿拉斯加": "dog", "中华田园犬": "dog", "土狗": "dog", "布偶猫": "cat", "暹罗": "cat", "蓝猫": "cat",
+    "狸花": "cat", "狸花猫": "cat", "美短": "cat", "加菲": "cat", "奶牛猫": "cat", "三花": "cat", "龙猫": "chinchilla",
+    "刺猬": "hedgehog", "荷兰猪": "guinea pig", "蜥蜴": "lizard", "守宫": "gecko", "tabby": "cat", "beagle": "dog",
+    "retriever": "dog", "husky": "dog", "dachshund": "dog", "spaniel": "dog", "chihuahua": "dog", "pug": "dog",
+    "collie": "dog", "shepherd": "dog", "lab": "dog", "guinea pig": "guinea pig", "gecko": "gecko", "ferret": "ferret",
+    "chickens": "chicken", "hens": "chicken", "tetras": "fish", "axolotl": "axolotl", "cockatiel": "parrot",
 }
 _MINE_ZH = r"(?:我(?:家|的)?|我们家|家里|家)"
 _MINE_EN = r"(?:\bmy|\bour)"
@@ -193,7 +268,7 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     en = "|".join(re.escape(w) for w in words if w.isascii())
     count = r"(?:[一两二三四俩]只|[一两二三四俩]条|[一两二三四]个|只|条)?"
     pat_zh = re.compile(r"(" + _MINE_ZH + r"?" + count + r"(?:" + zh + r"))(?:叫|名叫|名字叫)?"
-                        r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在]|$))?")
+                        r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在昨前每总老就把被已还]|$))?")
     pat_en = re.compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
                         r"([A-Z][a-z]+))?")
     latin = [(w, re.compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
@@ -213,6 +288,8 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
         base = next((w for w in words if w in word), word)
         if not word.startswith(("我", "家")) and not pet and len(base) < 2 and base not in ("娃",):
             continue
+        if pet and word == base and len(base) == 1 and "养" not in clause:
+            continue  # "夜猫子", "猫冬", "鸡飞狗跳": a bare 猫/狗 with no 我家, count or 养 is no animal of the user's
         if key == "spouse" and base == "先生" and not re.search(r"我(?:跟|和)?我?先生|我先生|我家先生", clause):
             continue
         name = m.group(2) if pet or key == "children" else None
@@ -222,6 +299,8 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
             out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
         else:
             value = word if key != "spouse" else base
+            if key == "children":  # "我们家闺女" -> "闺女" (the relation word; "我女儿" keeps its 我)
+                value = re.sub(r"^(?:我们家|咱们家|咱家|我家|家里)的?(?=.)", "", value)
             value = re.sub(r"^(?:我们家|我家|我的|我|家里|家)?(?:[一两二三四俩]?[只条个])?(?=.)", "", value) if pet else value
             start = m.start(1) + (word.index(value) if value in word else 0)
             out.append(Found(key, value, start, start + len(value), lexicon[base], 0.7))
@@ -245,12 +324,45 @@ def family(clause: str) -> list[Found]:
     return _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
 
 
+# "we just adopted a bunny", "we've got a couple of chickens", "I have two cats": an animal the user keeps, without my/our.
+_PET_EN_KEEP = re.compile(r"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:adopted|got|have|own|rescued|"
+                          r"keep|foster)\s+((?:a|an|two|three|four|some)\b[\w ]{0,30})", re.IGNORECASE)
+# "我家布丁是只萨摩耶": the name before the species.
+_PET_ZH_NAMED = re.compile(r"(?:我家|我们家|家里|我的)([\u4e00-\u9fff]{2})是(?:一)?(?:只|条|头)")
+
+
 def pets(clause: str) -> list[Found]:
-    if not re.search(r"养|家|我|my|our|have|got", clause, re.IGNORECASE):
+    if not re.search(r"养|家|我|my|our|have|got|\bi\b|\bwe\b", clause, re.IGNORECASE):
         return []
     # "猫毛过敏", "狗粮", "cat hair": the animal word names a material or a product, not an animal of the user's
-    return [f for f in _relation(clause, PETS, "pets", pet=True)
-            if not _PET_MATERIAL.match(clause, f.end)]
+    out = [f for f in _relation(clause, PETS, "pets", pet=True) if not _PET_MATERIAL.match(clause, f.end)]
+    for m in _PET_ZH_NAMED.finditer(clause):
+        species = next((PETS[w] for w in sorted(PETS, key=len, reverse=True) if clause.startswith(w, m.end())), None)
+        if species and not NOT_A_NAME.search(m.group(1)):
+            out = [f for f in out if not (f.start >= m.end())]  # the species word names this animal
+            out.append(Found("pets", m.group(1), m.start(1), m.end(1), species, 0.8))
+    if not out:
+        for m in _PET_EN_KEEP.finditer(clause):
+            words = list(re.finditer(r"\w+", m.group(1)))
+            for w in words[:6]:
+                species = PETS.get(w.group(0).lower()) if w.group(0).isascii() else None
+                species = species or (PETS.get(w.group(0).lower()[:-1]) if w.group(0).lower().endswith("s") else None)
+                if species:
+                    end = m.start(1) + w.end()
+                    if not _PET_MATERIAL.match(clause, end):
+                        name = re.match(r"\s+(?:named|called)\s+([A-Z][a-z]+)", clause[end:])
+                        if name:
+                            out.append(Found("pets", name.group(1), end + name.start(1), end + name.end(1), species, 0.8))
+                        else:
+                            out.append(Found("pets", clause[m.start(1):end], m.start(1), end, species, 0.65))
+                    break
+    # "my old tabby, Gus" / "Pickles (my beagle)": a name given in the clause stands for the species words beside it
+    named = [f for f in out if not any(w in f.value.lower() for w in PETS)]
+    if named:
+        generic = [f for f in out if f not in named]
+        if len(generic) <= len(named):
+            out = named
+    return out
 
 
 _PET_MATERIAL = re.compile(r"毛|粮|砂|咖|罐头|零食|(?i:\s*(?:hair|fur|food|litter|dander|cafe|café)\b)")
@@ -328,7 +440,16 @@ def tone(clause: str) -> list[Found]:
     if not re.search(r"语气|口吻|说话|回复|回答|聊|跟我|对我|表情|tone|with me|reply|replies|answer|emoji|talk|be ",
                      clause, re.IGNORECASE):
         return []
-    return _lexicon_hits(clause, TONES, "reply_tone", 0.7)
+    out = []
+    for f in _lexicon_hits(clause, TONES, "reply_tone", 0.7):
+        # the words around the tone word are the user's request: "语气要正式", "随意点", "be blunt", "emojis welcome"
+        head = re.search(r"(?:语气|口吻|说话)(?:要|再|可以)?(?:更|稍微|尽量)?$|(?i:\b(?:be|keep it|more|a bit|a little)\s+)$",
+                         clause[max(0, f.start - 8):f.start])
+        tail = re.match(r"(?:一点|一些|点|些)|(?i:\s+(?:welcome|please|pls|is fine|are fine|ok))\b", clause[f.end:])
+        start = f.start - len(head.group(0)) if head else f.start
+        end = f.end + (len(tail.group(0)) if tail else 0)
+        out.append(Found(f.key, clause[start:end], start, end, f.canonical, f.confidence))
+    return out
 
 
 _SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
@@ -368,12 +489,20 @@ _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
                        r"\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:january|february|march|"
                        r"april|may|june|july|august|september|october|november|december))", re.IGNORECASE)
-_MONEY = re.compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|不超过|控制在)\s*)?"
-                    r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:千|万|百|块钱?|元))|"
+# A number followed by another unit is no amount of money ("一百字以内", "1500大卡", "under 300 words").
+_NOT_MONEY_UNIT = (r"(?!\s*(?:字|段|句|行|条|页|个|次|遍|天|周|小时|分钟|公里|米|斤|克|卡|大卡|千卡|人|岁|年|号|楼|层|步|"
+                   r"(?i:words?|pages?|lines?|paragraphs?|calories|cals?|kcal|km|kms|miles?|steps|minutes?|mins?|hours?|"
+                   r"days?|people|years?|sq|square|ft|feet|meters?|metres?)\b))")
+_MONEY = re.compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|顶多|不超过|不要超过|"
+                    r"别超过|控制在)\s*)?"
+                    r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:[百千万](?:[一二两三四五六七八九](?![十百千万]))?"
+                    r"(?:块钱?|元)?|块钱?|元))" + _NOT_MONEY_UNIT + "|"
                     r"(?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
-                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.,])\d{3,}(?:\.\d+)?(?![\d.%])))"
+                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.,:])\d{3,}(?:\.\d+)?(?![\d.%:])"
+                    + _NOT_MONEY_UNIT + r"))"
                     r"(?:以内|以下|之内|出头|左右|(?: all in| max| or less| tops)(?![A-Za-z]))?)", re.IGNORECASE)
-_BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|之内|价位|budget|under|max|at most|no more than|up to", re.IGNORECASE)
+_BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|不要超过|别超过|之内|价位|最多|顶多|封顶|上限|budget|under|max|at most|"
+                         r"no more than|up to", re.IGNORECASE)
 _CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), ("€", "EUR"), ("euro", "EUR"),
              ("eur", "EUR"), ("£", "GBP"), ("pound", "GBP"), ("gbp", "GBP"), ("元", "CNY"), ("块", "CNY"),
              ("rmb", "CNY"), ("人民币", "CNY"), ("¥", "CNY"), ("￥", "CNY"))
@@ -509,18 +638,45 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("brands", re.compile(r"(?i:shop at|do our (?:big |weekly )?shop at|i buy from|i always buy|only buy)\s+"
                           r"([A-Z][\w&'\-]+)"), 0.6),
     ("brands", re.compile(r"我(?:自己)?(?:一直)?用的是([A-Za-z\u4e00-\u9fff]{2,8}?)的"), 0.6),
+    # "洗衣液一直用蓝月亮的", "奶茶我一直点霸王茶姬的伯牙绝弦": the maker before 的 after a habitual verb
+    ("brands", re.compile(r"(?:一直|向来|从来都|基本都|都是|一般都|平时都)(?:用|买|喝|穿|点|坐|住|开|订)(?:的是)?"
+                          r"([A-Za-z][\w&\-]*(?: [A-Z][\w&\-]*)?|[\u4e00-\u9fff]{2,5}?)(?:家)?的"), 0.6),
+    # "我每次去麦当劳都点…", "去喜茶老规矩": the shop the user always goes to
+    ("brands", re.compile(r"(?:每次|一般|平时|经常)(?:都)?去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?:都|就|一般)?(?:点|买|喝|吃)"), 0.6),
+    ("brands", re.compile(r"^\s*去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?=老规矩|老样子|照旧)"), 0.6),
+    # "I always book through Airbnb", "I always buy Asics", "my go-to at Chipotle is", "my usual from Pret"
+    ("brands", re.compile(r"(?i:i always (?:book (?:through|with|on)|fly(?: with)?|use|order from|get|wear|drive)|"
+                          r"my go-to at|my usual (?:from|at)|i only (?:fly|use|wear|drive|buy))\s+"
+                          r"([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?)"), 0.6),
     ("travel_preferences", re.compile(r"(?:i'?d (?:always )?rather take|i (?:always )?prefer|always book|i always take)\s+"
                                       r"((?:the |an? )?[\w\- ]{2,25}?)\s+(?:than|over|to)\s+(?:fly|flying|driving|"
                                       r"the train|a train|trains|planes?|buses|the bus)\b", re.IGNORECASE), 0.6),
     ("travel_preferences", re.compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
                                       r"([\u4e00-\u9fff]{1,6}?)" + _END), 0.6),
-    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{1,10}?)" + _END), 0.65),
+    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{2,10}?)" + _END), 0.65),
     ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
     ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
     ("education", re.compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
                              r"((?:my |an? |a part-time |part-time )?(?:[\w'\-]+ ){0,3}?(?:degree|masters?|master's|"
                              r"phd|mba|bachelor's|a-levels|gcses|bootcamp|course|diploma)(?: (?:in|at) [\w' \-]{2,30})?)"
                              + _END), 0.65),
+    # degrees and schools: "大专学历", "在读博", "研二", "本科在武汉大学读的新闻", "研究生去了港大", "a BA in philosophy",
+    # "PhD from Cambridge", "a part-time MSc in data science", "third-year medical student"
+    ("education", re.compile(r"((?:本科|硕士|研究生|博士|大专|专科|高中|中专|初中)(?=学历|毕业))"), 0.65),
+    ("education", re.compile(r"((?:在读|正在读)(?:博士?|研|硕士|本科|大[一二三四])|(?<![\u4e00-\u9fff])(?:研[一二三]|博[一二三四五]|"
+                             r"大[一二三四]|高[一二三])(?![\u4e00-\u9fff]{2}))"), 0.6),
+    ("education", re.compile(r"(?:本科|硕士|研究生|博士|读研|读博|大学)(?:是|都是)?(?:在|去了|考到了?|读的是)"
+                             r"([\u4e00-\u9fffA-Za-z]{1,10}?(?:大学|学院|大|中科院|研究所))(?=读|念|学|[，,。.!！\s]|$)"), 0.65),
+    ("education", re.compile(r"(?:大学|学院|大)(?:读的|念的|学的)([\u4e00-\u9fff]{2,8}?)" + _END), 0.6),
+    ("education", re.compile(r"(?<![A-Za-z])((?:a |an )?(?:part-time |full-time )?(?:BA|BSc|BS|MA|MSc|MS|MBA|PhD|MPhil|BEng|MEng|JD|LLB|LLM|"
+                             r"BFA|MFA|DPhil)(?: (?:in|from|at) [\w'&\- ]{2,30}?)?)(?=[,.;!?]|\s+(?:through|which|and|but|so|"
+                             r"last|this|next|in \d|from|at)\b|$)"), 0.65),
+    ("education", re.compile(r"((?i:(?:first|second|third|fourth|final|1st|2nd|3rd|4th)[- ]year (?:[\w\-]+ ){0,2}student)|"
+                             r"(?i:sophomore|freshman|junior|senior|grad student|undergrad|postgrad) at [A-Z][\w&'\-]+"
+                             r"(?: [A-Z][\w&'\-]+)?)"), 0.6),
+    ("hometown", re.compile(r"(?:老家|家乡|祖籍)(?:是|在)([\u4e00-\u9fff]{2,8}?)(?=的|人|那边|那儿|[，,。.!！\s]|$)"), 0.7),
+    ("likes", re.compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
+                         r"([^,.;!?]{2,40}?)" + _END), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
     ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END), 0.6),
@@ -528,6 +684,8 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
                                r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
+    # "每次都点麦辣鸡腿堡套餐", "一般就点燕麦拿铁": what the user always orders
+    ("usual_order", re.compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),
     ("occupation", re.compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
     ("occupation", re.compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
                               + _END), 0.7),
@@ -575,25 +733,67 @@ _REQUEST = re.compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
 
 
-_USUAL = re.compile(r"^\s*(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*(?:还是|就)?"
-                    r"(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?)(?=[。.!！?？；;]|$)")
+_USUAL = re.compile(r"^\s*(?:去[^，,。\s]{1,6}?)?(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*"
+                    r"(?:还是|就)?(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?(?:[，,]\s*[^，,。.!！?？；;]{1,12}?){0,2}?)"
+                    r"(?=[，,]\s*(?:谢谢|谢啦|thanks|thank you|ta\b|cheers|你记一下|记一下|麻烦了|去|在|到|送到|from\b|at\b)|"
+                    r"[。.!！?？；;]|$)|"
+                    # "My go-to at Chipotle is a burrito bowl, double chicken, no sour cream"
+                    r"(?i:my go-to at [A-Z][\w&'\- ]{1,25}? is|my usual (?:from|at) [A-Z][\w&'\- ]{1,25}?\s*[—–:-])\s*(?:an? )?"
+                    r"([^.;!?]{2,60}?)(?=[.;!?]|$)")
 
 
 def sentence_level(sentence: str) -> list[Found]:
     """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
     bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
-    out = [Found("usual_order", m.group(1).strip(), m.start(1), m.start(1) + len(m.group(1).strip()), None, 0.7)
-           for m in _USUAL.finditer(sentence)]
+    out = [Found("usual_order", m.group(g).strip(), m.start(g), m.start(g) + len(m.group(g).strip()), None, 0.7)
+           for m in _USUAL.finditer(sentence) for g in (1, 2) if m.group(g)]
+    out += [f for f in _all(_NAME_HERE, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy"
+    out += [f for f in _all(_GO_BY_EN, sentence, "preferred_name", group=2, confidence=0.8) if f.value not in _NOT_NAMES]
+    out += [f for f in _all(_NAME_BUT_EN, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
         for p in find_places(sentence):
             before = sentence[max(0, p.start - 4):p.start]
-            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence):
+            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence) and not re.match(
+                    r"\s*(?:时间|(?i:time)\b)", sentence[p.end:p.end + 6]):
                 out.append(Found("city", p.text, p.start, p.end, p.canonical, 0.7))
     return out
 
 
 # What comes before a news topic in a request ("每天早上给我推一下财经新闻", "我关注新能源汽车的新闻").
 _NEWS_LEAD = re.compile(r"^.*(?:推送|推荐|推|关注|发我|发|看|给我|加点|多|些|点|一下)(?=[\u4e00-\u9fffA-Za-z0-9]{2,}(?:的)?新闻$)")
+
+
+# A routine says when: a clock time, a day of the week, a length of time, or "every …" with an activity that is not
+# reading, ordering or receiving something ("每周六下午上课", "一般十点睡", "每天练半小时" — not "周末真的累",
+# "一般点鸳鸯锅", "每天早上都要看").
+_CLOCK = (r"\d{1,2}[:：.]\d{2}|\d{1,2}\s?点|[一二两三四五六七八九十]{1,3}点|\d{1,2}\s?(?i:am|pm)\b|半小时|小时|分钟|"
+          r"\d+号|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|每周[一二三四五六日天]")
+_ROUTINE = re.compile(r"(?:" + _CLOCK + r")|^(?:每天|每周|每个?月|工作日)(?!.{0,8}(?:看|推|发|点|打|路上|通勤|都在|愉快|累))|"
+                      r"^(?!周末|平时|一般)[A-Za-z]")
+
+
+# What a "like" is about decides its field: the way answers are written is a reply preference (other rules read it),
+# a seat, a stay or a pace of travel is a travel preference, a listed pastime ("打羽毛球", "钓鱼") a hobby.
+_LIKE_ABOUT_REPLIES = re.compile(r"回答|回复|解释|讲解|说话|例子|总结|语气|(?i:\b(?:answers?|replies|reply|feedback|reports?|"
+                                 r"explanations?|examples?|emails?)\b)")
+_LIKE_ABOUT_TRAVEL = re.compile(r"住|酒店|民宿|靠窗|过道|节奏|景点|(?i:\b(?:hotels?|hostels?|flights?|seats?|aisle|window|airbnbs?|"
+                                r"trains?)\b)")
+
+
+def like_field(value: str) -> tuple[str, str] | None:
+    """(field, value) for something the user says they like, or None when it is about the replies."""
+    if _LIKE_ABOUT_REPLIES.search(value):
+        return None
+    if _LIKE_ABOUT_TRAVEL.search(value):
+        return "travel_preferences", value
+    from usermem.understand.tagger import word_pattern
+
+    hobby = word_pattern("hobby")
+    m = hobby.search(value) if hobby is not None else None
+    if m is not None and len(value) - len(m.group(0)) <= 1:  # "打羽毛球" -> 羽毛球, "钓鱼"
+        return "hobbies", m.group(0)
+    return "likes", value
 
 
 def free_text(clause: str) -> list[Found]:
@@ -606,10 +806,14 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
                 continue  # "I moved to Chicago" names a place, not an employer
-            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob", value, re.I):
+            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob|"
+                                                r"(?:i|we|you|it|they|he|she|moved|live[sd]?|living|born|been|from|came|"
+                                                r"got|am|is|are|was|were)\b", value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
+            if key == "schedule" and not _ROUTINE.search(value):
+                continue  # "周末真的累", "一般点鸳鸯锅", "每天早上都要看": a mood, an order, a habit of reading — no routine
             if key == "contact_hours":
                 value = re.sub(r"(?:不要|别|不|请勿)$", "", value).strip()
                 if not value or not _TIME_WORD.search(value):
@@ -620,6 +824,12 @@ def free_text(clause: str) -> list[Found]:
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
             if key == "news_topics" and (lead := _NEWS_LEAD.match(value)):
                 value, start = value[lead.end():], start + lead.end()  # "给我推送点篮球新闻": the topic
+            if key == "likes":
+                routed = like_field(value)
+                if routed is None:
+                    continue
+                start += value.find(routed[1])
+                key, value = routed
             out.append(Found(key, value, start, start + len(value), None, conf))
     return out
 
