@@ -93,6 +93,12 @@ def extra() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
+def fourth() -> list[dict[str, Any]]:
+    """The fourth writer's train-only file (utterances_fourth.jsonl): same schema, every item in `train`."""
+    return _jsonl("utterances_fourth.jsonl")
+
+
+@pytest.fixture(scope="module")
 def more() -> list[dict[str, Any]]:
     """The second writer's set (utterances_more.jsonl): same schema, `train` in the file, halved by sha256(id)."""
     return _jsonl("utterances_more.jsonl")
@@ -131,6 +137,44 @@ def test_extra_utterances_are_train_only(extra: list[dict[str, Any]], utterances
         assert r["split"] == "train" and r["id"].startswith("x-"), r["id"]
         _check_utterance(r, fields)
     assert not {r["id"] for r in extra} & {r["id"] for r in utterances}
+
+
+def test_fourth_utterances_are_train_only_and_cover_every_field(fourth: list[dict[str, Any]],
+                                                               utterances: list[dict[str, Any]],
+                                                               extra: list[dict[str, Any]],
+                                                               more: list[dict[str, Any]],
+                                                               fields: dict[str, dict[str, Any]]) -> None:
+    assert len(fourth) >= 700
+    for r in fourth:
+        assert r["split"] == "train" and re.fullmatch(r"z-\d{4}", r["id"]), r["id"]
+        _check_utterance(r, fields)
+    assert not {r["id"] for r in fourth} & {r["id"] for r in utterances + extra + more}
+    langs = Counter(r["lang"] for r in fourth)
+    assert set(langs) == {"zh", "en"} and min(langs.values()) / len(fourth) >= 0.4, langs
+    kinds = Counter(r["negative"] for r in fourth if r["negative"])
+    assert sum(kinds.values()) >= 280 and set(kinds) == NEGATIVES and min(kinds.values()) >= 15, kinds
+    positives = Counter(lab["field"] for r in fourth for lab in r["labels"])
+    thin = {k: positives[k] for k in fields if positives[k] < 10}
+    assert not thin, f"fields with fewer than 10 positives: {thin}"
+
+
+def test_the_loader_parses_every_fourth_record_and_trains_on_it(fourth: list[dict[str, Any]]) -> None:
+    from usermem.understand import bank
+
+    items = bank.load_fourth_items()
+    assert [i.id for i in items] == [r["id"] for r in fourth]
+    for item, r in zip(items, fourth, strict=True):
+        assert item.split == "train" and item.negative == r["negative"] and len(item.turns) == len(r["turns"])
+        assert len(item.labels) == len(r["labels"]), item.id
+        for lab in item.labels:
+            assert item.turns[lab.turn][0] == "user", item.id
+            assert item.turns[lab.turn][1][lab.start:lab.end] == lab.value, item.id
+    assert bank.FOURTH_FILE in bank.SUPPLEMENT_FILES
+    ids = {i.id for i in items}
+    used = {i.id for i in bank.load_training_items(supplement="all")}
+    assert ids <= used
+    assert {i.id for i in items if i.negative} == ids & {i.id for i in bank.load_training_items(supplement="negatives")}
+    assert not ids & {i.id for i in bank.load_training_items(supplement="none")}
 
 
 def _check_utterance(r: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
@@ -223,11 +267,12 @@ def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
 
 
 def test_split_hygiene(utterances: list[dict[str, Any]], extra: list[dict[str, Any]],
-                       more: list[dict[str, Any]], plans: list[dict[str, Any]]) -> None:
+                       fourth: list[dict[str, Any]], more: list[dict[str, Any]],
+                       plans: list[dict[str, Any]]) -> None:
     from usermem.understand import bank
 
     # The second writer's items with the half they are used as (more-dev is a selection set, like dev).
-    records = utterances + extra + [dict(r, split=bank.more_half(r["id"])) for r in more] + plans
+    records = utterances + extra + fourth + [dict(r, split=bank.more_half(r["id"])) for r in more] + plans
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate ids"
     seen: dict[str, str] = {}

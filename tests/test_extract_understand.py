@@ -244,7 +244,10 @@ def test_training_items_never_include_test_and_the_supplement_is_train_only() ->
         if bank.SUPPLEMENT == "negatives" else True
     more = bank.load_more_items()
     assert more and {i.split for i in more} == {"train", bank.MORE_DEV}
-    assert len(bank.load_training_items(supplement="all")) == len(bank.load_items()) + len(extra) + len(more)
+    fourth = bank.load_fourth_items()
+    assert fourth and all(i.split == "train" for i in fourth)
+    assert len(bank.load_training_items(supplement="all")) == \
+        len(bank.load_items()) + len(extra) + len(fourth) + len(more)
     assert len(bank.load_training_items(supplement="none", more=False)) == len(bank.load_items())
     # more-dev is a selection set: never among the splits a model is fitted on, never in the templates
     from usermem.understand import templates

@@ -463,9 +463,9 @@ def _how_fitted() -> str:
     held_out = (meta.get("dev_f1_by_threshold_and_similarity") or {}).get(chosen)
     from usermem.understand.bank import SUPPLEMENT
 
-    used = {"all": "and the train-only supplement `utterances_extra.jsonl`",
+    used = {"all": "and the train-only supplement `utterances_extra.jsonl` + `utterances_fourth.jsonl`",
             "negatives": "and the trap items (questions, hypotheticals, third parties, ...) of the train-only "
-                         "supplement `utterances_extra.jsonl`"}.get(SUPPLEMENT, "only")
+                         "supplement `utterances_extra.jsonl` + `utterances_fourth.jsonl`"}.get(SUPPLEMENT, "only")
     text = ("The rules were written from the errors of the train and dev splits and, since the fourth round "
             "(2026-12-01), of more-train and more-dev too; the learned models (span tagger, its field "
             f"model, value templates) were fitted on `train` (the bank's train split {used}, and more-train: the "

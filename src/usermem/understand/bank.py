@@ -8,6 +8,8 @@ Files (written by the project, licensed with the code; see usermem/data/bank/REA
   (train / dev / test; the test split is never used to choose anything);
 - `utterances_extra.jsonl`: more hand-written utterances in the same format, every one in the `train` split
   (training data only, never scored: see the bank's README);
+- `utterances_fourth.jsonl`: 880 more utterances in the same format by a further writer who never saw the rules,
+  the dev/test items or their errors, every one `train`: part of the train-only supplement like the file above;
 - `utterances_more.jsonl`: 1,002 utterances in the same format by a second writer who never saw the rules or
   their errors, every one `train` in the file; halved deterministically by sha256(id) (`more_half`) into
   `more-train` (training data, like the supplement) and `more-dev` (the selection set `usermem train` chooses
@@ -107,11 +109,25 @@ def load_items(root: str | Path | None = None, path: str | Path | None = None) -
 
 
 EXTRA_FILE = "utterances_extra.jsonl"
+FOURTH_FILE = "utterances_fourth.jsonl"
+# The train-only supplement: every record of these files is training data (never scored, never chosen on).
+SUPPLEMENT_FILES = (EXTRA_FILE, FOURTH_FILE)
 
 
 def load_extra_items(root: str | Path | None = None) -> list[Item]:
-    """The train-only supplement (`utterances_extra.jsonl`): more training data for the learned extractors."""
+    """The first train-only supplement file (`utterances_extra.jsonl`): more training data for the learned
+    extractors."""
     return [parse_item(r) for r in _jsonl(bank_text(EXTRA_FILE, root))]
+
+
+def load_fourth_items(root: str | Path | None = None) -> list[Item]:
+    """The fourth writer's train-only utterances (`utterances_fourth.jsonl`), part of the supplement."""
+    return [parse_item(r) for r in _jsonl(bank_text(FOURTH_FILE, root))]
+
+
+def load_supplement_items(root: str | Path | None = None) -> list[Item]:
+    """The whole train-only supplement: `utterances_extra.jsonl` then `utterances_fourth.jsonl`."""
+    return [*load_extra_items(root), *load_fourth_items(root)]
 
 
 # Which items of the supplement the learned extractors train on: "all", or "negatives" (the items with a trap
@@ -119,6 +135,8 @@ def load_extra_items(root: str | Path | None = None) -> list[Item]:
 # the bank's dev split ("negatives": 0.7462 vs 0.7404 for all), which is biased (the rules were written from its
 # errors); re-chosen on more-dev (2026-12-01, third round, stage-1 fits on train + more-train, best tagger
 # threshold / template similarity each): negatives 0.515, all 0.547 (bank dev 0.743 vs 0.718) — so "all".
+# The choice applies to the whole supplement: `utterances_fourth.jsonl` (added later, fourth round) follows it
+# and was not measured on its own when it was added.
 SUPPLEMENT = "all"
 
 
@@ -144,11 +162,13 @@ def load_more_items(root: str | Path | None = None) -> list[Item]:
 def load_training_items(root: str | Path | None = None, supplement: str | None = None,
                         more: bool = True) -> list[Item]:
     """Every labelled utterance a model may learn from or be chosen on, with its split: the bank, the
-    train-only supplement (`supplement`: "all" | "negatives" | "none", default `SUPPLEMENT`) and, with `more`,
-    the second writer's set (more-train as "train", more-dev as `MORE_DEV`). Callers pick the splits they fit
-    on ("train", then "train" + "dev"); neither `MORE_DEV` nor the test split is ever among them."""
+    train-only supplement (both `SUPPLEMENT_FILES`; `supplement`: "all" | "negatives" | "none", default
+    `SUPPLEMENT`) and, with `more`, the second writer's set (more-train as "train", more-dev as `MORE_DEV`).
+    Callers pick the splits they fit on ("train", then "train" + "dev"); neither `MORE_DEV` nor the test
+    split is ever among them."""
     which = SUPPLEMENT if supplement is None else supplement
-    extra = [] if which == "none" else [i for i in load_extra_items(root) if which == "all" or i.negative is not None]
+    extra = [] if which == "none" else [i for i in load_supplement_items(root)
+                                         if which == "all" or i.negative is not None]
     return [*load_items(root), *extra, *(load_more_items(root) if more else [])]
 
 

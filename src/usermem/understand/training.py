@@ -1,9 +1,9 @@
 """Rebuild the shipped understanding models from the bank (`usermem train`): deterministic; fitted on the train
-split, the train-only supplement (`utterances_extra.jsonl`) and more-train (the half of the second writer's
-`utterances_more.jsonl` that `bank.more_half` puts in train); C and calibrations chosen on dev, the tagger
-threshold and template similarity on more-dev (the other half, never fitted on: the bank's dev split is biased,
-the rules were written from its errors); then — `REFIT` — the tagger and its field model fitted again on
-train + dev with those choices kept (more-dev stays out); the test split is never read.
+split, the train-only supplement (`utterances_extra.jsonl` and `utterances_fourth.jsonl`) and more-train (the
+half of the second writer's `utterances_more.jsonl` that `bank.more_half` puts in train); C and calibrations
+chosen on dev, the tagger threshold and template similarity on more-dev (the other half, never fitted on: the
+bank's dev split is biased, the rules were written from its errors); then — `REFIT` — the tagger and its field
+model fitted again on train + dev with those choices kept (more-dev stays out); the test split is never read.
 
 - `tagger.crfsuite` + `tagger.json`: the span tagger and its calibration (Platt on the logit of the span
   probability, threshold chosen on more-dev extraction F1);
@@ -61,7 +61,7 @@ def value_match(expected: str, got: Any) -> bool:
 
 
 FOLDS = 5
-BANK_FILES = ("utterances.jsonl", bank.EXTRA_FILE, bank.MORE_FILE)
+BANK_FILES = ("utterances.jsonl", *bank.SUPPLEMENT_FILES, bank.MORE_FILE)
 # Refit the tagger and its field model on train + dev after choosing on dev (see train_all and the bank README).
 REFIT = True
 
