@@ -67,12 +67,18 @@ def _nats_reachable(url: str = NATS_URL) -> str | None:
 
 
 def _stream_state(stream: str, url: str = NATS_URL, subject: str | None = None) -> tuple[int, dict[str, int]]:
+    """(messages, per-subject counts) of a stream; a stream not created yet holds nothing: (0, {}) — a bus
+    whose relay is stopped before it connected never creates it (seen in CI under load)."""
     import nats
+    from nats.js.errors import NotFoundError
 
     async def go() -> tuple[int, dict[str, int]]:
         nc = await nats.connect(url, connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=0)
         try:
-            info = await nc.jetstream().stream_info(stream, subjects_filter=subject)
+            try:
+                info = await nc.jetstream().stream_info(stream, subjects_filter=subject)
+            except NotFoundError:
+                return 0, {}
             return info.state.messages, dict(info.state.subjects or {})
         finally:
             await nc.close()
