@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import itertools
 import uuid
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from props import examples
+from toy_embedder import CrcBow32
 from usermem.config import load_settings
 from usermem.engine.memory import Memory
 from usermem.model import Kind, MemoryRecord, Source, Withheld
 from usermem.policy.contracts import DEFAULT_CONTRACTS, ContractSet, FieldContract
 from usermem.relevance.hybrid import HybridRelevance
-from usermem.relevance.lexical import tokenize
 
 T0 = 1_790_000_000.0
 DAY = 86_400.0
@@ -39,24 +37,7 @@ _WORDS = ["coffee", "tea", "parcel", "late", "berlin", "paris", "dog", "cat", "a
 _KEYS = ["city", "diet", "allergy", "phone", "likes", "pets", "switched_off", "current_task"]
 
 
-class _HashEmbedder:
-    """A deterministic bag-of-words embedder (crc32 buckets): cheap, and similar texts are near."""
-
-    model_id = "test/crc-bow@32"
-    dim = 32
-
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for tok in tokenize(text):
-            v[zlib.crc32(tok.encode()) % self.dim] += 1.0
-        n = float(np.linalg.norm(v))
-        return v / n if n else v + 1.0 / np.sqrt(self.dim)
-
-    def query(self, text: str) -> np.ndarray:
-        return self._vec(text)
-
-    def passages(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+_HashEmbedder = CrcBow32
 
 
 @pytest.fixture(scope="module", params=["adaptive", "rrf"])

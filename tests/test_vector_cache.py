@@ -16,8 +16,7 @@ import itertools
 import shutil
 import tempfile
 import uuid
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +26,9 @@ from hypothesis import strategies as st
 
 from backends import unavailable
 from props import examples
+from toy_embedder import CrcBow32
 from usermem.config import load_settings
 from usermem.engine.memory import Memory
-from usermem.relevance.lexical import tokenize
 from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, VectorIndex, open_index
 
 T0 = 1_790_000_000.0
@@ -38,24 +37,7 @@ _WORDS = ["coffee", "tea", "parcel", "late", "berlin", "paris", "dog", "cat", "a
           "blender", "咖啡", "包裹", "北京", "狗"]
 
 
-class _HashEmbedder:
-    """A deterministic bag-of-words embedder (crc32 buckets); vectors of unit length, as the protocol says."""
-
-    model_id = "test/crc-bow@32"
-    dim = 32
-
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for tok in tokenize(text):
-            v[zlib.crc32(tok.encode()) % self.dim] += 1.0
-        n = float(np.linalg.norm(v))
-        return v / n if n else v + 1.0 / np.sqrt(self.dim)
-
-    def query(self, text: str) -> np.ndarray:
-        return self._vec(text)
-
-    def passages(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+_HashEmbedder = CrcBow32
 
 
 def _memory(url: str) -> Memory:

@@ -27,3 +27,15 @@ class ToyEmbedder:
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+class CrcBow32(ToyEmbedder):
+    """32 buckets, so unrelated words collide now and then; an empty text gets the uniform unit vector (never
+    the zero vector: the protocol's vectors have unit length)."""
+
+    model_id = "test/crc-bow@32"
+    dim = 32
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = super()._vec(text)
+        return v if v.any() else v + np.float32(1.0 / np.sqrt(self.dim))
