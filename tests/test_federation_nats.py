@@ -137,7 +137,9 @@ def test_a_poison_event_is_dead_lettered_after_jetstream_redeliveries(fed_settin
         app.write(TENANT, USER, "preference", "reply_length", "concise")
         wait_for(lambda: dead_letters(mini.store, TENANT), what="the poison event set aside", timeout=30.0)
         (letter,) = dead_letters(mini.store, TENANT)
-        assert letter["attempts"] == 2 and letter["keys"] == ["city"] and "cannot be stored" in letter["error"]
+        # JetStream's delivery count: a delivery that went to a pull request which had already expired counts too
+        # (seen in CI: the apply failed twice, num_delivered was 3), so it is at least the limit, not exactly it.
+        assert letter["attempts"] >= 2 and letter["keys"] == ["city"] and "cannot be stored" in letter["error"]
         wait_for(lambda: _value(mini, "reply_length") == "concise", what="the other event applied")
         assert _value(mini, "city") is None and fed.counts["dead_letters"] == 1
         app.forget_user(TENANT, USER)
