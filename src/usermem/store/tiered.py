@@ -702,15 +702,14 @@ def _rank(kind: Kind, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
 
 
 def _first_matching(order: Sequence[MemoryRecord], q: LiveQuery, offset: int, limit: int) -> list[MemoryRecord]:
-    """Records `offset` to `offset + limit` of those in `order` that q asks for (the filter of _matching,
-    kinds aside): the walk stops once it has them, so a recall reads a few records, not the user's all."""
+    """Records `offset` to `offset + limit` of those in `order` that q asks for (`_asked_for`, kinds aside):
+    the walk stops once it has them, so a recall reads a few records, not the user's all."""
     out: list[MemoryRecord] = []
     if limit <= 0:
         return out
-    now, retracted, session = q.now, q.include_retracted, q.session_id
+    asked = _asked_for(q)
     for r in order:
-        if r.superseded_by is None and r.deleted_at is None and (r.expires_at is None or r.expires_at > now) \
-                and (retracted or not r.retracted) and (session is None or r.session_id == session):
+        if asked(r):
             if offset > 0:
                 offset -= 1
                 continue
@@ -720,15 +719,24 @@ def _first_matching(order: Sequence[MemoryRecord], q: LiveQuery, offset: int, li
     return out
 
 
+def _asked_for(q: LiveQuery) -> Callable[[MemoryRecord], bool]:
+    """Whether q asks for a record, kinds aside: current, not expired at q.now, not retracted (unless
+    q.include_retracted), of q.keys and q.session_id when given."""
+    keys = None if q.keys is None else set(q.keys)
+    now, retracted, session = q.now, q.include_retracted, q.session_id
+
+    def asked(r: MemoryRecord) -> bool:
+        return (r.superseded_by is None and r.deleted_at is None and (r.expires_at is None or r.expires_at > now)
+                and (retracted or not r.retracted) and (keys is None or r.key in keys)
+                and (session is None or r.session_id == session))
+    return asked
+
+
 def _matching(records: Sequence[MemoryRecord], q: LiveQuery, kinds: Sequence[Kind]) -> list[MemoryRecord]:
     """The records of `records` that q asks for: of `kinds`, current, not expired at q.now, not retracted
     (unless q.include_retracted), of q.keys and q.session_id when given."""
-    wanted = set(kinds)
-    keys = None if q.keys is None else set(q.keys)
-    now, retracted, session = q.now, q.include_retracted, q.session_id
-    return [r for r in records if r.kind in wanted and r.superseded_by is None and r.deleted_at is None
-            and (r.expires_at is None or r.expires_at > now) and (retracted or not r.retracted)
-            and (keys is None or r.key in keys) and (session is None or r.session_id == session)]
+    wanted, asked = set(kinds), _asked_for(q)
+    return [r for r in records if r.kind in wanted and asked(r)]
 
 
 def _stub(tenant: str, user_id: str, key: str, kind: Kind, memory_id: str) -> MemoryRecord:
