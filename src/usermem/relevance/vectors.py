@@ -432,10 +432,13 @@ def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
     versions = ux.versions
     assert versions is not None
     s_ok, s_ver, s_ids, s_models = stale.has_vec.tolist(), stale.versions, stale.ids, stale.models
+
+    def same(i: int, p: int) -> bool:  # row i of the new snapshot is row p of the stale one, unchanged
+        return ok[i] and s_ok[p] and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i] and s_models[p] == ux.models[i]
+
     if stale.keys == ux.keys:  # no key came or went (the usual change: values rewritten): one copy
         out = prev.copy()
-        fresh = [i for i in range(len(ok)) if not (ok[i] and s_ok[i] and s_ver[i] == versions[i]
-                                                    and s_ids[i] == ux.ids[i] and s_models[i] == ux.models[i])]
+        fresh = [i for i in range(len(ok)) if not same(i, i)]
     else:
         out = np.empty((len(ok), dim), dtype=np.float32)
         where = stale.position.get
@@ -444,8 +447,7 @@ def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
         fresh = []
         for i, k in enumerate(ux.keys):
             p = where(k)
-            if p is not None and ok[i] and s_ok[p] and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i] \
-                    and s_models[p] == ux.models[i]:
+            if p is not None and same(i, p):
                 here.append(i)
                 there.append(p)
             else:
@@ -581,7 +583,7 @@ class PgVectorIndex(_CacheMixin):
                            at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
                            matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
                            versions=[int(r[7]) for r in rows] if self.ROW_VERSION else None)
-            n, dim = len(rows), next((int(r[6]) for r, cur in zip(rows, ok, strict=True) if cur), 0)
+            n, dim = len(rows), next((int(r[6]) for r, good in zip(rows, ok, strict=True) if good), 0)
             if sum(ok) * dim * 4 > self.CACHE_BYTES:
                 return ux  # searched in the database (dense_db)
             reused = _reused(stale, ux, ok, dim)
