@@ -29,14 +29,10 @@ from typing import Any
 import numpy as np
 
 from usermem.bench.core import T0
-from usermem.bench.relevance import queries, synthetic_episodes
-from usermem.bench.scale import _RepeatedQueries
+from usermem.bench.relevance import queries
+from usermem.bench.scale import _RepeatedQueries, load_semantic_user
 from usermem.config import load_settings
-from usermem.engine.context import new_id
 from usermem.engine.memory import Memory
-from usermem.model import Kind, MemoryRecord, Source
-from usermem.relevance.lexical import tokenize
-from usermem.relevance.text import memory_text
 from usermem.relevance.vectors import VectorRow
 
 USER = "bench-semantic"
@@ -66,18 +62,7 @@ def _build(url: str, n: int) -> Memory:
     m = Memory(settings=load_settings(env={}, store_url=url))
     rel = m.relevance
     assert rel is not None and rel.index is not None and rel.embedder is not None
-    records = [MemoryRecord(id=new_id(), tenant="bench", user_id=USER, kind=Kind.EPISODE, key=key, value=text,
-                            source=Source.EXTRACTED, confidence=1.0, importance=0.5, created_at=T0 - 86_400,
-                            event_at=when) for key, text, when in synthetic_episodes(n)]
-    m.store.bulk_insert(records)
-    rng = np.random.default_rng(1)
-    vecs = rng.standard_normal((n, rel.embedder.dim)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    rows = [VectorRow("bench", USER, r.key, r.id, r.kind.value, float(r.event_at or r.created_at),
-                      rel.embedder.model_id, v, tokenize(memory_text(r, ""))) for r, v in zip(records, vecs, strict=True)]
-    for start in range(0, n, 500):
-        rel.index.upsert(rows[start:start + 500])
-    m.store.analyze()
+    load_semantic_user(m, USER, n)
     rel.embedder = _RepeatedQueries(rel.embedder)
     return m
 

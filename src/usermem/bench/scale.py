@@ -219,16 +219,38 @@ def _semantic_pgserver(ctx: BenchContext, n: int) -> dict[str, Any]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _semantic_backend(ctx: BenchContext, url: str, n: int) -> dict[str, Any]:
-    """recall(query) beyond the query embedding on the store at `url`, for a fresh user of `n` episodes."""
+def load_semantic_user(m: Memory, user: str, n: int) -> None:
+    """`n` synthetic episodes for `user` (tenant "bench") with random unit vectors of the embedder's size,
+    bulk-loaded (no embedding), then the planner's statistics refreshed (autovacuum's job in a deployment)."""
     import numpy as np
 
-    from usermem.bench.relevance import queries, synthetic_episodes
+    from usermem.bench.relevance import synthetic_episodes
     from usermem.engine.context import new_id
     from usermem.model import Kind, MemoryRecord, Source
     from usermem.relevance.lexical import tokenize
     from usermem.relevance.text import memory_text
-    from usermem.relevance.vectors import PgVectorIndex, VectorRow
+    from usermem.relevance.vectors import VectorRow
+
+    rel = m.relevance
+    assert rel is not None and rel.index is not None and rel.embedder is not None
+    records = [MemoryRecord(id=new_id(), tenant="bench", user_id=user, kind=Kind.EPISODE, key=key, value=text,
+                            source=Source.EXTRACTED, confidence=1.0, importance=0.5, created_at=T0 - 86_400,
+                            event_at=when) for key, text, when in synthetic_episodes(n)]
+    m.store.bulk_insert(records)
+    rng = np.random.default_rng(1)
+    vecs = rng.standard_normal((n, rel.embedder.dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows = [VectorRow("bench", user, r.key, r.id, r.kind.value, float(r.event_at or r.created_at),
+                      rel.embedder.model_id, v, tokenize(memory_text(r, ""))) for r, v in zip(records, vecs, strict=True)]
+    for start in range(0, n, 500):
+        rel.index.upsert(rows[start:start + 500])
+    m.store.analyze()
+
+
+def _semantic_backend(ctx: BenchContext, url: str, n: int) -> dict[str, Any]:
+    """recall(query) beyond the query embedding on the store at `url`, for a fresh user of `n` episodes."""
+    from usermem.bench.relevance import queries
+    from usermem.relevance.vectors import PgVectorIndex
 
     m = Memory(settings=load_settings(env={}, store_url=url))
     try:
@@ -237,19 +259,7 @@ def _semantic_backend(ctx: BenchContext, url: str, n: int) -> dict[str, Any]:
             return {"skipped": "no vector index (embedder none, or a store without vector tables)"}
         user = "bench-semantic"
         m.forget_user("bench", user)  # a database that outlives runs (PostgreSQL) starts from an empty user
-        records = [MemoryRecord(id=new_id(), tenant="bench", user_id=user, kind=Kind.EPISODE, key=key, value=text,
-                                source=Source.EXTRACTED, confidence=1.0, importance=0.5, created_at=T0 - 86_400,
-                                event_at=when) for key, text, when in synthetic_episodes(n)]
-        m.store.bulk_insert(records)
-        rng = np.random.default_rng(1)
-        vecs = rng.standard_normal((n, rel.embedder.dim)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        rows = [VectorRow("bench", user, r.key, r.id, r.kind.value, float(r.event_at or r.created_at),
-                          rel.embedder.model_id, v, tokenize(memory_text(r, ""))) for r, v in zip(records, vecs,
-                                                                                                    strict=True)]
-        for start in range(0, n, 500):
-            rel.index.upsert(rows[start:start + 500])
-        m.store.analyze()  # the planner's statistics after a bulk load (autovacuum's job in a deployment)
+        load_semantic_user(m, user, n)
         embedder = rel.embedder
         one = timed(lambda: embedder.query("where is my parcel, it is late again"), ctx.size(20, 5))
         rel.embedder = _RepeatedQueries(embedder)
