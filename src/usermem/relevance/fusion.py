@@ -180,6 +180,7 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
         if total > 0:
             wd *= float(np.clip(2 * sd_ / total, p.share_lo, p.share_hi))
             wl *= float(np.clip(2 * sl_ / total, p.share_lo, p.share_hi))
+    corroborated = False
     if p.adapt_agreement and both and wl > 0:
         k = min(p.top, int(dmask.sum()), int(lmask.sum()))
         overlap = min(1.0, len(_top(d, dmask, k, ddesc) & _top(lex, lmask, k, ldesc)) / k) if k else 0.0
@@ -187,8 +188,6 @@ def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], field
         corroborated = overlap >= p.boost_overlap
         if corroborated:
             wl *= p.agreement_boost
-    else:
-        corroborated = False
     nd = _normalise(d, dmask, p.norm, ddesc)
     if corroborated and p.dense_floor > 0:
         nd = _floored(nd, dmask, p.dense_floor)
