@@ -282,7 +282,7 @@ class Engine:
             return hit[1]
         # Read like UserModeler.input_keys, without building the understanding pipelines: the worker's first
         # change would otherwise import them (~0.2 s of CPU) while the writers it runs beside hold the GIL.
-        docs = self.ctx.store.list_docs(tenant, um.RULES_NS, limit=um.MAX_RULES * 2)
+        docs = self.ctx.store.list_docs(tenant, um.RULES_NS, limit=um.RULE_DOCS_READ)
         keys = um.input_keys(um.tenant_rules(dict(docs)))
         self._input_keys[tenant] = (now, keys)
         return keys

@@ -176,6 +176,7 @@ DEFAULT_RULES: tuple[DeriveRule, ...] = (
 
 
 RULES_NS = "derive_rules"  # the documents namespace a tenant's own rule versions live in (id -> {current, history})
+RULE_DOCS_READ = MAX_RULES * 2  # how many of those documents a read of the tenant's rules asks for
 
 
 def tenant_rules(docs: Mapping[str, Mapping[str, Any]]) -> list[DeriveRule]:

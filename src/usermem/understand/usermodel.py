@@ -368,7 +368,7 @@ class UserModeler:
     # -- derived attributes ---------------------------------------------------------------------------------
 
     def _rule_docs(self, tenant: str) -> dict[str, dict[str, Any]]:
-        return dict(self.host.store.list_docs(tenant, RULES_NS, limit=um.MAX_RULES * 2))
+        return dict(self.host.store.list_docs(tenant, RULES_NS, limit=um.RULE_DOCS_READ))
 
     def rules(self, tenant: str) -> list[um.DeriveRule]:
         """The tenant's rules: the shipped defaults, overridden by id by the tenant's own versions."""
