@@ -99,6 +99,12 @@ def fourth() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
+def select() -> list[dict[str, Any]]:
+    """The fresh selection set (utterances_select.jsonl): same schema, every item in `select`."""
+    return _jsonl("utterances_select.jsonl")
+
+
+@pytest.fixture(scope="module")
 def more() -> list[dict[str, Any]]:
     """The second writer's set (utterances_more.jsonl): same schema, `train` in the file, halved by sha256(id)."""
     return _jsonl("utterances_more.jsonl")
@@ -177,6 +183,30 @@ def test_the_loader_parses_every_fourth_record_and_trains_on_it(fourth: list[dic
     assert not ids & {i.id for i in bank.load_training_items(supplement="none")}
 
 
+def test_the_selection_set_is_scored_never_trained_on(select: list[dict[str, Any]],
+                                                     fields: dict[str, dict[str, Any]]) -> None:
+    from usermem.understand import bank
+
+    assert len(select) >= 500
+    for r in select:
+        assert r["split"] == bank.SELECT and re.fullmatch(r"hs-\d{4}", r["id"]), r["id"]
+        _check_utterance(r, fields)
+    langs = Counter(r["lang"] for r in select)
+    assert set(langs) == {"zh", "en"} and min(langs.values()) / len(select) >= 0.4, langs
+    kinds = Counter(r["negative"] for r in select if r["negative"])
+    assert set(kinds) == NEGATIVES and sum(kinds.values()) >= 0.3 * len(select), kinds
+    positives = Counter(lab["field"] for r in select for lab in r["labels"])
+    assert not {k for k in fields if positives[k] < 10}, positives
+    items = bank.load_select_items()
+    assert [i.id for i in items] == [r["id"] for r in select] and {i.split for i in items} == {bank.SELECT}
+    ids = {i.id for i in items}
+    for supplement in ("all", "negatives", "none"):
+        assert not ids & {i.id for i in bank.load_training_items(supplement=supplement)}
+    from usermem.understand import templates
+
+    assert bank.SELECT not in templates.fit_splits()
+
+
 def _check_utterance(r: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
     rid = r["id"]
     assert set(r) <= _UTTERANCE_KEYS and _UTTERANCE_KEYS - {"notes"} <= set(r), rid
@@ -203,8 +233,11 @@ def _check_utterance(r: dict[str, Any], fields: dict[str, dict[str, Any]]) -> No
                                          for k, v in lab["attrs"].items()), rid
     if r["negative"] == "corrected":
         users = [i for i, t in enumerate(turns) if t["role"] == "user"]
-        assert len(users) >= 2, f"{rid}: a correction needs a later user turn"
-        assert any(lab["span"][0] > users[0] for lab in r["labels"]), f"{rid}: label the corrected value"
+        if len(users) >= 2:
+            assert any(lab["span"][0] > users[0] for lab in r["labels"]), f"{rid}: label the corrected value"
+        else:  # one message that corrects an earlier one ("我以前说过…其实…"): the new value follows the old
+            assert r["labels"] and all(lab["span"][1] > 0 for lab in r["labels"]), \
+                f"{rid}: a correction needs a later user turn, or the corrected value after the old one"
 
 
 def test_plan_schema(plans: list[dict[str, Any]], fields: dict[str, dict[str, Any]]) -> None:
@@ -267,12 +300,13 @@ def test_counts(utterances: list[dict[str, Any]], plans: list[dict[str, Any]],
 
 
 def test_split_hygiene(utterances: list[dict[str, Any]], extra: list[dict[str, Any]],
-                       fourth: list[dict[str, Any]], more: list[dict[str, Any]],
+                       fourth: list[dict[str, Any]], more: list[dict[str, Any]], select: list[dict[str, Any]],
                        plans: list[dict[str, Any]]) -> None:
     from usermem.understand import bank
 
     # The second writer's items with the half they are used as (more-dev is a selection set, like dev).
-    records = utterances + extra + fourth + [dict(r, split=bank.more_half(r["id"])) for r in more] + plans
+    records = (utterances + extra + fourth + [dict(r, split=bank.more_half(r["id"])) for r in more] + select
+               + plans)
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate ids"
     seen: dict[str, str] = {}

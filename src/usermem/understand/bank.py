@@ -14,6 +14,9 @@ Files (written by the project, licensed with the code; see usermem/data/bank/REA
   their errors, every one `train` in the file; halved deterministically by sha256(id) (`more_half`) into
   `more-train` (training data, like the supplement) and `more-dev` (the selection set `usermem train` chooses
   the tagger threshold and template similarity on, never fitted on; `usermem eval extraction` reports it);
+- `utterances_select.jsonl`: a fresh selection set (526 items, split `select`) by a further independent writer who
+  never saw the rules, the other files' items or any errors: never fitted on, never mined for errors; used only
+  to choose between model variants by aggregate score (`load_select_items`), reported by `usermem eval extraction`;
 - `plan_queries.jsonl`: messages and the fields a recall plan for them needs (`fields`), with a split.
 """
 
@@ -157,6 +160,16 @@ def load_more_items(root: str | Path | None = None) -> list[Item]:
         item = parse_item(r)
         out.append(Item(item.id, item.lang, more_half(item.id), item.turns, item.labels, item.negative))
     return out
+
+
+SELECT_FILE = "utterances_select.jsonl"
+SELECT = "select"
+
+
+def load_select_items(root: str | Path | None = None) -> list[Item]:
+    """The fresh selection set (`utterances_select.jsonl`, split `SELECT`): never among the training items
+    (`load_training_items` does not read it), only scored — to choose between variants, never to fit."""
+    return [parse_item(r) for r in _jsonl(bank_text(SELECT_FILE, root))]
 
 
 def load_training_items(root: str | Path | None = None, supplement: str | None = None,
