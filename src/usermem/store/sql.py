@@ -106,10 +106,11 @@ class SqlDialect:
 
     # -- memories ----------------------------------------------------------------------------------------
 
-    def live(self, q: LiveQuery, *, scores: bool = False) -> tuple[str, list[Any]]:
-        """SELECT of the user's live rows matching q: full records, or the ScoreRow columns (hot path)."""
+    def live(self, q: LiveQuery, *, scores: bool = False, records: bool = False) -> tuple[str, list[Any]]:
+        """SELECT of the user's live rows matching q: full records, or the ScoreRow columns (hot path);
+        `records` with `scores`: each row's full record columns follow its ScoreRow columns, as in `ranked`."""
         text = _live_sql(self, scores, q.include_retracted, None if q.kinds is None else len(q.kinds),
-                         None if q.keys is None else len(q.keys), q.session_id is not None)
+                         None if q.keys is None else len(q.keys), q.session_id is not None, records)
         args: list[Any] = [q.tenant, q.user_id, q.now]
         if q.kinds is not None:
             kinds = [k.value for k in q.kinds]
@@ -228,7 +229,7 @@ class SqlDialect:
 
 @lru_cache(maxsize=512)
 def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int | None, n_keys: int | None,
-              session: bool) -> str:
+              session: bool, records: bool = False) -> str:
     p = d.mark
     where = [f"tenant={p} AND user_id={p} AND {CURRENT} AND (expires_at IS NULL OR expires_at > {p})"]
     if not include_retracted:
@@ -240,7 +241,15 @@ def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int
     if session:
         where.append(f"session_id={p}")
     columns = ", ".join(SCORE_COLUMNS) if scores else d.select_list
+    if scores and records:
+        columns += f", {_record_columns(d)}"
     return f"SELECT {columns} FROM memories WHERE {' AND '.join(where)}"
+
+
+def _record_columns(d: SqlDialect) -> str:
+    """A record's columns after the ScoreRow ones (a read ahead keeps them for get_many). With PostgreSQL the
+    value comes as text: only the winners' values are decoded (store/postgres.py)."""
+    return ", ".join(f"{c}::text" if c == "value" and d.name == "postgres" else c for c in d.columns)
 
 
 @lru_cache(maxsize=64)
@@ -252,9 +261,7 @@ def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: b
     if session:
         where.append(f"session_id={p}")
     hint = " INDEXED BY memories_rank" if d.name == "sqlite" else ""
-    # With records, a PostgreSQL value comes as text: only the winners' values are decoded (store/postgres.py).
-    full = ", ".join(f"{c}::text" if c == "value" and d.name == "postgres" else c for c in d.columns)
-    columns = ", ".join(SCORE_COLUMNS) + (f", {full}" if records else "")
+    columns = ", ".join(SCORE_COLUMNS) + (f", {_record_columns(d)}" if records else "")
     one = (f"SELECT {columns} FROM memories{hint} WHERE {' AND '.join(where)}"
            f" ORDER BY {d.rank_expression()} DESC LIMIT {p} OFFSET {p}")
     if n_kinds == 1:
