@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import operator
 import re
 import threading
 import time
@@ -70,7 +71,7 @@ from usermem.store.base import (
 )
 from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
-from usermem.store.sql import POSTGRES, users_query
+from usermem.store.sql import POSTGRES, record_layout, users_query
 
 _Q = POSTGRES.stmt  # every fixed statement, built once (store/sql.py)
 _GET_MANY = POSTGRES.get_many()
@@ -84,6 +85,8 @@ log = logging.getLogger("usermem.store")
 _T = TypeVar("_T")
 _MISSING: Any = object()
 _N_SCORE = len(ScoreRow._fields)
+_AHEAD_RECORD = operator.itemgetter(*record_layout(POSTGRES))  # a read-ahead row -> the record's columns
+_AHEAD_TENANT = record_layout(POSTGRES)[POSTGRES.columns.index("tenant")]
 
 
 class _Ahead:
@@ -789,7 +792,7 @@ class PostgresStore:
                 if method in ("ranked", "live_scores"):
                     ahead.results[key] = [ScoreRow._make(r[:_N_SCORE]) for r in rows]
                     for r in rows:
-                        ahead.records[r[0]] = r[_N_SCORE:]
+                        ahead.records[r[0]] = r
                 else:
                     ahead.results[key] = rows
                 cur.close()
@@ -806,8 +809,8 @@ class PostgresStore:
         if ahead is not None and ahead.store is self and ahead.records:
             held = ahead.records  # shared by nested blocks
             rows = [held[i] for i in ids if i in held]
-            if len(rows) == len(ids) and all(r[1] == tenant for r in rows):  # rows of a ranked / live_scores read ahead
-                return [_record_text(r) for r in rows]
+            if len(rows) == len(ids) and all(r[_AHEAD_TENANT] == tenant for r in rows):  # rows read ahead
+                return [_record_text(_AHEAD_RECORD(r)) for r in rows]
         def read(c: psycopg.Connection[Any]) -> list[Any]:
             with c.cursor(binary=True) as cur:
                 return cur.execute(_GET_MANY, (tenant, list(ids))).fetchall()
