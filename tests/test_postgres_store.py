@@ -332,3 +332,36 @@ def test_migrations_that_need_an_extension_wait_for_it(pg_url, monkeypatch):
     with again.sql() as c:
         assert c.execute("SELECT count(*) FROM schema_migrations WHERE version = 98").fetchone()[0] == 1
     again.close()
+
+
+def test_read_ahead_holds_a_plug_in_read_and_the_records_of_live_scores_in_nested_blocks(pg_url):
+    """One pipeline per block: a plug-in's `sql` read comes back through sql_read once (then it reads again),
+    a live_scores read ahead answers get_many of its rows without a round trip, an inner block finds what
+    the outer holds; every result equals the same read made outside any block."""
+    from dataclasses import replace
+
+    from test_round_trips import counting
+    from usermem.store.base import ReadAhead
+
+    store = PostgresStore(pg_url)
+    try:
+        records = [_rec(i, key=f"k{i}", value={"n": i, "text": f"v\u00e9{i}"}) for i in range(6)]
+        store.bulk_insert(records)
+        q = LiveQuery("acme", "u1", T0 + 100)
+        some = replace(q, keys=["k1", "k3", "k4"])
+        text, params = "SELECT count(*) FROM memories WHERE tenant=%s AND user_id=%s", ("acme", "u1")
+        plain = (store.live_scores(some), store.sql_read("acme", text, params), store.live_scores(q))
+        ids = sorted(r.id for r in plain[0])
+        want = store.get_many("acme", ids)
+        outer = [ReadAhead("sql", ("acme", text, params)), ReadAhead("live_scores", (some,))]
+        with counting() as trips, store.read_ahead(outer):
+            with store.read_ahead([ReadAhead("live_scores", (q,)), ReadAhead("get_doc", ("acme", "ns", "x"))]):
+                got = (store.live_scores(some), store.sql_read("acme", text, params), store.live_scores(q))
+                assert trips["pg"] == 2  # one pipeline per block
+                assert store.get_many("acme", ids) == want
+                assert trips["pg"] == 2  # the records came with the rows
+            assert store.sql_read("acme", text, params) == plain[1]  # held once: read again
+            assert trips["pg"] == 3
+        assert got == plain and got[1] == [(6,)]
+    finally:
+        store.close()

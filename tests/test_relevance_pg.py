@@ -201,12 +201,24 @@ def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch)
         monkeypatch.undo()
     on_vectors = [s for s in statements if "relevance_" in s]
     assert on_vectors == ["SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"], on_vectors
-    # the tenant's contract documents (once: the planner takes the recall's set), the generation, the
-    # candidates' ScoreRows, the winners' records. Was 6: the documents twice and the database's vector
-    # search (13-16 ms at 5,000 memories).
-    assert trips["pg"] == 4, (trips, statements)
+    # One pipeline: the tenant's contract documents (once: the planner takes the recall's set) and the
+    # generation; then one pipeline: the candidates' ScoreRows with their records (the winners' records come
+    # from it). Was 4 (each of these a trip, the winners' records a fourth), and 6 before that (the documents
+    # twice, the database's vector search: 13-16 ms at 5,000 memories).
+    assert trips["pg"] == 2, (trips, statements)
     assert sum("FROM documents" in s for s in statements) == 1, statements
+    assert not any("FROM memories WHERE tenant=%s AND id = ANY" in s for s in statements), statements
     assert [(s.memory.id, s.score) for s in got] == [(s.memory.id, s.score) for s in first]
+    # the same recall one read at a time (RecallPipeline.candidates_ahead off): 4 round trips, equal results
+    recall = pgv_memory._recall
+    recall.candidates_ahead = False
+    try:
+        with counting() as one_by_one:
+            reference = pgv_memory.recall_scored("acme", "u1", 3, query=query, now=T0)
+    finally:
+        recall.candidates_ahead = True
+    assert one_by_one["pg"] == 4, one_by_one
+    assert reference == got
     index = pgv_memory.relevance.index
     q = pgv_memory.relevance.embedder.query(query)
     local, in_db = index.dense("acme", "u1", q, limit=3), index.dense_db("acme", "u1", q, limit=3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -194,6 +195,11 @@ class RecallPipeline:
         # Score a query's candidates from ScoreRows and the plug-in's index, loading full records for the
         # winners only (issue 19); False: load every candidate's record (the reference it is tested against).
         self.light_query = True
+        # Where the store reads ahead (PostgreSQL), a query recall sends the contract documents with the
+        # relevance plug-in's announced reads, and the candidates' ScoreRows with their records (the winners'
+        # records need no round trip of their own): 2 round trips. False: one read at a time (4; the reference
+        # tests/test_relevance_pg.py compares against).
+        self.candidates_ahead = True
         # Query relevance (engine/ports.Relevance, e.g. relevance/hybrid.py); None: no query ranking.
         self.relevance = relevance
         # Tiered authorization (engine/grants.py). Without it, recall fails closed: L2/L3 fields are never
@@ -346,10 +352,21 @@ class RecallPipeline:
             with read_ahead(self._reads_ahead(q, limit, gate)):
                 return self._scored(q, query, limit, event_from, event_until, gate, purpose)
         if query and self.relevance is not None:
-            # The query's planner asks for the tenant's contract set too: one read for both (a round trip
-            # on PostgreSQL).
-            with self.ctx.pinned_contracts(tenant, self.ctx.contracts_for(tenant)):
-                return self._scored(q, query, limit, event_from, event_until, gate, purpose)
+            # The query's planner asks for the tenant's contract set too: one read for both, pinned. Where the
+            # store reads ahead (PostgreSQL), the contract documents go out with the reads the relevance
+            # plug-in announces (the vector index's generation check): one round trip; `held` keeps the
+            # blocks open until the winners are loaded (the candidates' block opens inside: _light_rows).
+            with ExitStack() as held:
+                if read_ahead is not None and self.candidates_ahead:
+                    reads = [contract_docs_read(tenant)] if self.ctx.contract_provider is not None else []
+                    plugin_reads: Callable[[str, str], list[ReadAhead]] | None = \
+                        getattr(self.relevance, "reads_ahead", None)
+                    if plugin_reads is not None:
+                        reads += plugin_reads(tenant, user_id)
+                    if len(reads) > 1:
+                        held.enter_context(read_ahead(reads))
+                with self.ctx.pinned_contracts(tenant, self.ctx.contracts_for(tenant)):
+                    return self._scored(q, query, limit, event_from, event_until, gate, purpose, held)
         return self._scored(q, query, limit, event_from, event_until, gate, purpose)
 
     def _indexed(self, q: LiveQuery, query: str | None, event_from: float | None, event_until: float | None) -> bool:
@@ -377,7 +394,8 @@ class RecallPipeline:
         return reads
 
     def _scored(self, q: LiveQuery, query: str | None, limit: int | None, event_from: float | None,
-                event_until: float | None, gate: AccessGate | None, purpose: str | None) -> Recalled[ScoredMemory]:
+                event_until: float | None, gate: AccessGate | None, purpose: str | None,
+                held: ExitStack | None = None) -> Recalled[ScoredMemory]:
         tenant, user_id, now, kinds, keys = q.tenant, q.user_id, q.now, q.kinds, q.keys
         store = self.ctx.store
         contracts = self.ctx.contracts_for(tenant)
@@ -401,7 +419,7 @@ class RecallPipeline:
             if window is None:
                 if query and self.relevance is not None and not timed and self.light_query:
                     keys = self._candidate_keys(q, query, None, None)
-                    light = self._light_rows(q, query, keys)
+                    light = self._light_rows(q, query, keys, held)
                     if light is None:
                         records = self._records_of(q, keys, None, None)
                 else:
@@ -501,20 +519,26 @@ class RecallPipeline:
         indexed = self.relevance.indexed_kinds if self.relevance is not None else frozenset()
         return [k for k in Kind if k not in indexed]
 
-    def _light_rows(self, q: LiveQuery, query: str, keys: list[str] | None
+    def _light_rows(self, q: LiveQuery, query: str, keys: list[str] | None, held: ExitStack | None = None
                     ) -> tuple[list[ScoreRow], dict[str, float]] | None:
         """The candidates as ScoreRows and their relevance, without their values (issue 19): the plug-in
         scores the candidates indexed at their current version from its index (stored tokens for BM25,
         stored vectors) and reads the records of the others only. None when the plug-in offers no
-        candidates or cannot score rows: the caller takes the full-record path."""
+        candidates or cannot score rows: the caller takes the full-record path.
+
+        With `held` and a store that reads ahead (PostgreSQL), the candidates' reads go out as one read
+        ahead kept open in `held`: it carries their records too, so the winners' records (and those of
+        candidates not indexed yet) need no further round trip."""
         score_rows: ScoreRowsFn | None = getattr(self.relevance, "score_rows", None)
         if keys is None or score_rows is None:
             return None
         store = self.ctx.store
-        rows = store.live_scores(replace(q, keys=keys)) if keys else []
         others = [k for k in (q.kinds or list(Kind)) if k in self._other_kinds()]
-        if others:
-            rows += store.live_scores(replace(q, kinds=others))
+        reads = ([replace(q, keys=keys)] if keys else []) + ([replace(q, kinds=others)] if others else [])
+        read_ahead = store.capabilities.read_ahead
+        if held is not None and read_ahead is not None and reads and self.candidates_ahead:
+            held.enter_context(read_ahead([ReadAhead("live_scores", (r,)) for r in reads]))
+        rows = [row for r in reads for row in store.live_scores(r)]
         scores = score_rows(query, q.tenant, q.user_id, [(r.id, r.key) for r in rows],
                             lambda ids: store.get_many(q.tenant, ids))
         return rows, dict(zip([r.id for r in rows], scores, strict=True))

@@ -53,6 +53,7 @@ from usermem.relevance.text import INDEXED_KINDS, memory_text
 from usermem.relevance.timewindow import TimeWindow, parse_window
 from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
 from usermem.relevance.vectors import open_index as open_index  # the old import path keeps working
+from usermem.store.base import ReadAhead
 
 log = logging.getLogger("usermem.relevance")
 
@@ -270,6 +271,12 @@ class HybridRelevance:
         if state.expansion:
             lex = lex + EXPANSION_WEIGHT * ux.bm25.scores(state.expansion)
         return lex
+
+    def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
+        """The store reads a query recall of this user makes through this plug-in before its candidates'
+        read, for the recall to send with its own first reads (the vector index's generation check on
+        PostgreSQL: one round trip with the tenant's contract documents)."""
+        return self.index.reads_ahead(tenant, user_id) if self.index is not None else []
 
     # -- stage 1: candidates -------------------------------------------------------------------------
 

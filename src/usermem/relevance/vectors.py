@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from usermem.relevance.lexical import BM25Index
-from usermem.store.base import StoreCapabilities
+from usermem.store.base import ReadAhead, StoreCapabilities
 
 log = logging.getLogger("usermem.relevance")
 
@@ -130,6 +130,10 @@ class VectorIndex(Protocol):
         (all tenants). Runs before the store purges, so the store's compaction erases these bytes too."""
 
     def load(self, tenant: str, user_id: str) -> UserIndex: ...
+
+    def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
+        """The store reads `load(tenant, user_id)` makes that a caller may announce to the store's read_ahead
+        block (StoreCapabilities.read_ahead) with its own: the generation check on PostgreSQL; [] elsewhere."""
 
     def cached(self, tenant: str, user_id: str) -> UserIndex | None:
         """The snapshot this process holds for the user, as it is (not validated; for tests and diagnostics)."""
@@ -349,6 +353,9 @@ class SQLiteVectorIndex(_CacheMixin):
         gen = self._gen(tenant, user_id)
         return self._cached(tenant, user_id, gen, lambda _stale: self._build(tenant, user_id, gen))
 
+    def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
+        return []  # in-process: a read is no round trip
+
     def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
         with self._sql(tenant) as c:
             rows = c.execute(
@@ -477,6 +484,7 @@ def _pgvec(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
 
 
+_PG_GEN = "SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"
 _PG_BUMP = ("INSERT INTO relevance_generation AS g (tenant, user_id, gen) VALUES (%s, %s, 1)"
             " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = g.gen + 1")
 _PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vectors.tenant"
@@ -500,6 +508,9 @@ class PgVectorIndex(_CacheMixin):
         if store.capabilities.vectors != "pgvector":
             raise ValueError("this store declares no pgvector tables (capabilities.vectors)")
         self._sql = store.sql
+        # The generation check goes through the store's sql_read where it has one, so a recall can send it
+        # with its own first reads (one round trip: reads_ahead); else through store.sql().
+        self._sql_read = store.capabilities.sql_read
         self.model_id = model_id
         self._init_cache()
         with self._sql() as conn:
@@ -556,11 +567,17 @@ class PgVectorIndex(_CacheMixin):
         return len(users)
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
-        with self._sql(tenant) as conn:
-            row = conn.execute("SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s",
-                               (tenant, user_id)).fetchone()
+        if self._sql_read is not None:
+            rows = self._sql_read(tenant, _PG_GEN, (tenant, user_id))
+            row = rows[0] if rows else None
+        else:
+            with self._sql(tenant) as conn:
+                row = conn.execute(_PG_GEN, (tenant, user_id)).fetchone()
         gen = int(row[0]) if row else 0
         return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
+
+    def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
+        return [ReadAhead("sql", (tenant, _PG_GEN, (tenant, user_id)))] if self._sql_read is not None else []
 
     def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
         """The user's snapshot. With the `stale` one it replaces, the vectors of rows whose version (xmin),

@@ -77,19 +77,29 @@ class RankedReader(Protocol):
 class ReadAhead(NamedTuple):
     """One read an operation is about to make (`StoreCapabilities.read_ahead`): the store method's name and
     the arguments it will be called with, positionally: list_docs (tenant, namespace, user_id, now, limit),
-    live_scores (query,), ranked (query, batches), get_doc (tenant, namespace, key)."""
+    live_scores (query,), ranked (query, batches), get_doc (tenant, namespace, key); or a plug-in's own read,
+    sql (tenant, text, params), which it makes through `StoreCapabilities.sql_read`."""
 
-    method: Literal["list_docs", "live_scores", "ranked", "get_doc"]
+    method: Literal["list_docs", "live_scores", "ranked", "get_doc", "sql"]
     args: tuple[Any, ...]
 
 
 class ReadAheadRunner(Protocol):
     """Send `reads` to the database together (one round trip) and keep their results for the block: a call
     of the same method with the same arguments inside the block returns the kept result once, instead of
-    asking again; `ranked` reads also keep their rows' full records for `get_many` of those ids. A read
-    the block does not make is dropped at its end; calls it did not announce read as usual."""
+    asking again; `ranked` and `live_scores` reads also keep their rows' full records for `get_many` of those
+    ids. A read the block does not make is dropped at its end; calls it did not announce read as usual. A
+    block may open inside another (its reads go out together when it opens; a call finds what either holds)."""
 
     def __call__(self, reads: Sequence[ReadAhead]) -> AbstractContextManager[None]: ...
+
+
+class SqlRead(Protocol):
+    """One read-only statement of a plug-in on its own tables (`StoreCapabilities.dialect`'s placeholders),
+    scoped to `tenant` like `store.sql(tenant)`: its rows. Inside a read_ahead block that announced it as
+    ReadAhead("sql", (tenant, text, params)), the rows read there (once) instead of another round trip."""
+
+    def __call__(self, tenant: str | None, text: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]: ...
 
 
 class LocalDropper(Protocol):
@@ -192,6 +202,8 @@ class StoreCapabilities:
     * ``outbox``: the transactional outbox and federation bookkeeping (`Outbox`, migration 0008), or None.
     * ``read_ahead``: sends the reads an operation is about to make in one round trip (`ReadAheadRunner`;
       PostgreSQL, pipelined); None: each read asks on its own (SQLite in-process, where a read is no trip).
+    * ``sql_read``: with ``read_ahead``, how a plug-in makes a read it may announce to a read_ahead block
+      (`SqlRead`: the vector index's generation check); None: plug-ins read through `store.sql()`.
     * ``serialised``: every call runs on one connection under one lock (the embedded SQLite store), so
       callers gain nothing by running store calls concurrently (e.g. in a thread pool).
     """
@@ -206,6 +218,7 @@ class StoreCapabilities:
     ranked: RankedReader | None = None
     outbox: Outbox | None = None
     read_ahead: ReadAheadRunner | None = None
+    sql_read: SqlRead | None = None
 
 
 class WriteTx(Protocol):

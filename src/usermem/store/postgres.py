@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import operator
 import re
 import threading
 import time
@@ -70,7 +71,7 @@ from usermem.store.base import (
 )
 from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
-from usermem.store.sql import POSTGRES, users_query
+from usermem.store.sql import POSTGRES, record_layout, users_query
 
 _Q = POSTGRES.stmt  # every fixed statement, built once (store/sql.py)
 _GET_MANY = POSTGRES.get_many()
@@ -84,17 +85,21 @@ log = logging.getLogger("usermem.store")
 _T = TypeVar("_T")
 _MISSING: Any = object()
 _N_SCORE = len(ScoreRow._fields)
+_AHEAD_RECORD = operator.itemgetter(*record_layout(POSTGRES))  # a read-ahead row -> the record's columns
+_AHEAD_TENANT = record_layout(POSTGRES)[POSTGRES.columns.index("tenant")]
 
 
 class _Ahead:
-    """The results of one read_ahead block: by (statement, arguments), and the full rows of ranked reads by id."""
+    """The results of one read_ahead block: by (statement, arguments), and the full rows of ranked and
+    live_scores reads by id (shared with the block it opened in, if any: `outer`)."""
 
-    __slots__ = ("records", "results", "store")
+    __slots__ = ("outer", "records", "results", "store")
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, outer: _Ahead | None) -> None:
         self.store = store
+        self.outer = outer if outer is not None and outer.store is store else None
         self.results: dict[tuple[str, tuple[Any, ...]], Any] = {}
-        self.records: dict[str, Sequence[Any]] = {}
+        self.records: dict[str, Sequence[Any]] = self.outer.records if self.outer is not None else {}
 
 
 # The read_ahead block this context (thread, task) is in, if any.
@@ -363,7 +368,7 @@ class PostgresStore:
             vectors = all(t in self._tables for t in _VECTOR_TABLES)
             self.capabilities = StoreCapabilities(dialect="postgres", vectors="pgvector" if vectors else None,
                                                   row_level_security=self.rls, ranked=self.ranked,
-                                                  read_ahead=self.read_ahead,
+                                                  read_ahead=self.read_ahead, sql_read=self.sql_read,
                                                   outbox=SqlOutbox(POSTGRES, _tx_connection, self._plain))
             if self.rls:
                 self._enable_rls(first)
@@ -725,20 +730,29 @@ class PostgresStore:
     # -- reads ahead (StoreCapabilities.read_ahead) ----------------------------------------------------
 
     def _held(self, text: str, args: Sequence[Any]) -> Any:
-        """The result a read_ahead block of this store holds for this statement (once), else _MISSING."""
+        """The result a read_ahead block of this store (or one it opened in) holds for this statement (once),
+        else _MISSING."""
         ahead = _AHEAD.get()
-        if ahead is None or ahead.store is not self or not ahead.results:
+        if ahead is None or ahead.store is not self:
             return _MISSING
-        return ahead.results.pop(_ahead_key(text, args), _MISSING)
+        key: tuple[str, tuple[Any, ...]] | None = None
+        while ahead is not None:
+            if ahead.results:
+                key = key or _ahead_key(text, args)
+                got = ahead.results.pop(key, _MISSING)
+                if got is not _MISSING:
+                    return got
+            ahead = ahead.outer
+        return _MISSING
 
     @contextmanager
     def read_ahead(self, reads: Sequence[ReadAhead]) -> Iterator[None]:
         """See base.ReadAheadRunner: the reads go out in one pipeline (one round trip) on one connection.
-        Not with a read replica (its reads choose their server one by one) nor inside another block."""
-        if not reads or self._replica is not None or _AHEAD.get() is not None:
+        Not with a read replica (its reads choose their server one by one)."""
+        if not reads or self._replica is not None:
             yield
             return
-        ahead = _Ahead(self)
+        ahead = _Ahead(self, _AHEAD.get())
         cursors: list[tuple[str, tuple[str, tuple[Any, ...]], psycopg.Cursor[Any]]] = []
         cur: psycopg.Cursor[Any]
         with self._conn("read ahead", _ahead_tenant(reads), reading=True) as c:
@@ -752,9 +766,15 @@ class PostgresStore:
                     elif read.method == "get_doc":
                         text, params = _Q["get_doc"], list(args)
                         cur = c.cursor()
-                    elif read.method == "live_scores":
+                    elif read.method == "sql":  # a plug-in's read (sql_read)
+                        text, params = args[1], list(args[2])
+                        cur = c.cursor()
+                    elif read.method == "live_scores":  # with its rows' records, as a ranked read
                         text, params = POSTGRES.live(args[0], scores=True)
-                        cur = c.cursor(binary=True, row_factory=lambda _cur: ScoreRow._make)
+                        cur = c.cursor(binary=True)
+                        cur.execute(POSTGRES.live(args[0], scores=True, records=True)[0], params, prepare=True)
+                        cursors.append((read.method, _ahead_key(text, params), cur))
+                        continue
                     elif read.method == "ranked":
                         if not args[1]:
                             continue
@@ -769,10 +789,10 @@ class PostgresStore:
                     cursors.append((read.method, _ahead_key(text, params), cur))
             for method, key, cur in cursors:
                 rows = cur.fetchall()
-                if method == "ranked":
+                if method in ("ranked", "live_scores"):
                     ahead.results[key] = [ScoreRow._make(r[:_N_SCORE]) for r in rows]
                     for r in rows:
-                        ahead.records[r[0]] = r[_N_SCORE:]
+                        ahead.records[r[0]] = r
                 else:
                     ahead.results[key] = rows
                 cur.close()
@@ -787,16 +807,24 @@ class PostgresStore:
             return []
         ahead = _AHEAD.get()
         if ahead is not None and ahead.store is self and ahead.records:
-            held = ahead.records
+            held = ahead.records  # shared by nested blocks
             rows = [held[i] for i in ids if i in held]
-            if len(rows) == len(ids) and all(r[1] == tenant for r in rows):  # rows of a ranked read ahead
-                return [_record_text(r) for r in rows]
+            if len(rows) == len(ids) and all(r[_AHEAD_TENANT] == tenant for r in rows):  # rows read ahead
+                return [_record_text(_AHEAD_RECORD(r)) for r in rows]
         def read(c: psycopg.Connection[Any]) -> list[Any]:
             with c.cursor(binary=True) as cur:
                 return cur.execute(_GET_MANY, (tenant, list(ids))).fetchall()
         rows = self._reading("get_many", tenant, read)
         found = {r[0]: _record(r) for r in rows}
         return [found[i] for i in ids if i in found]
+
+    def sql_read(self, tenant: str | None, text: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """See base.SqlRead: on the primary, as `sql(tenant)`."""
+        held = self._held(text, params)
+        if held is not _MISSING:
+            return held  # type: ignore[no-any-return]
+        with self._conn("plug-in read", tenant, reading=True) as c:
+            return c.execute(text, params).fetchall()
 
     def get(self, tenant: str, memory_id: str) -> MemoryRecord | None:
         row = self._reading("get", tenant, lambda c: c.execute(_GET, (tenant, memory_id)).fetchone())
@@ -893,7 +921,7 @@ class PostgresStore:
 
 def _ahead_tenant(reads: Sequence[ReadAhead]) -> str | None:
     """The one tenant a read_ahead block reads (row-level security scopes the connection to it), else None."""
-    tenants = {r.args[0] if r.method in ("list_docs", "get_doc") else r.args[0].tenant for r in reads}
+    tenants = {r.args[0] if r.method in ("list_docs", "get_doc", "sql") else r.args[0].tenant for r in reads}
     return tenants.pop() if len(tenants) == 1 else None
 
 

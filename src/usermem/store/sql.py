@@ -106,10 +106,11 @@ class SqlDialect:
 
     # -- memories ----------------------------------------------------------------------------------------
 
-    def live(self, q: LiveQuery, *, scores: bool = False) -> tuple[str, list[Any]]:
-        """SELECT of the user's live rows matching q: full records, or the ScoreRow columns (hot path)."""
+    def live(self, q: LiveQuery, *, scores: bool = False, records: bool = False) -> tuple[str, list[Any]]:
+        """SELECT of the user's live rows matching q: full records, or the ScoreRow columns (hot path);
+        `records` with `scores`: each row's other record columns follow its ScoreRow columns, as in `ranked`."""
         text = _live_sql(self, scores, q.include_retracted, None if q.kinds is None else len(q.kinds),
-                         None if q.keys is None else len(q.keys), q.session_id is not None)
+                         None if q.keys is None else len(q.keys), q.session_id is not None, records)
         args: list[Any] = [q.tenant, q.user_id, q.now]
         if q.kinds is not None:
             kinds = [k.value for k in q.kinds]
@@ -140,7 +141,8 @@ class SqlDialect:
         `SELECT ... ORDER BY <rank> DESC LIMIT n OFFSET m` per kind (each an index range scan of
         `memories_rank`), joined by UNION ALL; `batches` holds (kind, limit, offset) per kind. q.kinds and
         q.keys are not applied (callers choose the kinds, and read rows of given keys directly). `records`:
-        each row's full record columns follow its ScoreRow columns (a read ahead keeps them for get_many)."""
+        each row's other record columns follow its ScoreRow columns (a read ahead keeps the rows for get_many:
+        `record_layout`)."""
         text = _ranked_sql(self, len(batches), q.include_retracted, q.session_id is not None, records)
         args: list[Any] = []
         for kind, limit, offset in batches:
@@ -228,7 +230,7 @@ class SqlDialect:
 
 @lru_cache(maxsize=512)
 def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int | None, n_keys: int | None,
-              session: bool) -> str:
+              session: bool, records: bool = False) -> str:
     p = d.mark
     where = [f"tenant={p} AND user_id={p} AND {CURRENT} AND (expires_at IS NULL OR expires_at > {p})"]
     if not include_retracted:
@@ -240,7 +242,24 @@ def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int
     if session:
         where.append(f"session_id={p}")
     columns = ", ".join(SCORE_COLUMNS) if scores else d.select_list
+    if scores and records:
+        columns += f", {_record_columns(d)}"
     return f"SELECT {columns} FROM memories WHERE {' AND '.join(where)}"
+
+
+def _record_columns(d: SqlDialect) -> str:
+    """The columns of a record that are not ScoreRow columns, read after those (a read ahead keeps such rows
+    for get_many and rebuilds a record from one with `record_layout`). With PostgreSQL the value comes as
+    text: only the winners' values are decoded (store/postgres.py)."""
+    return ", ".join(f"{c}::text" if c == "value" and d.name == "postgres" else c
+                     for c in d.columns if c not in SCORE_COLUMNS)
+
+
+def record_layout(d: SqlDialect) -> tuple[int, ...]:
+    """Where each of `d.columns` is in a row of the ScoreRow columns followed by the record's others (a
+    `records=True` read of `live` or `ranked`)."""
+    combined = [*SCORE_COLUMNS, *(c for c in d.columns if c not in SCORE_COLUMNS)]
+    return tuple(combined.index(c) for c in d.columns)
 
 
 @lru_cache(maxsize=64)
@@ -252,9 +271,7 @@ def _ranked_sql(d: SqlDialect, n_kinds: int, include_retracted: bool, session: b
     if session:
         where.append(f"session_id={p}")
     hint = " INDEXED BY memories_rank" if d.name == "sqlite" else ""
-    # With records, a PostgreSQL value comes as text: only the winners' values are decoded (store/postgres.py).
-    full = ", ".join(f"{c}::text" if c == "value" and d.name == "postgres" else c for c in d.columns)
-    columns = ", ".join(SCORE_COLUMNS) + (f", {full}" if records else "")
+    columns = ", ".join(SCORE_COLUMNS) + (f", {_record_columns(d)}" if records else "")
     one = (f"SELECT {columns} FROM memories{hint} WHERE {' AND '.join(where)}"
            f" ORDER BY {d.rank_expression()} DESC LIMIT {p} OFFSET {p}")
     if n_kinds == 1:

@@ -599,7 +599,7 @@ class TieredStore:
         mine: list[ReadAhead] = []
         users: set[tuple[str, str]] = set()
         for read in reads:
-            if read.method == "list_docs":
+            if read.method in ("list_docs", "sql"):
                 mine.append(read)
                 continue
             q = read.args[0]
