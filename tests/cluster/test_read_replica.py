@@ -100,6 +100,7 @@ def test_a_read_scope_asks_the_primary_once_and_again_after_its_own_write(pg_pai
     stats = a.store.replica_stats  # type: ignore[attr-defined]
     try:
         b.write("acme", "u", "fact", "city", "Hangzhou", source="user_confirmed", now=T0)
+        a.flush()  # a's own background readers (derived attributes, ...) count on its store too: let them settle
         with read_scope():  # begins after b's acknowledged write: sees it, with one WAL position for all reads
             fences, reads = stats["fences"], stats["replica_reads"] + stats["primary_reads"]
             for _ in range(3):
@@ -107,6 +108,7 @@ def test_a_read_scope_asks_the_primary_once_and_again_after_its_own_write(pg_pai
             assert a.history("acme", "u", "city")[0].value == "Hangzhou"
             assert stats["fences"] == fences + 1 and stats["replica_reads"] + stats["primary_reads"] >= reads + 4
             a.write("acme", "u", "fact", "city", "Shanghai", source="user_confirmed", now=T0 + 2)
+            a.flush()  # the write's background readers open read scopes of their own: not this one's fences
             assert [r.value for r in a.recall("acme", "u", k=5, now=T0 + 3)] == ["Shanghai"]  # its own write
             assert stats["fences"] >= fences + 2  # asked again after the write (reads inside the write may too)
             after = stats["fences"]
