@@ -365,3 +365,51 @@ def test_fusion_fit_learns_which_signal_carries_the_answers():
     w = dict(zip(FEATURES, fit(groups, steps=400), strict=True))
     assert min(w.values()) >= 0
     assert w["z_lexical"] + w["rr_lexical"] > w["z_dense"] + w["rr_dense"]
+
+
+# -- language calibration (issue 13, fourth round) ------------------------------------------------------------
+
+from usermem.relevance.fusion import LANGUAGE_TOP, language_calibrated  # noqa: E402
+from usermem.relevance.hybrid import ADAPTIVE  # noqa: E402
+
+
+def test_language_calibration_shifts_the_other_language_by_a_share_of_the_gap():
+    same = [0.90 - 0.01 * i for i in range(LANGUAGE_TOP)]
+    other = [0.70 - 0.01 * i for i in range(LANGUAGE_TOP)]
+    dense: list[float | None] = [*same, *other, None]
+    flags = [False] * LANGUAGE_TOP + [True] * LANGUAGE_TOP + [True]
+    out = language_calibrated(dense, flags, 0.5)
+    assert out[:LANGUAGE_TOP] == same  # the query's language is left alone
+    assert out[LANGUAGE_TOP:-1] == pytest.approx([v + 0.5 * 0.2 for v in other])
+    assert out[-1] is None  # no vector stays no vector
+    assert language_calibrated(dense, flags, 1.0)[LANGUAGE_TOP] == pytest.approx(same[0])
+    assert language_calibrated(dense, flags, 0.0) == dense
+    # fewer than LANGUAGE_TOP candidates in one language (a few stray memories): unchanged
+    short = dense[:LANGUAGE_TOP] + dense[LANGUAGE_TOP:2 * LANGUAGE_TOP - 1]
+    assert language_calibrated(short, flags[:2 * LANGUAGE_TOP - 1], 0.5) == short
+
+
+@given(st.lists(st.tuples(st.floats(-1, 1), st.booleans()), min_size=2 * LANGUAGE_TOP, max_size=60),
+       st.floats(0.0, 1.0))
+def test_language_calibration_keeps_the_order_within_each_language(items, share):
+    dense = [d for d, _ in items]
+    flags = [o for _, o in items]
+    out = language_calibrated(dense, flags, share)
+    for lang in (True, False):  # one shift per language: never a swap (floating-point rounding may tie)
+        idx = [i for i, o in enumerate(flags) if o == lang]
+        assert all(out[i] <= out[j] for i in idx for j in idx if dense[i] <= dense[j])
+
+
+def test_a_cross_lingual_answer_without_lexical_overlap_gets_the_dense_weight():
+    """A Chinese query, its answer in English (no word in common; cosine below the Chinese memories', as
+    multilingual-e5 scores across languages) against Chinese memories with a loose lexical match: with the
+    calibration the answer, best of its language by far, ranks first; without it the lexical match wins."""
+    zh_cos = [0.86, 0.85, 0.85, 0.84, 0.84, 0.84, 0.83, 0.83, 0.83, 0.82]
+    en_cos = [0.81, 0.74, 0.73, 0.73, 0.72, 0.72, 0.72, 0.71, 0.71, 0.70]
+    dense: list[float | None] = [*zh_cos, *en_cos]
+    lexical = [0.0, 0.0, 2.5] + [0.0] * 17  # a Chinese memory shares a common word with the query
+    other = [False] * 10 + [True] * 10
+    plain = adaptive_fuse(dense, lexical, None, ADAPTIVE)
+    calibrated = adaptive_fuse(language_calibrated(dense, other, 0.5), lexical, None, ADAPTIVE)
+    assert max(range(20), key=plain.__getitem__) != 10
+    assert max(range(20), key=calibrated.__getitem__) == 10

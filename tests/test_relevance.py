@@ -417,3 +417,56 @@ def test_session_context_off():
     m.close()
     with pytest.raises(ConfigError):
         load_settings(env={}, hybrid_session_context=-1)
+
+
+# -- language calibration: a user with memories in both languages ------------------------------------------------
+
+
+class _LanguageBiasedEmbedder:
+    """Vectors from a table: a language axis plus a topic axis, so that (as with multilingual-e5) a Chinese
+    query is closer to unrelated Chinese memories than to the English memory that answers it."""
+
+    model_id = "test/language-biased@40"
+    dim = 40
+
+    def __init__(self, table: dict[str, tuple[float, ...]]) -> None:
+        self.table = table
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for i, x in enumerate(self.table[text.split(": ", 1)[-1]]):
+            v[i] = x
+        return v / np.linalg.norm(v)
+
+    def query(self, text: str) -> np.ndarray:
+        return self._vec(text)
+
+    def passages(self, texts) -> np.ndarray:
+        return np.stack([self._vec(t) for t in texts])
+
+
+def test_a_cross_lingual_answer_is_a_candidate_and_ranks_first_with_the_language_calibration():
+    # axes: 0 Chinese, 1 English, 2 swimming, 3.. one per filler memory
+    question, answer = "我每次游多远？", "I swim 2 km every Tuesday morning"
+    table: dict[str, tuple[float, ...]] = {question: (1.0, 0.0, 0.9), answer: (0.0, 1.0, 0.9)}
+    zh = [f"第{i}次开会记录了周报安排" for i in range(12)]
+    en = [f"Note number {i} about the quarterly budget" for i in range(12)]
+    for i, text in enumerate(zh):
+        table[text] = (1.0, 0.0, 0.0) + (0.0,) * i + (1.0,)
+    for i, text in enumerate(en):
+        table[text] = (0.0, 1.0, 0.0) + (0.0,) * (12 + i) + (1.0,)
+    embedder = _LanguageBiasedEmbedder(table)
+    firsts = {}
+    for share in (0.0, 0.5):
+        m = Memory(settings=load_settings(env={}, store_url="sqlite://", hybrid_candidates=5,
+                                          hybrid_language_calibration=share))
+        install(m, embedder=embedder, background=False)
+        m.write("acme", "u1", "episode", "swim", answer, now=T0)
+        for i, text in enumerate(zh + en):
+            m.write("acme", "u1", "episode", f"note.{i:02d}", text, now=T0)
+        m.flush()
+        # the answer's cosine (0.45) is below every Chinese memory's (0.53): not among the best 5 without
+        # the per-language candidates, and below them after fusion without the calibration
+        firsts[share] = m.recall("acme", "u1", 1, query=question, now=T0)[0].key
+        m.close()
+    assert firsts[0.5] == "swim" and firsts[0.0] != "swim"

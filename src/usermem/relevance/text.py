@@ -33,8 +33,17 @@ def memory_text(record: MemoryRecord, description: str = "") -> str:
     the key in words and the field's description are prepended.
     """
     value = _flatten(record.value)
-    if record.kind in (Kind.EPISODE, Kind.SITUATION, Kind.CONTEXT):
-        return value
-    label = record.key.replace("_", " ").replace(".", " ").replace("-", " ").strip()
-    head = f"{label} ({description})" if description else label
-    return f"{head}: {value}"
+    head = memory_head(record.kind.value, record.key, description)
+    return f"{head}: {value}" if head else value
+
+
+_HEADLESS = frozenset({Kind.EPISODE.value, Kind.SITUATION.value, Kind.CONTEXT.value})
+
+
+def memory_head(kind: str, key: str, description: str = "") -> str:
+    """The words `memory_text` puts before the value of a memory of this kind (a kind's value, "fact"):
+    for facts and preferences the key in words and the field's description, else nothing."""
+    if kind in _HEADLESS:
+        return ""
+    label = key.replace("_", " ").replace(".", " ").replace("-", " ").strip()
+    return f"{label} ({description})" if description else label

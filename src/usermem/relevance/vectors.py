@@ -77,6 +77,8 @@ class UserIndex:
     # PostgreSQL: each row's version (its xmin: a new one with every insert or update of the row), so the
     # next snapshot reuses the vectors of rows that did not change and reads the others only.
     versions: list[int] | None = field(default=None, repr=False)
+    # Per row: the memory's own words hold Chinese characters (HybridRelevance.row_chinese, once per snapshot).
+    chinese: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.position = {k: i for i, k in enumerate(self.keys)}
