@@ -236,6 +236,74 @@ def test_round4_rewrites_cover_every_bank_source() -> None:
     assert leaks == []
 
 
+# Marker kinds added in the fifth extraction round (the "nonuser" pass over the trap items of train, dev, more-dev
+# and the supplement): suppositions and make-believe the filters lacked (假使 / 若是 / 但愿 / 该多好 / 假装 / 做梦,
+# "in another life", "picture this", "hypothetically speaking", "let's play a game where"), questions with neither a
+# question mark nor 吗 (难道 / 你觉得, "do you think", "any idea whether"), a sentence taken back or disowned at its
+# end (哈哈开玩笑的 / 做梦中, "apparently", "in my dreams", "or so my sister says"), hearsay ("rumour has it") and
+# the user denying they said it (我可没说 / "I never said"). Each form leaked on most sources before that round.
+ROUND5_ZH_FORMS = [lambda s: f"假使{s}，你会怎么建议", lambda s: f"若是{s}，会怎样", lambda s: f"但愿{s}",
+                   lambda s: f"{s}该多好", lambda s: f"假装{s}", lambda s: f"做梦都想{s}",
+                   lambda s: f"难道{s}", lambda s: f"你觉得{s}", lambda s: f"{s}，哈哈开玩笑的",
+                   lambda s: f"{s}（做梦中）", lambda s: f"我可没说{s}"]
+ROUND5_EN_FORMS = [lambda s: f"In another life {_low(s)}", lambda s: f"Picture this: {_low(s)}",
+                   lambda s: f"Hypothetically speaking, {_low(s)}", lambda s: f"Let's play a game where {_low(s)}",
+                   lambda s: f"do you think {_low(s)}", lambda s: f"any idea whether {_low(s)}",
+                   lambda s: f"{s}, apparently", lambda s: f"{s}... in my dreams", lambda s: f"{s}, or so my sister says",
+                   lambda s: f"Rumour has it {_low(s)}", lambda s: f"I never said {_low(s)}"]
+
+
+def test_round5_rewrites_cover_every_bank_source() -> None:
+    leaks = []
+    for lang, utterance in BANK_SOURCES:
+        for form in ROUND5_ZH_FORMS if lang == "zh" else ROUND5_EN_FORMS:
+            rewritten = form(utterance)
+            got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False)
+                   if c.key not in ("spouse", "children", "pets")]
+            if got:
+                leaks.append((rewritten, [(c.key, c.value) for c in got]))
+    assert leaks == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(POSITIVE_ZH + POSITIVE_EN), st.integers(min_value=0, max_value=10))
+def test_round5_rewrites_of_the_handwritten_positives_yield_nothing(utterance: str, which: int) -> None:
+    forms = ROUND5_EN_FORMS if utterance.isascii() else ROUND5_ZH_FORMS
+    rewritten = forms[which % len(forms)](utterance)
+    got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+    assert got == [], rewritten
+
+
+# The same round's scoping fixes, each with the fact that must survive beside it: a denied clause leaves the next
+# one the user's, a weakened taste verb blocks a like but not the cat, a denied value is no value, a request made
+# for this once sets nothing lasting, a standing word said of someone else does not make the user's one-off request
+# standing, a generic person ("吃素的人") is not the user, a noun introducing a quotation ("一句话是“…”") names it.
+@pytest.mark.parametrize(("messages", "expected"), [
+    (["我并不喜欢喝咖啡，只是为了提神"], {}),
+    (["我其实不怎么喜欢爬山，都是被朋友拖去的"], {}),
+    (["I'm not really into hiking"], {}),
+    (["我喜欢爬山"], {"hobbies": "爬山"}),
+    (["I'm not a student anymore, I graduated ages ago"], {}),
+    (["I never said I was vegan, just that I like oat milk"], {"likes": "oat milk"}),
+    (["for today's email only, make it very formal"], {}),
+    (["这一次发我邮箱就行"], {}),
+    (["以后都发我邮箱"], {"contact_channel": "邮箱"}),
+    (["reply in Spanish this once, I want to forward it"], {}),
+    (["明天我在广州，帮我找个吃早茶的地方"], {}),
+    (["领导喜欢看PPT，这次汇报帮我做成PPT"], {}),
+    (["吃素的人一般怎么补充蛋白质啊"], {}),
+    (["我叫天才，来自天才星球，哈哈开玩笑的"], {}),
+    (["my hobby is collecting unread books, apparently"], {}),
+    (["I'm a nurse, no kidding"], {"occupation": "nurse"}),
+    (["我住在杭州。我的邮箱是 zw@example.com，哈哈开玩笑的"], {"city": "杭州"}),
+    (["我最喜欢的一句话是“我思故我在”"], {}),
+    (["以后都简洁点"], {"reply_length": "简洁"}),
+])
+def test_round5_scoping(messages: list[str], expected: dict[str, str]) -> None:
+    got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}
+    assert got == expected
+
+
 # --- everyday facts said in passing (issue 13's examples) and what must not come with them ---------------------
 
 @pytest.mark.parametrize(("messages", "expected"), [

@@ -29,10 +29,16 @@ from usermem.policy.contracts import ContractSet, FieldContract
 from usermem.policy.pii import PIIKind, detect
 from usermem.understand import rules
 from usermem.understand.filters import (
+    ASKS,
+    DISOWN_TAIL,
     FICTION,
+    NEGATED_VALUE,
+    NEGATIVE_OK,
     OTHERS_PARTICULARS,
     QUESTION_START,
     SUBJECT_OTHER,
+    SUPPOSITION,
+    UNSAID,
     allowed,
     clause_spans,
     hypothetical_only_after,
@@ -100,8 +106,8 @@ STANDING = ("以后", "今后", "往后", "从现在起", "从现在开始", "�
             "prefer", "i like", "please keep", "from here on")
 CHANGE = ("改成", "换成", "改为", "换为", "改用", "换用", "还是用", "switch to", "change to", "instead",
           "rather than", "actually use", "no longer")
-ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "刚才这", "写一封", "写封", "write an email", "write a letter",
-           "this time", "this one", "for now",
+ONE_OFF = ("这次", "这一次", "这篇", "这个回答", "这份", "今天", "明天", "刚才这", "写一封", "写封", "write an email",
+           "write a letter", "this time", "this one", "for now", "this once", "tomorrow",
            "just this", "today")
 JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol", "lmao", "jk", "just kidding", "kidding", "haha",
         "😂", "🤣", "😜")
@@ -503,6 +509,14 @@ def _language(s: str) -> list[_Hit]:
     return []
 
 
+# After a value: a quotation it introduces ("一句话是“…”", "the line is '…'", "phrase: \"…\"").
+_INTRODUCES_QUOTE = re.compile(r"\s*(?:是|为|叫|：|:|(?i:is|was|goes|reads|says))?\s*[“\"「『]")
+# A request limited to this once ("for this email only", "today only", "just this once", "仅此一次").
+_ONLY_THIS = re.compile(r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|"
+                        r"\b(?:today|tonight) only\b|\bonly (?:today|tonight)\b|\bthis once\b|仅此一次|就这一次|只这一次")
+_NOT_BEFORE_TASTE = re.compile(r"(?:不|并不|不怎么|不太|不是很|没那么|不大)$")
+
+
 def _likes(s: str, original: str) -> list[_Hit]:
     out = []
     low = s.lower()
@@ -517,7 +531,7 @@ def _likes(s: str, original: str) -> list[_Hit]:
         out.append(_Hit("dislikes", _clean(m.group(1)), _CONF_STATED))
     if not out:
         for m in _LIKES_ZH.finditer(low):
-            if low[max(0, m.start() - 1):m.start()] in ("不",) or "不喜欢" in low[m.start():m.end()]:
+            if _NOT_BEFORE_TASTE.search(low[max(0, m.start() - 4):m.start()]) or "不喜欢" in low[m.start():m.end()]:
                 continue
             out.append(_Hit("likes", _clean(m.group(1)), _CONF_STATED))
         for pat in (_LIKES_EN, _FAN_EN, _FAV_EN):
@@ -685,6 +699,8 @@ class PatternExtractor:
         def add(h: _Hit, start: int, end: int, method: str) -> None:
             if h.key not in self.allowed or h.value in ("", None):
                 return
+            if h.key not in NEGATIVE_OK and isinstance(h.value, str) and NEGATED_VALUE.search(h.value):
+                return  # "I'm not a student anymore": a denied value is no fact
             if any(c[0].key == h.key and normalise(str(c[0].value)) == normalise(str(h.value)) for c in chosen):
                 return
             if start >= 0 and overlaps(start, end):
@@ -751,6 +767,22 @@ class PatternExtractor:
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
             chosen = [c for c in chosen if c[1] >= retracted]
+        # "我最喜欢的一句话是“我思故我在”", "my favourite line is 'carpe diem'": a noun that introduces a quotation names
+        # the quoted words, it says nothing about the user
+        chosen = [c for c in chosen if not (c[2] > 0 and _INTRODUCES_QUOTE.match(text, c[2]))]
+        # "我叫天才，来自天才星球，哈哈开玩笑的", "…, in my dreams", "…, apparently": the sentence is disowned at its end
+        spans_ = sentence_spans(masked)
+        disowned = []
+        for n, (a, b) in enumerate(spans_):
+            tail = DISOWN_TAIL.search(masked[a:b])
+            if tail:  # a sentence that is only the marker ("… in my dreams") disowns the one before it too, and so
+                # does one cut off inside a token ("我的邮箱是 zw@example.com，哈哈开玩笑的": the dot of a domain)
+                k = n - 1 if n and not masked[a:a + tail.start()].strip() else n
+                while k > 0 and masked[spans_[k][0] - 1] == "." and masked[spans_[k][0]].isalnum():
+                    k -= 1
+                disowned.append((spans_[k][0], b))
+        if disowned:
+            chosen = [c for c in chosen if not (c[1] < 0 or any(a <= c[1] < b for a, b in disowned))]
         # A student's year or degree is their education ("I'm a third-year medical student", "我是在职研究生").
         chosen = [(replace(h, key="education", canonical=None), a, b, m)
                   if h.key == "occupation" and "education" in self.allowed and isinstance(h.value, str)
@@ -780,20 +812,33 @@ class PatternExtractor:
                 original = original[-len(s):] if s else ""
                 if not s:
                     continue
+            denied = UNSAID.search(s)
+            if denied:  # "我不是说要你简短，是要你别说废话": only what follows the denied clause counts
+                cut = re.search(r"[，,;；—–]", s[denied.end():])
+                s = s[denied.end() + cut.end():].strip() if cut else ""
+                original = original[-len(s):] if s else ""
+                if not s:
+                    continue
             low = s.lower()
-            if _JOKE_RE.search(low) or HYPOTHETICAL.search(low) or _any(low, OTHERS) or FICTION.search(low) or \
+            if _JOKE_RE.search(low) or HYPOTHETICAL.search(low) or SUPPOSITION.search(low) or _any(low, OTHERS) or \
+                    FICTION.search(low) or \
                     SUBJECT_OTHER.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
                     FILTER_REPORTED.search(low) or OTHERS_PARTICULARS.search(low):
                 continue
-            question = bool(QUESTION.search(original.strip()))
-            one_off = _any(low, ONE_OFF) and not _any(low, STANDING)
+            question = bool(QUESTION.search(original.strip()) or ASKS.search(low))
+            # a standing word said of someone else ("领导喜欢看PPT，这次汇报帮我做成PPT") does not make the user's
+            # request standing
+            one_off = (_any(low, ONE_OFF) or bool(_ONLY_THIS.search(low))) and not any(
+                _any(part, STANDING) for part in re.split(r"[，,;；]", low)
+                if not (FILTER_OTHERS.search(part) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", part))))
             found: list[_Hit] = []
             if not question or _any(low, ("发到", "发给", "发我", "寄到", "send", "forward", "email it", "mail it")):
                 found += _email(s, original)  # "能发到我邮箱 a@b.com 吗" states it; "我的邮箱是X吗" asks
             if not question and not QUESTION_START.search(low):
                 found += _allergy(s)
-                found += _channels(s)
+                # "for today's email only, make it formal", "这次发我私人邮箱吧": no standing way to reach the user
+                found += [h for h in _channels(s) if not (one_off and h.key == "contact_channel")]
                 if not one_off:
                     found += _reply_length(s)
                     found += _reply_format(s)

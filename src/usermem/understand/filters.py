@@ -12,10 +12,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+# Suppositions, counterfactuals and make-believe that no request or habit carries ("假使我是律师", "但愿我住在海边",
+# "我住在三亚该多好", "做梦都想…", "in another life I'm a chef", "picture this: I live in Paris", "let's play a game
+# where…"): shared by the clause filters (through HYPOTHETICAL) and the phrase rules (extract.py), which keep their
+# own, narrower supposition list because "would"/"的话" there often frame a standing request.
+SUPPOSITION = re.compile(r"假使|假若|若是|倘使|如若|假定|设想一下|但愿|该多好|多好啊|假装|做梦|梦里|梦中|梦到|梦见|"
+                         r"\bhypothetical(?:ly)?\b|\bin (?:another|a different|a past|my next) life\b|"
+                         r"\b(?:in )?an? (?:alternate|parallel) (?:universe|world|reality)\b|\bpicture this\b|"
+                         r"\bin my dreams\b|\bdream on\b|\bi dreamt\b|\bi dreamed\b|\bplay a game where\b|\bpretend(?:ing)?\b|"
+                         r"\bif only\b|\bwere i\b|\bhad i\b",
+                         re.IGNORECASE)
 HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|换[作做]是我|换[作做]我|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
                           r"\bwould\b|\bwish\b|就好了|\bpretend\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
                           r"\bassuming\b|\bin theory\b|比方说|打个比方|就当|"
-                          r"\bhypothetically\b|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
+                          r"\bhypothetically\b|" + SUPPOSITION.pattern + r"|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
                           re.IGNORECASE)
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市", "我想学日语"), or a
 # stay ("I'm staying at the Hilton"): the user does not live there, work there, speak it or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
@@ -48,12 +58,21 @@ QUESTION_START = re.compile(r"^\s*(?:(?:do i|am i|is my|are my|what(?:'s| is) my
                             r"我是不是|我有没有|我该|我应该|哪|什么|怎么|为什么|多少|几|谁|是否)", re.IGNORECASE)
 # Chinese questions without a question mark or 吗: "周末班哪里好", "用英语怎么说".
 QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么样|怎么说|怎么做|多少钱|好不好|行不行|可以吗|是不是|有没有|"
+                           # 怎么 before a verb asks how ("一般怎么补充蛋白质啊"); not 不怎么 ("not much") nor 怎么也/都
+                           # ("no matter how")
+                           r"(?<![不没])怎么(?![也都着])|"
                            r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])|"
                            # "差几个小时", "几点开门", "你几岁": 几 + a measure word asks a number (not 好几个, 十几个, 这几天)
                            r"(?<![好十这那前后没有])几(?:个|点|岁|号|天|次|年|月|周|分钟|小时|块|元|斤|公里|楼|层|位|口)")
+# A sentence that asks for the assistant's opinion or a confirmation, with or without a question mark or 吗:
+# "你觉得我是医生", "难道我住在杭州", "do you think I'm vegan", "any idea whether…", "is it true that…".
+ASKS = re.compile(r"^\s*(?:难道|你觉得|你认为|你猜|你看我|是不是|有没有可能|请问)|"
+                  r"^\s*(?:do|d'|would|wouldn't) you (?:think|reckon|say|guess)\b|^\s*(?:any idea|is it true|isn't it true)\b|"
+                  r"\bi wonder\b|\bwhether\b", re.IGNORECASE)
 # Someone else as the subject. Family words count too: "my son is allergic to eggs" is not the user's
 # allergy (it does say the user has a son: family fields are exempt).
-OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
+OTHERS = re.compile(r"(?<=[\u4e00-\u9fff])的人(?=一般|都|通常|往往|大多|大部分|多半|怎么|是不是)|"
+                    r"\b(?:people|those|anyone|someone) who\b|\bmost people\b|朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|奶奶|爷爷|外婆|外公|"
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
                     r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
@@ -67,10 +86,32 @@ OTHERS = re.compile(r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|�
                     r"\bthe (?:guy|man|woman|lady|girl|boy|people|kid|couple)\b(?! i\b)|\bnext door\b|"
                     r"\bour (?:intern|guests?|visitors?|neighbou?rs?)\b",
                     re.IGNORECASE)
+# The user denying they said or mean what follows ("我可没说我吃素", "我不是说要你简短，是要你别说废话",
+# "I never said I was vegan, just that I like oat milk"): the clause holding the denial states nothing; the
+# clause after it ("是要你别说废话") still does.
+UNSAID = re.compile(r"我(?:可|又|也|并|从来)?没(?:有)?(?:说|讲)过?|我(?:并|又|可)?不是(?:说|讲|想说)|\bi never (?:said|claimed|told)\b|"
+                    r"\bi didn'?t (?:say|mean|claim)\b|\bi'?m not saying\b|\bi wasn'?t saying\b|\bnot that i\b|"
+                    r"\b(?:it )?doesn'?t mean i\b", re.IGNORECASE)
+# A sentence the user takes back or disowns at its end, after the values it held: a retraction after a laugh
+# ("我叫天才，来自天才星球，哈哈开玩笑的", "I'm a doctor lol jk"), a dream ("我老婆是新垣结衣（做梦中）",
+# "…, in my dreams") or hearsay ("my hobby is collecting unread books, apparently", "…, or so she says").
+DISOWN_TAIL = re.compile(r"(?:^|[\s,，.。!！~…（(—–-])(?:(?:哈哈+|呵呵+|嘿嘿|haha+|lol|lmao)[\s,，!！.。~]*)?"
+                         r"(?:开玩笑的?|开个玩笑|逗你(?:的|玩的?)|骗你的|说着玩的|瞎说的|想想而已|做梦(?:呢|中|而已)|"
+                         r"梦里(?:什么都有)?|据说(?:是)?|听说(?:的|是)|\bjust kidding\b|(?<!\bno )(?<!\bnot )\bkidding\b|\bjk\b|\bin my dreams\b|"
+                         r"\bdream on\b|\bapparently\b|\bsupposedly\b|\ballegedly\b|"
+                         r"\bor so (?:she|he|they|people|i'?m told|my \w+) (?:says?|said|claims?|tells? me|reckons?)\b)"
+                         r"[\s!！.。~）)😂🤣😜]*$", re.IGNORECASE)
+# A preference verb under negation or a weakening degree word ("并不喜欢喝咖啡", "不怎么喜欢爬山", "not really into
+# hiking") says no like or hobby; it leaves the clause's other facts alone ("我的猫团子不太爱吃饭": a cat).
+NEGATED_TASTE = re.compile(r"(?:不|并不|并没有|不怎么|不太|不是很|不是特别|没那么|没有很|不大)(?:喜欢|爱|感兴趣|热衷)|"
+                           r"\bnot (?:really |that |particularly |very )?(?:into|keen on|fond of|a fan of|a big fan of)\b",
+                           re.IGNORECASE)
+TASTE_FIELDS = frozenset({"likes", "hobbies"})
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|不会(?:说|讲|写|用)|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
-ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
-                     r"\bjust for\b|\btonight\b|\btoday\b|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
+ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
+                     r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
+                     r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
                      r"funeral|few days)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
@@ -92,7 +133,8 @@ REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?
                       r"parents|roommate|neighbou?r|client|someone|people|everyone|coach|teacher|mentor|"
                       r"trainer|tutor|advisor|supervisor)\s+(?:always\s+|just\s+|also\s+)?"
                       r"(?:says|said|told me|tells me|thinks|thought|reckons|claims|claimed|mentioned|insists)\b|"
-                      r"\baccording to\b|\bapparently\b", re.IGNORECASE)
+                      r"\baccording to\b|\bapparently\b|\brumou?rs? (?:has it|says?|is)\b|\bword (?:is|has it)\b|\bsupposedly\b|"
+                      r"\ballegedly\b|\bi(?:'ve)? heard (?:that|he|she|they)\b|传言|传闻|有人说|网上说", re.IGNORECASE)
 # Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
 OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
                            r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
@@ -148,6 +190,9 @@ NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻�
                         r"babysitter|landlord|landlady|housemate|flatmate)\b", re.IGNORECASE)
 # Fields whose value names another person or an animal: a third person in the clause is expected.
 FAMILY = frozenset({"spouse", "children", "pets"})
+# A value that is itself a denial ("not a student", "no allergies", "不是过敏"): no positive fact of a field
+# outside NEGATIVE_OK.
+NEGATED_VALUE = re.compile(r"^\s*(?:not|no|never|none|不是|没有|并非|从不|从没)(?![a-z.])", re.IGNORECASE)
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
 NEGATIVE_OK = frozenset({"dislikes", "diet", "contact", "contact_hours", "reply_tone", "reply_length", "reply_format",
                          "news_topics", "travel_preferences", "budget", "accessibility", "medical_history", "schedule"})
@@ -200,14 +245,18 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     out = sentence_reasons(before + clause)
     if REPORTED.search(before + clause):
         out.add("reported")
-    if sentence is not None and QUESTION_SENTENCE.search(sentence):
+    if sentence is not None and (QUESTION_SENTENCE.search(sentence) or ASKS.search(sentence)):
         out.add("question")
+    if sentence is not None and DISOWN_TAIL.search(sentence):
+        out.add("joke")  # taken back or disowned at the sentence's end: nothing before it stands
+    if UNSAID.search(clause):
+        out.add("reported")  # the user denies saying it
     c = clause.strip()
     if OTHERS_FAMILY.search(c) or OTHERS_PARTICULARS.search(c):
         out.add("others_family")
     elif sentence is not None and OTHERS_FAMILY.search(sentence) and not _ME.search(sentence):
         out.add("others_family")  # "Max, the neighbour's dog, barked all night": an apposition names the owner
-    if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c):
+    if QUESTION_END.search(c) or QUESTION_START.search(c) or QUESTION_WORD.search(c) or ASKS.search(c):
         out.add("question")
     if SUBJECT_OTHER.search(c):
         out.add("third_party")
@@ -220,6 +269,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("negation")
     if NOT_IDENTITY.search(c):
         out.add("not_identity")
+    if NEGATED_TASTE.search(c):
+        out.add("not_taste")
     if ONE_OFF.search(c):
         out.add("one_off")
     if WISH.search(c):
@@ -254,6 +305,8 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "negation" in why and field not in NEGATIVE_OK:
         return False
     if "not_identity" in why and field in IDENTITY_FIELDS:
+        return False
+    if "not_taste" in why and field in TASTE_FIELDS:
         return False
     if "wish" in why and field in WISH_BLOCKS:
         return False
