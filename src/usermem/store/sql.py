@@ -188,12 +188,8 @@ class SqlDialect:
 
     def get_many(self, n_ids: int = 0) -> str:
         """Non-deleted records of one tenant by id (parameters: tenant, then the ids: `n_ids` of them on
-        SQLite, one list on PostgreSQL, where `n_ids` is not used)."""
-        p = self.mark
-        ids = f"id = ANY({p})" if self.list_param else f"id IN ({self.marks(n_ids)})"
-        # SQLite: `+tenant` keeps the planner on the id index (unary plus disables the tenant index).
-        tenant = "tenant" if self.list_param else "+tenant"
-        return f"SELECT {self.select_list} FROM memories WHERE {tenant}={p} AND {ids} AND deleted_at IS NULL"
+        SQLite, one list on PostgreSQL, where `n_ids` is not used). Built once per size."""
+        return _get_many_sql(self, 0 if self.list_param else n_ids)
 
     # -- audit and documents -----------------------------------------------------------------------------
 
@@ -241,6 +237,15 @@ def _live_sql(d: SqlDialect, scores: bool, include_retracted: bool, n_kinds: int
         where.append(f"session_id={p}")
     columns = ", ".join(SCORE_COLUMNS) if scores else d.select_list
     return f"SELECT {columns} FROM memories WHERE {' AND '.join(where)}"
+
+
+@lru_cache(maxsize=256)
+def _get_many_sql(d: SqlDialect, n_ids: int) -> str:
+    p = d.mark
+    ids = f"id = ANY({p})" if d.list_param else f"id IN ({d.marks(n_ids)})"
+    # SQLite: `+tenant` keeps the planner on the id index (unary plus disables the tenant index).
+    tenant = "tenant" if d.list_param else "+tenant"
+    return f"SELECT {d.select_list} FROM memories WHERE {tenant}={p} AND {ids} AND deleted_at IS NULL"
 
 
 @lru_cache(maxsize=64)
