@@ -12,7 +12,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING
 
 from usermem.engine.context import EngineContext
@@ -70,6 +70,30 @@ def confirmation_question(record: MemoryRecord, contract: FieldContract | None, 
     field by its label (policy/wording.py)."""
     value = record.value if isinstance(record.value, str) else str(record.value)
     return wording.confirmation_question(record.key, record.value, contract, language or detect_language(value))
+
+
+# ScoredMemory built slot by slot, as store/rows.py builds records: a frozen dataclass's __init__ sets each field
+# with object.__setattr__ (about twice the cost) and does nothing else; recall builds one per memory returned.
+if tuple(f.name for f in fields(ScoredMemory)) != ("memory", "score", "weight", "relevance", "needs_confirmation",
+                                                    "question", "time_window") \
+        or hasattr(ScoredMemory, "__post_init__"):
+    raise ImportError("engine/recall.py builds ScoredMemory slot by slot: update _scored_memory")
+_SM_MEMORY, _SM_SCORE, _SM_WEIGHT, _SM_RELEVANCE, _SM_FLAG, _SM_QUESTION, _SM_WINDOW = (
+    getattr(ScoredMemory, f.name).__set__ for f in fields(ScoredMemory))
+
+
+def _scored_memory(memory: MemoryRecord, score: float, weight: float, relevance: float | None,
+                   needs_confirmation: bool, question: str | None, time_window: EventWindow | None) -> ScoredMemory:
+    """ScoredMemory(memory, score, weight, relevance, needs_confirmation, question, time_window)."""
+    s: ScoredMemory = object.__new__(ScoredMemory)
+    _SM_MEMORY(s, memory)
+    _SM_SCORE(s, score)
+    _SM_WEIGHT(s, weight)
+    _SM_RELEVANCE(s, relevance)
+    _SM_FLAG(s, needs_confirmation)
+    _SM_QUESTION(s, question)
+    _SM_WINDOW(s, time_window)
+    return s
 
 
 # The first batch of the rank index reads `limit + _SLACK` rows per kind (docs/scaling.md, Per-request cost).
@@ -148,24 +172,25 @@ class _Judge:
         get, by_kind, by_key, now = self.contracts.get, self.by_kind, self.by_key, self.now
         drop_at, confirm_at, relevance, combine = self.drop_at, self.confirm_at, self.relevance, self.combine
         for row in rows:
-            contract = get(row.key)
+            row_id, kind, key, confidence, importance, created_at, last_used_at, last_confirmed_at = row
+            contract = get(key)
             if contract is None:
-                pol = by_kind[row.kind]
+                pol = by_kind[kind]
             else:
-                pk = (row.kind, row.key)
+                pk = (kind, key)
                 if pk not in by_key:
-                    by_key[pk] = _key_policy(contract, Kind(row.kind)) if self.visible(contract) else None
+                    by_key[pk] = _key_policy(contract, Kind(kind)) if self.visible(contract) else None
                 pol = by_key[pk]
             if pol is None:
                 if contract is not None:
                     self._withhold(row, contract)
                 continue
             _, half_life, judged_by_weight = pol
-            w = weight_of(row.confidence, half_life, row.created_at, row.last_confirmed_at, row.last_used_at, now)
+            w = weight_of(confidence, half_life, created_at, last_confirmed_at, last_used_at, now)
             if judged_by_weight and w < drop_at:
                 continue
-            rel = relevance[row.id] if relevance is not None else 1.0
-            score = combine(rel, row.importance, w) if combine is not None else row.importance * w * rel
+            rel = relevance[row_id] if relevance is not None else 1.0
+            score = combine(rel, importance, w) if combine is not None else importance * w * rel
             out.append((score, w, judged_by_weight and w < confirm_at, row))
         return out
 
@@ -453,10 +478,12 @@ class RecallPipeline:
         asked: dict[str, str | None] = {}  # the user's language, looked up once when a question is due
         # Ties break on recency then id, so the order is deterministic for equal scores.
         order = lambda t: (-t[0], -t[3].created_at, t[3].id)  # noqa: E731
-        if limit is not None and limit < len(ranked):
+        if limit is not None and 4 * limit < len(ranked):
             ranked = heapq.nsmallest(limit, ranked, key=order)
-        else:
+        else:  # all, or most of the candidates (a page of a list): one sort costs less than the heap, same order
             ranked.sort(key=order)
+            if limit is not None:
+                del ranked[limit:]
         if full is None:
             full = {r.id: r for r in store.get_many(tenant, [t[3].id for t in ranked])}
         out: list[ScoredMemory] = []
@@ -466,8 +493,8 @@ class RecallPipeline:
                 continue
             question = confirmation_question(record, contracts.get(row.key),
                                              self._user_language(tenant, user_id, now, asked)) if flag else None
-            out.append(ScoredMemory(record, score, w, relevance[row.id] if relevance is not None else None,
-                                    flag, question, window))
+            out.append(_scored_memory(record, score, w, relevance[row.id] if relevance is not None else None,
+                                      flag, question, window))
         if self.live is not None:
             why_not = gate.why_not if gate is not None else (
                 lambda c: None if c.sensitivity.value == "L1" else "needs_grant")

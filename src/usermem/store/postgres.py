@@ -70,7 +70,14 @@ from usermem.store.base import (
     current_read_scope,
 )
 from usermem.store.outbox import SqlOutbox
-from usermem.store.rows import audit_from_row, audit_params, dumps_value, record_params, record_with_value
+from usermem.store.rows import (
+    audit_from_row,
+    audit_params,
+    dumps_value,
+    loads_value,
+    record_params,
+    record_with_value,
+)
 from usermem.store.sql import POSTGRES, record_layout, users_query
 
 _Q = POSTGRES.stmt  # every fixed statement, built once (store/sql.py)
@@ -309,7 +316,7 @@ def _ranked_rows(conn: psycopg.Connection[Any], text: str, args: Sequence[Any]) 
 
 def _record_text(row: Sequence[Any]) -> MemoryRecord:
     """_record of a row whose value column was read as text (a ranked read ahead: decoded for winners only)."""
-    return record_with_value(row, json.loads(row[5]) if row[24] is None else json.loads(bytes(row[24]).decode("utf-8")))
+    return record_with_value(row, loads_value(row[5]) if row[24] is None else json.loads(bytes(row[24]).decode("utf-8")))
 
 
 def _insert_audit(conn: psycopg.Connection[Any], e: AuditEvent) -> None:

@@ -190,12 +190,8 @@ class SqlDialect:
 
     def get_many(self, n_ids: int = 0) -> str:
         """Non-deleted records of one tenant by id (parameters: tenant, then the ids: `n_ids` of them on
-        SQLite, one list on PostgreSQL, where `n_ids` is not used)."""
-        p = self.mark
-        ids = f"id = ANY({p})" if self.list_param else f"id IN ({self.marks(n_ids)})"
-        # SQLite: `+tenant` keeps the planner on the id index (unary plus disables the tenant index).
-        tenant = "tenant" if self.list_param else "+tenant"
-        return f"SELECT {self.select_list} FROM memories WHERE {tenant}={p} AND {ids} AND deleted_at IS NULL"
+        SQLite, one list on PostgreSQL, where `n_ids` is not used). Built once per size."""
+        return _get_many_sql(self, 0 if self.list_param else n_ids)
 
     # -- audit and documents -----------------------------------------------------------------------------
 
@@ -260,6 +256,15 @@ def record_layout(d: SqlDialect) -> tuple[int, ...]:
     `records=True` read of `live` or `ranked`)."""
     combined = [*SCORE_COLUMNS, *(c for c in d.columns if c not in SCORE_COLUMNS)]
     return tuple(combined.index(c) for c in d.columns)
+
+
+@lru_cache(maxsize=256)
+def _get_many_sql(d: SqlDialect, n_ids: int) -> str:
+    p = d.mark
+    ids = f"id = ANY({p})" if d.list_param else f"id IN ({d.marks(n_ids)})"
+    # SQLite: `+tenant` keeps the planner on the id index (unary plus disables the tenant index).
+    tenant = "tenant" if d.list_param else "+tenant"
+    return f"SELECT {d.select_list} FROM memories WHERE {tenant}={p} AND {ids} AND deleted_at IS NULL"
 
 
 @lru_cache(maxsize=64)

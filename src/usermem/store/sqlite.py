@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from usermem.errors import IntegrityError, StoreError
@@ -25,6 +26,8 @@ from usermem.store.outbox import SqlOutbox
 from usermem.store.rows import audit_from_row, audit_params, record_from_row, row_from_record
 from usermem.store.sql import SQLITE, users_query
 
+# ScoreRow._make without its Python frame and length check: the statements select exactly SCORE_COLUMNS.
+_score_row = partial(tuple.__new__, ScoreRow)
 _Q = SQLITE.stmt  # every fixed statement, built once (store/sql.py)
 _INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
                                                    _Q["insert_audit"])
@@ -265,7 +268,7 @@ class SQLiteStore:
         text, args = SQLITE.live(q, scores=True)
         with self._lock:
             rows = self._conn.execute(text, args).fetchall()
-        return list(map(ScoreRow._make, rows))
+        return list(map(_score_row, rows))
 
     def ranked(self, q: LiveQuery, batches: Sequence[tuple[Kind, int, int]]) -> list[ScoreRow]:
         """See StoreCapabilities.ranked (the `memories_rank` index)."""
@@ -274,7 +277,7 @@ class SQLiteStore:
         text, args = SQLITE.ranked(q, batches)
         with self._lock:
             rows = self._conn.execute(text, args).fetchall()
-        return list(map(ScoreRow._make, rows))
+        return list(map(_score_row, rows))
 
     def get_many(self, tenant: str, ids: Sequence[str]) -> list[MemoryRecord]:
         found: dict[str, MemoryRecord] = {}
