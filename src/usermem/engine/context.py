@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -89,15 +89,18 @@ class EngineContext:
         self.stager = stager
         self.erasure_stager = erasure_stager
 
-    @contextmanager
-    def transaction(self, tenant: str, user_id: str) -> Iterator[WriteTx]:
+    def transaction(self, tenant: str, user_id: str) -> AbstractContextManager[WriteTx]:
         """The store's transaction for one user; with a stager, the versions inserted in it are announced in
-        the outbox in the same transaction (no committed change unannounced, no rolled-back one announced)."""
+        the outbox in the same transaction (no committed change unannounced, no rolled-back one announced).
+        Without one it is the store's transaction itself (no extra generator layer on every write)."""
         stager = self.stager
+        if stager is None:
+            return self.store.transaction(tenant, user_id)
+        return self._staged(stager, tenant, user_id)
+
+    @contextmanager
+    def _staged(self, stager: Stager, tenant: str, user_id: str) -> Iterator[WriteTx]:
         with self.store.transaction(tenant, user_id) as tx:
-            if stager is None:
-                yield tx
-                return
             recording = RecordingTx(tx)
             yield recording
             if recording.inserted:

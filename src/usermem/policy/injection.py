@@ -127,6 +127,17 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 
+# Patterns that cannot match text that is all ASCII: every match of each of them contains a non-ASCII
+# character (a CJK ideograph the pattern requires). On an all-ASCII skeleton — most values — `instruction_like`
+# tries only the others, and answers the same: the skipped ones could not have matched, and the order of the
+# rest is kept, so the first match is the same pattern. tests/test_injection_ascii_fast_path.py proves the
+# claim for each listed pattern by analysing its parsed regex, and compares both paths on random text.
+NON_ASCII_ONLY: frozenset[str] = frozenset({
+    "override_zh", "void_zh", "new_rules_zh", "authority_zh", "mode_zh", "persona_zh", "obey_zh", "addressed_zh",
+    "exfiltrate_zh", "side_effect_zh",
+})
+_ASCII_PATTERNS = tuple((name, pattern) for name, pattern in _PATTERNS if name not in NON_ASCII_ONLY)
+
 # Weaker signals: the value speaks to whoever reads it, in the second person or to the assistant ("you must…",
 # "你必须…"). Such a value may be a user's own words, so it is stored, but the assembler renders it as a quoted
 # user statement and flags it. Ordinary preferences ("always use bullet points", "不要打电话") are not directives.
@@ -155,7 +166,7 @@ def instruction_like(value: Any) -> str | None:
     """The name of the first pattern a string inside `value` matches, or None when it reads as plain data."""
     for text in _strings(value):
         skeleton = confusable_skeleton(text)
-        for name, pattern in _PATTERNS:
+        for name, pattern in _ASCII_PATTERNS if skeleton.isascii() else _PATTERNS:
             if pattern.search(skeleton):
                 return name
     return None

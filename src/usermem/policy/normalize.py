@@ -166,7 +166,10 @@ _CONFUSABLES = str.maketrans({
 def confusable_skeleton(text: str) -> str:
     """`fold_text`, then look-alike letters mapped to Latin and combining marks removed (ｉｇｎｏｒｅ, іgnоre,
     i̇gnore → ignore). For pattern matching only; never stored or shown."""
-    folded = fold_text(text).translate(_CONFUSABLES)
+    folded = fold_text(text)
+    if folded.isascii():  # every look-alike mapped is non-ASCII, and ASCII has no combining marks
+        return folded
+    folded = folded.translate(_CONFUSABLES)
     if folded.isascii():
         return folded
     decomposed = unicodedata.normalize("NFD", folded)
