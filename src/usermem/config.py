@@ -99,6 +99,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     rate_limit_per_minute: int = 600
+    http_engine_threads: int = 0  # engine calls a server process runs at once on a networked store; 0: no limit
     nats_url: str | None = None
     # change events on NATS JetStream (docs/events.md)
     nats_stream: str = "USERMEM"
@@ -172,6 +173,9 @@ SETTING_HELP: dict[str, str] = {
     "host": "interface the HTTP service binds",
     "port": "port of the HTTP service",
     "rate_limit_per_minute": "requests per minute per API key (0 disables)",
+    "http_engine_threads": "engine calls one HTTP server process runs at once on a networked store (PostgreSQL, "
+                           "tiered); further requests wait on the event loop. 0: no limit beyond anyio's thread "
+                           "pool (40). An experiment on the PostgreSQL p95, not yet shown to help (docs/scaling.md)",
     "nats_url": "NATS server for change events (docs/events.md)",
     "nats_stream": "JetStream stream name",
     "nats_subject_prefix": "subject prefix of change events",
@@ -324,6 +328,8 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError(f"invalid subject prefix {s.nats_subject_prefix!r}", setting="nats_subject_prefix")
     if s.nats_queue_size < 1 or s.nats_max_age_seconds <= 0:
         raise ConfigError("must be positive", setting="nats_queue_size")
+    if s.http_engine_threads < 0:
+        raise ConfigError("must not be negative (0: no limit)", setting="http_engine_threads")
     if s.webhook_poll_seconds < 0:
         raise ConfigError("must not be negative (0 disables delivery in serve)", setting="webhook_poll_seconds")
     if s.webhook_max_attempts < 1 or s.webhook_disable_after < 1:

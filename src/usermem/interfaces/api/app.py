@@ -95,6 +95,7 @@ def create_app(memory: Memory | None = None, *, settings: Settings | None = None
     app.state.metrics = Metrics()
     app.state.limiter = limiter if limiter is not None else RateLimiter(per_minute)
     app.state.inline_engine = _serialised_store(memory) if inline_engine is None else inline_engine
+    app.state.engine_threads = settings.http_engine_threads
     checks = backend_checks(memory)
     checks.update(readiness_checks or {})
     app.state.readiness_checks = checks

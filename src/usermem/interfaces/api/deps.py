@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 from fastapi import Depends, Request
 
@@ -74,10 +75,22 @@ Met = Annotated[Metrics, Depends(get_metrics)]
 
 async def run_engine(request: Request, fn: Callable[[], T]) -> T:
     """Run one engine call. On the embedded SQLite store (one connection, calls serialised by its lock) the
-    call runs inline — a thread hop would only add latency; on networked stores it runs in the thread pool."""
-    if request.app.state.inline_engine:
+    call runs inline — a thread hop would only add latency; on networked stores it runs in the thread pool,
+    with `http_engine_threads` > 0 at most that many at once (the others wait their turn on the event loop;
+    fewer threads contend for the GIL — the experiment on the PostgreSQL p95 in docs/scaling.md)."""
+    state = request.app.state
+    if state.inline_engine:
         return fn()
-    return await anyio.to_thread.run_sync(fn)
+    return await anyio.to_thread.run_sync(fn, limiter=engine_limiter(state))
+
+
+def engine_limiter(state: Any) -> anyio.CapacityLimiter | None:
+    """The app's limit on engine calls at once (made on first use, inside the event loop); None: no limit
+    beyond anyio's default thread pool."""
+    limiter: anyio.CapacityLimiter | None = getattr(state, "engine_limiter", None)
+    if limiter is None and state.engine_threads > 0:
+        limiter = state.engine_limiter = anyio.CapacityLimiter(state.engine_threads)
+    return limiter
 
 
 def bound_user(p: ApiKey, user_id: str) -> str:
