@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -180,13 +182,31 @@ MORE_EN_FORMS = [_sister, lambda s: f"Is it true that {_low(s)}?", lambda s: f"I
                  lambda s: f"Would it matter if {_low(s)}?"]
 
 
+def _non_family(rewritten: str) -> list[Any]:
+    """What the extractor still takes from a rewritten statement, family members aside (a third-party or
+    hypothetical rewrite may still say, truly, that the user has a son)."""
+    return [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+
+
+def _leaks(zh_forms: Sequence[Callable[[str], str]], en_forms: Sequence[Callable[[str], str]]
+           ) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Every bank source rewritten by every form of its language, with what each rewrite still yields."""
+    leaks = []
+    for lang, utterance in BANK_SOURCES:
+        for form in zh_forms if lang == "zh" else en_forms:
+            rewritten = form(utterance)
+            if got := _non_family(rewritten):
+                leaks.append((rewritten, [(c.key, c.value) for c in got]))
+    return leaks
+
+
 @settings(max_examples=250, deadline=None)
 @given(st.sampled_from(BANK_SOURCES), st.integers(min_value=0, max_value=5))
 def test_more_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str], which: int) -> None:
     lang, utterance = source
     forms = MORE_ZH_FORMS if lang == "zh" else MORE_EN_FORMS
     rewritten = forms[which % len(forms)](utterance)
-    got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+    got = _non_family(rewritten)
     assert got == [], rewritten
 
 
@@ -219,21 +239,13 @@ def test_round4_rewrites_of_bank_positives_yield_nothing(source: tuple[str, str]
     lang, utterance = source
     forms = ROUND4_ZH_FORMS if lang == "zh" else ROUND4_EN_FORMS
     rewritten = forms[which % len(forms)](utterance)
-    got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+    got = _non_family(rewritten)
     assert got == [], rewritten
 
 
 def test_round4_rewrites_cover_every_bank_source() -> None:
     """The same rewrites, exhaustively (hypothesis samples; this walks every source once per form)."""
-    leaks = []
-    for lang, utterance in BANK_SOURCES:
-        for form in ROUND4_ZH_FORMS if lang == "zh" else ROUND4_EN_FORMS:
-            rewritten = form(utterance)
-            got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False)
-                   if c.key not in ("spouse", "children", "pets")]
-            if got:
-                leaks.append((rewritten, [(c.key, c.value) for c in got]))
-    assert leaks == []
+    assert _leaks(ROUND4_ZH_FORMS, ROUND4_EN_FORMS) == []
 
 
 # Marker kinds added in the fifth extraction round (the "nonuser" pass over the trap items of train, dev, more-dev
@@ -254,15 +266,7 @@ ROUND5_EN_FORMS = [lambda s: f"In another life {_low(s)}", lambda s: f"Picture t
 
 
 def test_round5_rewrites_cover_every_bank_source() -> None:
-    leaks = []
-    for lang, utterance in BANK_SOURCES:
-        for form in ROUND5_ZH_FORMS if lang == "zh" else ROUND5_EN_FORMS:
-            rewritten = form(utterance)
-            got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False)
-                   if c.key not in ("spouse", "children", "pets")]
-            if got:
-                leaks.append((rewritten, [(c.key, c.value) for c in got]))
-    assert leaks == []
+    assert _leaks(ROUND5_ZH_FORMS, ROUND5_EN_FORMS) == []
 
 
 @settings(max_examples=150, deadline=None)
@@ -270,7 +274,7 @@ def test_round5_rewrites_cover_every_bank_source() -> None:
 def test_round5_rewrites_of_the_handwritten_positives_yield_nothing(utterance: str, which: int) -> None:
     forms = ROUND5_EN_FORMS if utterance.isascii() else ROUND5_ZH_FORMS
     rewritten = forms[which % len(forms)](utterance)
-    got = [c for c in EXTRACTOR.extract([rewritten], use_llm=False) if c.key not in ("spouse", "children", "pets")]
+    got = _non_family(rewritten)
     assert got == [], rewritten
 
 
