@@ -270,7 +270,7 @@ class HybridRelevance:
             return []
         out: list[str] = []
         n = max(n, LANGUAGE_TOP)  # the calibration compares each language's best LANGUAGE_TOP
-        every = np.einsum("ij,j->i", ux.matrix, q)  # one product over the matrix (no copy of its rows)
+        every = ux.cosines(q)  # the product the dense top-n reads next (one per recall)
         for g in groups:
             sims = every[g]
             best = g if len(g) <= n else g[np.argpartition(-sims, n - 1)[:n]]

@@ -79,9 +79,25 @@ class UserIndex:
     versions: list[int] | None = field(default=None, repr=False)
     # Per row: the memory's own words hold Chinese characters (HybridRelevance.row_chinese, once per snapshot).
     chinese: np.ndarray | None = field(default=None, repr=False)
+    # The last query vector and its cosines with every row (`cosines`): one recall's candidate steps read them twice.
+    _last_cosines: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.position = {k: i for i, k in enumerate(self.keys)}
+
+    def cosines(self, q: np.ndarray) -> np.ndarray:
+        """`matrix @ q` for every row (the matrix must be set), kept for the same query vector object: the
+        per-language candidates and the dense top-n of one recall share one product. einsum runs in this
+        thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here). Another
+        thread's query only replaces the pair (one reference assignment), so a caller never gets another
+        query's cosines."""
+        last = self._last_cosines
+        if last is not None and last[0] is q:
+            return last[1]
+        assert self.matrix is not None
+        sims: np.ndarray = np.einsum("ij,j->i", self.matrix, q)
+        self._last_cosines = (q, sims)
+        return sims
 
     def under(self, fields: Iterable[str]) -> list[int]:
         """Positions (ascending) of the keys that are one of `fields` or start with "<field>.": a binary
@@ -249,9 +265,8 @@ def _dense_local(ux: UserIndex, q: np.ndarray, *, limit: int, keys: Sequence[str
     n_valid = int(valid.sum())
     if not n_valid:
         return {}
-    # One product over the whole matrix (no copy of the rows), then mask the scores. einsum runs in
-    # this thread: BLAS's own threads made p95 spike to ~12 ms on a busy 2-core host (0.3 ms here).
-    sims = np.einsum("ij,j->i", ux.matrix, q)
+    # One product over the whole matrix (no copy of the rows), then mask the scores.
+    sims = ux.cosines(q)
     masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
     take = min(limit, n_valid)
     best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
