@@ -16,6 +16,9 @@ from usermem import Memory
 from usermem.config import Settings
 
 TENANT, USER = "acme", "u1"
+# An event a loaded machine fetched but could not answer in time comes back after the consumer's ack wait:
+# waits allow one redelivery.
+WAIT = Settings().federate_ack_wait_seconds + 10.0
 pytestmark = pytest.mark.nats
 
 
@@ -43,9 +46,9 @@ def test_changes_travel_between_domains_with_their_own_stores(fed_settings: Sett
     app, mini = _instance(fed_settings, tmp_path, "app"), _instance(fed_settings, tmp_path, "mini")
     try:
         app.write(TENANT, USER, "preference", "reply_length", "concise", client_id="app")
-        wait_for(lambda: _value(mini, "reply_length") == "concise", what="the change applied by mini")
+        wait_for(lambda: _value(mini, "reply_length") == "concise", timeout=WAIT, what="the change applied by mini")
         mini.write(TENANT, USER, "preference", "reply_length", "detailed", client_id="miniapp")
-        wait_for(lambda: _value(app, "reply_length") == "detailed", what="the change applied by app")
+        wait_for(lambda: _value(app, "reply_length") == "detailed", timeout=WAIT, what="the change applied by app")
         assert app.federation is not None and app.federation.counts["applied"] == 1
     finally:
         app.close()
@@ -56,14 +59,14 @@ def test_an_instance_that_was_down_catches_up_before_serving(fed_settings: Setti
     app, mini = _instance(fed_settings, tmp_path, "app"), _instance(fed_settings, tmp_path, "mini")
     app.write(TENANT, USER, "preference", "city", "Paris")
     app.write(TENANT, USER, "preference", "reply_length", "concise")
-    wait_for(lambda: _value(mini, "city") == "Paris", what="mini up to date")
+    wait_for(lambda: _value(mini, "city") == "Paris", timeout=WAIT, what="mini up to date")
     mini.close()  # down: its durable consumer keeps its place on the server
     try:
         app.write(TENANT, USER, "preference", "city", "Lyon")
         app.forget(TENANT, USER, "reply_length")  # the erasure broadcast
         outbox = app.store.capabilities.outbox
         assert outbox is not None
-        wait_for(lambda: not outbox.pending(), what="app's outbox published")
+        wait_for(lambda: not outbox.pending(), timeout=WAIT, what="app's outbox published")
         back = _instance(fed_settings, tmp_path, "mini")  # federate_domain: catches up in the constructor
         try:
             # No waiting: what happened while it was down is applied before it serves anyone.
@@ -86,7 +89,7 @@ def test_a_partition_heals_converged_with_a_notice_and_nothing_lost(fed_settings
         app.write(TENANT, USER, "preference", "reply_length", "concise", client_id="app")
         mini.write(TENANT, USER, "preference", "city", "Lyon", client_id="miniapp")  # later: wins everywhere
         mini.write(TENANT, USER, "preference", "theme", "dark", client_id="miniapp")
-        wait_for(lambda: _value(app, "city") == "Lyon", what="app applying mini's changes")
+        wait_for(lambda: _value(app, "city") == "Lyon", timeout=WAIT, what="app applying mini's changes")
         assert _value(mini, "reply_length") is None  # still cut off
         mini.federate("mini")  # resumes: catches up, then consumes in the background
         for key in ("city", "reply_length", "theme"):
@@ -103,7 +106,7 @@ def test_a_partition_heals_converged_with_a_notice_and_nothing_lost(fed_settings
         assert mini.federation_notices(TENANT, USER) == []
         kept = app.keep_local(TENANT, USER, notices[0]["id"])
         assert kept.memory is not None and kept.memory.value == "Paris"
-        wait_for(lambda: _value(mini, "city") == "Paris", what="keep_local winning on the other instance")
+        wait_for(lambda: _value(mini, "city") == "Paris", timeout=WAIT, what="keep_local winning on the other instance")
         assert app.federation_notices(TENANT, USER) == []
     finally:
         app.close()
@@ -135,15 +138,15 @@ def test_a_poison_event_is_dead_lettered_after_jetstream_redeliveries(fed_settin
         monkeypatch.setattr(fed, "_apply_record", poison)
         app.write(TENANT, USER, "preference", "city", "Paris")
         app.write(TENANT, USER, "preference", "reply_length", "concise")
-        wait_for(lambda: dead_letters(mini.store, TENANT), what="the poison event set aside", timeout=30.0)
+        wait_for(lambda: dead_letters(mini.store, TENANT), timeout=WAIT, what="the poison event set aside")
         (letter,) = dead_letters(mini.store, TENANT)
         # JetStream's delivery count: a delivery that went to a pull request which had already expired counts too
         # (seen in CI: the apply failed twice, num_delivered was 3), so it is at least the limit, not exactly it.
         assert letter["attempts"] >= 2 and letter["keys"] == ["city"] and "cannot be stored" in letter["error"]
-        wait_for(lambda: _value(mini, "reply_length") == "concise", what="the other event applied")
+        wait_for(lambda: _value(mini, "reply_length") == "concise", timeout=WAIT, what="the other event applied")
         assert _value(mini, "city") is None and fed.counts["dead_letters"] == 1
         app.forget_user(TENANT, USER)
-        wait_for(lambda: not dead_letters(mini.store, TENANT), what="the dead letter erased with the user")
+        wait_for(lambda: not dead_letters(mini.store, TENANT), timeout=WAIT, what="the dead letter erased with the user")
     finally:
         app.close()
         mini.close()

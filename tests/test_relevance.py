@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -118,6 +119,32 @@ def test_background_indexing_and_pending_keys_are_candidates(file_mem):
     file_mem.flush()
     assert "ep.new" in rel.index.indexed("acme", "u9")
 
+
+
+def test_a_memory_indexed_while_a_query_starts_is_still_a_candidate(file_mem):
+    """The indexer may store a vector between the query's snapshot and its look at the queue: the memory is
+    then in one of them, never in neither (found missing once under load)."""
+    rel = file_mem.relevance
+    rel.indexer.flush()
+    gate = threading.Event()
+    take = rel.indexer._take
+    rel.indexer._take = lambda: (gate.wait(), take())[1]  # the worker takes nothing until we say so
+    load = rel.index.load
+    raced: list[bool] = []
+
+    def load_then_index(tenant, user_id):  # type: ignore[no-untyped-def]
+        snapshot = load(tenant, user_id)
+        if not raced:  # the first snapshot of the query: the indexer finishes right after it was taken
+            raced.append(True)
+            gate.set()
+            rel.indexer.flush()
+        return snapshot
+
+    rel.index.load = load_then_index
+    file_mem.write("acme", "u9", "episode", "ep.new", "比较两家保险方案 insurance plans", now=T0)
+    assert "ep.new" in rel.indexer.pending_keys("acme", "u9")
+    got = file_mem.recall("acme", "u9", 5, query="保险 insurance", now=T0 + 1)
+    assert raced and [r.key for r in got] == ["ep.new"]
 
 # -- episodic search ------------------------------------------------------------------------------------------
 

@@ -42,16 +42,21 @@ def test_a_full_queue_spills_key_only_and_never_embeds_in_the_writer(tmp_path):
     m, emb = _gated(tmp_path)
     indexer = m.relevance.indexer
     indexer.max_queue = 3
+    # The worker takes nothing off the queue while we write (else it moves entries in flight and more fit).
+    gate = threading.Event()
+    take = indexer._take
+    indexer._take = lambda: (gate.wait(), take())[1]  # type: ignore[method-assign]
     with indexer._work_lock:  # the worker cannot store anything while we write
         for i in range(10):
             assert m.write("acme", "u1", "episode", f"ep.{i}", f"parcel {i} arrived broken, courier {i}",
                            now=T0 + i).ok
         assert threading.get_ident() not in emb.threads  # no embedding in the writer's thread
-        assert indexer.spilled >= 6  # beyond the bound only the key is kept
+        assert indexer.spilled == 7  # beyond the bound only the key is kept
         assert set(indexer.pending_keys("acme", "u1")) == {f"ep.{i}" for i in range(10)}
         # Still searchable before any vector is stored: pending keys are candidates.
         got = [r.key for r in m.recall("acme", "u1", 3, query="parcel 9 courier 9", now=T0 + 20)]
         assert got[0] == "ep.9"
+    gate.set()
     m.flush()
     indexed = m.relevance.index.indexed("acme", "u1")
     current = {r.key: r.id for r in m.recall("acme", "u1", 20, now=T0 + 20)}

@@ -349,6 +349,9 @@ class HybridRelevance:
         if self.index is None or not self.use_candidates:
             return None
         n = limit or self.settings.hybrid_candidates
+        # Queued keys are read before the snapshot: a key the indexer stores in between is then in one or
+        # the other (read after the snapshot, it could be in neither and the query would miss it).
+        pending = self.indexer.pending_keys(tenant, user_id) if self.indexer is not None else []
         ux = self.index.load(tenant, user_id)
         kind_names = [k.value for k in kinds] if kinds is not None else None
         state = self._new_state(tenant, user_id, query, ux)
@@ -378,8 +381,7 @@ class HybridRelevance:
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
                                            at_until=at_until, also=also, snapshot=ux)
             keys.update(state.dense)
-        if self.indexer is not None:
-            keys.update(self.indexer.pending_keys(tenant, user_id))
+        keys.update(pending)
         self._local.state = state
         return sorted(keys)
 
