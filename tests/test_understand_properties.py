@@ -308,6 +308,72 @@ def test_round5_scoping(messages: list[str], expected: dict[str, str]) -> None:
     assert got == expected
 
 
+# Sixth round (the "nonuser2" pass over the trap items of dev, more-dev, train, more-train and the train-only files):
+# clause-level cues the filters lacked, each with what must survive beside it — a role reached through the user's
+# unit as the subject ("我们部门经理…", "our department head…") carried to the next clause, an errand for someone else
+# carried the same way ("让我给他订机票，要商务舱"), more people of the user's circle (同桌 / 发小, deskmate / bestie),
+# anyone of it as the speaker ("my classmate says…"; the speaker may be the user's spouse), what the user cannot
+# have ("不能养猫"), idleness offered as a hobby and impossible skills (躺平 / 摸鱼, "fluent in sarcasm"), an offer to
+# answer questions ("ask me anything about…"), a relative's word inside another's title ("孩子他爸") and a comparison
+# ("像小孩").
+@pytest.mark.parametrize(("messages", "expected"), [
+    (["我们项目组组长是广东人，每天六点起床打羽毛球"], {}),
+    (["我们部门经理住在苏州，我住在上海"], {"city": "上海"}),
+    (["our department head lives in Leeds and cycles in every day"], {}),
+    (["My department head is vegan, I'm not"], {}),
+    (["我老板要去深圳开会，让我给他订机票，要商务舱"], {}),
+    (["my boss flies to Berlin on Monday, I have to book him a hotel, somewhere quiet with a gym"], {}),
+    (["我发小在深圳做程序员"], {}),
+    (["my deskmate is vegetarian"], {}),
+    (["my bestie lives in Paris and I live in Lyon"], {"city": "Lyon"}),
+    (["my classmate says Slack is the best way to reach her"], {}),
+    (["my missus says I snore like a tractor"], {"spouse": "my missus"}),
+    (["我住的公寓不能养猫"], {}),
+    (["房东不让养狗，我住在杭州"], {"city": "杭州"}),
+    (["我的爱好是摸鱼，我在杭州上班"], {"work_city": "杭州"}),
+    (["my hobby is napping, professionally"], {}),
+    (["我喜欢爬山"], {"hobbies": "爬山"}),
+    (["I speak fluent sarcasm and a bit of German"], {}),
+    (["阴阳怪气十级，英语四级"], {"languages_spoken": "英语"}),
+    (["ask me anything about Formula 1, I'm obsessed"], {}),
+    (["孩子他爸又出差了，我一个人带两个娃"], {"children": "两个娃"}),
+    (["我家猫叫起来像小孩哭"], {"pets": "猫"}),
+    (["我老公是做金融的"], {"spouse": "老公"}),
+])
+def test_round6_scoping(messages: list[str], expected: dict[str, str]) -> None:
+    got = {c.key: c.value for c in EXTRACTOR.extract(messages, use_llm=False)}
+    assert got == expected
+
+
+def _she_any(s: str) -> str:
+    """`_she` for sources that write a lower-case "i" too ("i'm dyslexic so…")."""
+    return _she(re.sub(r"\bi\b", "I", s))
+
+
+def _circle(role: str) -> Callable[[str], str]:
+    return lambda s: f"{role} {_she_any(s)[4:]}" if _she_any(s).startswith("she ") else f"{role} says {_she_any(s)}"
+
+
+ROUND6_ZH_FORMS = [lambda s: "我们部门经理" + s[1:] if s.startswith("我") else "我们部门经理说" + s.replace("我", "他"),
+                   lambda s: "我老板下周出差，让我给他订酒店，" + _drop_subject(s),
+                   lambda s: "我同桌" + s[1:] if s.startswith("我") else "我同桌说" + s.replace("我", "她"),
+                   lambda s: "我发小" + s[1:] if s.startswith("我") else "我发小觉得" + s.replace("我", "他")]
+ROUND6_EN_FORMS = [_circle("My department head"), _circle("My classmate"), _circle("My bestie"),
+                   lambda s: "Book her a table for Friday, " + _she_any(s)]
+
+
+def test_round6_rewrites_cover_every_bank_source() -> None:
+    assert _leaks(ROUND6_ZH_FORMS, ROUND6_EN_FORMS) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(POSITIVE_ZH + POSITIVE_EN), st.integers(min_value=0, max_value=3))
+def test_round6_rewrites_of_the_handwritten_positives_yield_nothing(utterance: str, which: int) -> None:
+    forms = ROUND6_EN_FORMS if utterance.isascii() else ROUND6_ZH_FORMS
+    rewritten = forms[which % len(forms)](utterance)
+    assert _non_family(rewritten) == [], rewritten
+
+
 # --- everyday facts said in passing (issue 13's examples) and what must not come with them ---------------------
 
 @pytest.mark.parametrize(("messages", "expected"), [

@@ -36,14 +36,17 @@ from usermem.understand.filters import (
     NEGATIVE_OK,
     OTHERS_PARTICULARS,
     QUESTION_START,
+    SPEAKER,
     SUBJECT_OTHER,
     SUPPOSITION,
     UNSAID,
     allowed,
     clause_spans,
+    errand_for_other,
     hypothetical_only_after,
     is_correction,
     mask_quotes,
+    not_a_relative,
     reasons,
     sentence_spans,
 )
@@ -705,6 +708,8 @@ class PatternExtractor:
                 return
             if start >= 0 and overlaps(start, end):
                 return  # one statement, one meaning
+            if not_a_relative(h.key, text, start, end):
+                return  # "孩子他爸", "听着像小孩", "我老婆是教英语的": no child, no name
             chosen.append((h, start, end, method))
 
         # 1. the phrase rules (sentence level, their own filters)
@@ -729,7 +734,8 @@ class PatternExtractor:
                 if "other_person" in why and _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)):
                     why.discard("other_person")  # "我和同事一起遛我家狗": the user is in it too
                 if "third_party" in why:
-                    subject_other = not _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause))
+                    # "让我给他订高铁票，要一等座": an errand for someone else carries them as the subject too
+                    subject_other = not _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)) or errand_for_other(clause)
                     inherited = why & {"third_party", "other_person"}
                 elif subject_other and not _FIRST_PERSON.search(clause):
                     why |= inherited
@@ -824,7 +830,7 @@ class PatternExtractor:
                     FICTION.search(low) or \
                     SUBJECT_OTHER.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
-                    FILTER_REPORTED.search(low) or OTHERS_PARTICULARS.search(low):
+                    FILTER_REPORTED.search(low) or SPEAKER.search(low) or OTHERS_PARTICULARS.search(low):
                 continue
             question = bool(QUESTION.search(original.strip()) or ASKS.search(low))
             # a standing word said of someone else ("领导喜欢看PPT，这次汇报帮我做成PPT") does not make the user's
@@ -881,7 +887,7 @@ _CALL_ME = re.compile(r"(?i:(?<!\bhe )(?<!\bshe )\bcall me|\bknow me as)\s*$|(?:
 _FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
 _OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
                           r"男朋友|女朋友|家人|室友|舍友|邻居|老板|领导|上司|客户|闺蜜|兄弟|组长|经理|主管|导师|教练|师傅|队友|"
-                          r"组员|搭档|前任|网友|学长|学姐|师兄|师姐|师弟|师妹|表[哥姐弟妹]|堂[哥姐弟妹]|舅舅|阿姨|叔叔|姑姑|"
+                          r"组员|搭档|前任|网友|同桌|发小|死党|学长|学姐|师兄|师姐|师弟|师妹|表[哥姐弟妹]|堂[哥姐弟妹]|舅舅|阿姨|叔叔|姑姑|"
                           r"爷爷|奶奶|外婆|外公|公公|婆婆|岳父|岳母|房东)|我们|"
                           r"\bmy\s+(?:\w+\s+)?(?:sister|brother|mum|mom|dad|husband|wife|son|daughter|kids?|friend|mate|"
                           r"colleague|coworker|co-worker|boss|manager|partner|boyfriend|girlfriend|guest|roommate|flatmate|"

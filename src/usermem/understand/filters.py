@@ -76,12 +76,12 @@ OTHERS = re.compile(r"(?<=[\u4e00-\u9fff])的人(?=一般|都|通常|往往|大�
                     r"表弟|表哥|表姐|表妹|堂弟|堂哥|堂姐|堂妹|舅舅|阿姨|姨妈|叔叔|姑姑|侄子|侄女|外甥|嫂子|姐夫|妹夫|亲戚|"
                     r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
-                    r"室友|邻居|客户|同学|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|媳妇|老伴|爱人|儿子|女儿|孩子|男朋友|女朋友|对象|"
+                    r"室友|邻居|客户|同学|同桌|发小|死党|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|媳妇|老伴|爱人|儿子|女儿|孩子|男朋友|女朋友|对象|"
                     r"我先生|我太太|团队|我们公司|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"
-                    r"babysitter|landlord|landlady|housemate|flatmate)\b|\bmy date\b|"
+                    r"babysitter|landlord|landlady|housemate|flatmate|classmate|deskmate|bestie|bff)\b|\bmy date\b|"
                     r"\bthe new (?:intern|guy|girl|hire|starter|manager|boss|colleague|neighbou?rs?)\b|"
                     r"\bthe (?:guy|man|woman|lady|girl|boy|people|kid|couple)\b(?! i\b)|\bnext door\b|"
                     r"\bour (?:intern|guests?|visitors?|neighbou?rs?)\b",
@@ -125,7 +125,7 @@ FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|�
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<![A-Za-z])'[^'\n]{3,}'(?=\W|$)")
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
 # family words included ("my friend told me her wife Sarah..." is not the user's spouse).
-_REPORTER_ZH = (r"朋友|同事|老板|领导|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
+_REPORTER_ZH = (r"朋友|同事|同桌|发小|老板|领导|总监|部长|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
                 r"组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学长|学姐|师兄|师姐|前任|网友|"
                 r"他们|她们|他|她|别人|人家|大家")
 REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?:说|讲|告诉我|觉得|认为|以为|提到)|听说|据说|"
@@ -135,6 +135,13 @@ REPORTED = re.compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?
                       r"(?:says|said|told me|tells me|thinks|thought|reckons|claims|claimed|mentioned|insists)\b|"
                       r"\baccording to\b|\bapparently\b|\brumou?rs? (?:has it|says?|is)\b|\bword (?:is|has it)\b|\bsupposedly\b|"
                       r"\ballegedly\b|\bi(?:'ve)? heard (?:that|he|she|they)\b|传言|传闻|有人说|网上说", re.IGNORECASE)
+# Anyone of the user's circle as the speaker ("my classmate says…", "our department head told me…"): what follows is
+# theirs, though the speaker may be the user's relative ("my missus says I snore": a spouse), so it counts as a third
+# party (family fields stay) rather than as hearsay. Medical people and results are left out: "my doctor says I have
+# high blood pressure" is the user's own condition.
+SPEAKER = re.compile(r"\b(?:my|our)\s+(?:\w+\s+){0,2}?(?!(?:doctor|gp|dentist|physio|therapist|allergist|dietitian|"
+                     r"nutritionist|specialist|consultant|results?|tests?)\s)\w+\s+(?:always\s+|just\s+|also\s+)?"
+                     r"(?:says|said|told me|tells me|thinks|reckons|claims|claimed|insists)\b", re.IGNORECASE)
 # Another person's relatives and animals: "her wife", "他家的猫", "朋友的儿子" are not the user's family.
 OTHERS_FAMILY = re.compile(r"\b(?:his|her|their|your)\s+(?:\w+\s+)?(?:wife|husband|partner|fianc[ée]e?|son|daughter|kids?|"
                            r"children|baby|toddler|boy|girl|twins|dog|cat|puppy|kitten|parrot|hamster|rabbit|fish|"
@@ -180,12 +187,16 @@ NAMED_SUBJECT = re.compile(r"^\s*(?!I\b)[A-Z][a-z]+(?:\s+from\s+\w+)?(?:'s|\s+(?
 _ME = re.compile(r"我|\b(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
 # Someone of the user's circle as the subject of the clause ("我们组长每天七点到公司", "my coach runs every morning"):
 # roles a user may also hold themselves ("我是教练") count only in this position.
-SUBJECT_OTHER = re.compile(r"^\s*(?:(?:我们|咱们|我)(?:的|家)?)(?:组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学生|学长|学姐|"
+# The role may be reached through the user's unit ("我们部门经理", "我们组的组长", "my department head").
+SUBJECT_OTHER = re.compile(r"^\s*(?:(?:我们|咱们|我)(?:的|家)?)(?:(?:部门|组里?|团队|公司|单位|项目组|科室|课题组|实验室|"
+                           r"班上|班里|学校|系里|院里|店里)的?)?(?:部长|总监|老总|组长|经理|主管|导师|教练|师傅|队友|组员|搭档|"
+                           r"学生|学长|学姐|"
                            r"师兄|师姐|师弟|师妹|前任|网友|合伙人|助理|秘书|医生|老师|班主任)(?!是我)|"
                            r"^\s*(?:my|our)\s+(?:\w+\s+)?(?:team ?lead|manager|supervisor|advisor|adviser|coach|teammates?|"
-                           r"students?|assistant|doctor|dentist|therapist|ex|trainer|tutor|teacher|mentor)\b(?!'s)(?!\s+(?:is|are) (?:me|mine)\b)", re.IGNORECASE)
+                           r"students?|assistant|doctor|dentist|therapist|ex|trainer|tutor|teacher|mentor|director|department head|"
+                           r"head of \w+|principal)\b(?!'s)(?!\s+(?:is|are) (?:me|mine)\b)", re.IGNORECASE)
 # People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
-NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|上司|下属|房东|保姆|"
+NON_FAMILY = re.compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|同桌|发小|死党|上司|下属|房东|保姆|"
                         r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
                         r"babysitter|landlord|landlady|housemate|flatmate)\b", re.IGNORECASE)
 # Fields whose value names another person or an animal: a third person in the clause is expected.
@@ -208,6 +219,61 @@ LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_ton
 NOT_IDENTITY = re.compile(r"不是|并非|算不上|谈不上|称不上|\bi'?m not\b|\bi am not\b|\bnot an?\b|\bno longer\b|\bnot really\b|"
                           r"\bwouldn'?t (?:say|call)\b|\bnot exactly\b", re.IGNORECASE)
 IDENTITY_FIELDS = frozenset({"diet", "medical_history", "accessibility", "occupation", "hobbies"})
+
+# An errand the user runs for someone else ("让我给他订高铁票，要一等座", "book him a table, somewhere quiet"): the
+# clause and the clauses after it that name no subject of their own state that person's wishes, not the user's.
+ON_BEHALF = re.compile(r"(?:给|帮|替|为)(?:他|她|他们|她们|老板|领导|上司|客户|同事|朋友|爸妈|父母|我妈|我爸|老妈|老爸|"
+                       r"老婆|老公|孩子|儿子|女儿)(?:们)?(?:订|买|预订|预约|约|挑|选|找|安排|办|准备|报名|叫|点)|"
+                       r"\b(?:book|get|buy|order|find|reserve|pick)\s+(?:him|her|them)\b|"
+                       r"\bon (?:his|her|their) behalf\b|\b(?:booking|ordering|buying|arranging) (?:\w+ )?for (?:him|her|them|"
+                       r"my (?:boss|manager|client|colleague|mum|mom|dad|parents|wife|husband))\b", re.IGNORECASE)
+# What the user cannot do says they do not have it: "我 roommate 对猫过敏，所以我不能养猫", "房东不让养狗"
+# (while "我不能吃辣" is a diet: diet and the health fields are not blocked).
+CANNOT = re.compile(r"(?:不能|不可以|不让|不准|不许|没法|无法)(?!不)|(?:养|住|待)不了")
+CANNOT_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "pets", "employer", "occupation",
+                           "languages_spoken", "education"})
+# Idleness or a vice offered as a hobby or a skill is a joke about oneself ("我的爱好是躺平，特长是拖延", "爱好是发工资
+# 那天", "my hobby is napping"); it sets no hobby or like. A skill no one can have ("fluent in sarcasm", "阴阳怪气十级")
+# makes the whole clause a joke, the language beside it included ("fluent in sarcasm and broken French").
+IDLE_HOBBY = re.compile(r"躺平|摸鱼|划水|拖延|发呆|睡懒觉|睡觉|等外卖|发工资|领工资|发薪|葛优躺|混日子|吃了睡|"
+                        r"\b(?:sleeping|napping|procrastinat\w*|doing nothing|payday|lying around)\b", re.IGNORECASE)
+MOCK_SKILL = re.compile(r"(?:精通|擅长|熟练掌握)(?:阴阳怪气|摸鱼|划水|废话|拖延|躺平|甩锅)|(?:阴阳怪气|摸鱼|划水|废话|拖延|甩锅)十级|"
+                        r"\b(?:fluent|native|bilingual) in (?:sarcasm|emoji|memes?|gibberish|nonsense|dad jokes|excuses|"
+                        r"procrastination|passive[- ]aggressive\w*|corporate[- ]speak|baby talk|swearing)\b|"
+                        r"\bspeak fluent (?:sarcasm|emoji|memes?|gibberish|nonsense|excuses)\b", re.IGNORECASE)
+# Offering to answer questions on a topic ("ask me anything about Netflix", "有啥问题问我就对了") asks for no news on it.
+OFFER = re.compile(r"\bask me (?:anything )?about\b|\bi (?:can|could) tell you (?:all|everything) about\b|问我就对了|"
+                   r"(?:都|尽管)可以问我|尽管问我", re.IGNORECASE)
+OFFER_BLOCKS = frozenset({"news_topics", "likes", "hobbies"})
+# A relative's word inside another relative's title: "孩子他爸" is the user's husband, "the kids' mum" their wife.
+KIN_TITLE = re.compile(r"(?:孩子|娃|儿子|女儿|宝宝)(?:他|她)?(?:爸|妈|爹|娘)|\b(?:the|our|my)\s+kids'?\s+(?:dad|mum|mom|father|"
+                       r"mother)\b", re.IGNORECASE)
+# A comparison ("阿杰听着像小孩", "像个孩子一样", "sounds like a kid") has no relative or animal in it.
+_SIMILE_BEFORE = re.compile(r"(?:像|好像|就像)(?:个|一个|只|一只|条|一条)?\s*$|"
+                            r"\b(?:sounds?|looks?|feels?|acts?|acting|behaves?|behaving)\s+like\s+(?:an?\s+|the\s+)?$|"
+                            r"\blike\s+an?\s+$", re.IGNORECASE)
+# A 是…的 predicate describes a person ("我老婆是教英语的"), it names no one.
+_DESCRIBED_BEFORE = re.compile(r"是\s*(?:个|一个|一名|名|位)?\s*$")
+NAMING_FIELDS = frozenset({"spouse", "children", "pets", "name", "preferred_name"})
+
+
+def not_a_relative(key: str, text: str, start: int, end: int) -> bool:
+    """True when the value `text[start:end]` of a family or name field is only part of someone's title, a comparison
+    or a description: "孩子他爸" (no 孩子 of its own), "听着像小孩", "我老婆是教英语的"."""
+    if key not in NAMING_FIELDS or start < 0:
+        return False
+    if key in FAMILY and any(m.start() <= start and end <= m.end() and not (m.start() == start and m.end() == end)
+                             for m in KIN_TITLE.finditer(text)):
+        return True
+    before = text[max(0, start - 24):start]
+    if key in FAMILY and _SIMILE_BEFORE.search(before):
+        return True
+    return bool(_DESCRIBED_BEFORE.search(before) and text[end:end + 1] == "的")
+
+
+def errand_for_other(clause: str) -> bool:
+    """The clause is an errand for someone else: it and the subjectless clauses after it are that person's."""
+    return ON_BEHALF.search(clause) is not None
 
 
 def clause_spans(text: str) -> list[tuple[int, int]]:
@@ -245,6 +311,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     out = sentence_reasons(before + clause)
     if REPORTED.search(before + clause):
         out.add("reported")
+    elif SPEAKER.search(before + clause):
+        out.add("third_party")
     if sentence is not None and (QUESTION_SENTENCE.search(sentence) or ASKS.search(sentence)):
         out.add("question")
     if sentence is not None and DISOWN_TAIL.search(sentence):
@@ -271,6 +339,16 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("not_identity")
     if NEGATED_TASTE.search(c):
         out.add("not_taste")
+    if ON_BEHALF.search(c):
+        out.add("third_party")
+    if CANNOT.search(c):
+        out.add("cannot")
+    if IDLE_HOBBY.search(c):
+        out.add("idle_hobby")
+    if MOCK_SKILL.search(c):
+        out.add("joke")
+    if OFFER.search(c):
+        out.add("offer")
     if ONE_OFF.search(c):
         out.add("one_off")
     if WISH.search(c):
@@ -307,6 +385,12 @@ def allowed(field: str, why: Iterable[str]) -> bool:
     if "not_identity" in why and field in IDENTITY_FIELDS:
         return False
     if "not_taste" in why and field in TASTE_FIELDS:
+        return False
+    if "idle_hobby" in why and field in TASTE_FIELDS:
+        return False
+    if "cannot" in why and field in CANNOT_BLOCKS:
+        return False
+    if "offer" in why and field in OFFER_BLOCKS:
         return False
     if "wish" in why and field in WISH_BLOCKS:
         return False
