@@ -345,6 +345,25 @@ def test_round6_scoping(messages: list[str], expected: dict[str, str]) -> None:
     assert got == expected
 
 
+# A later turn that gives an earlier value to someone else or takes it back removes it, with or without a correction
+# marker; the value it keeps is untouched.
+@pytest.mark.parametrize(("messages", "gone", "kept"), [
+    (["我家兔子叫雪球", "不对，雪球是我表姐家的，我家的叫奶糖"], "雪球", None),
+    (["my dog is called Biscuit", "sorry, Biscuit is my neighbour's. ours is Mango"], "Biscuit", None),
+    (["我对芒果过敏", "说错了，不是芒果，是菠萝"], "芒果", None),
+    (["I'm allergic to codeine", "wait, it's morphine, codeine's fine"], "codeine", None),
+    (["我对芒果过敏", "芒果过敏挺严重的，吃一口就起疹子"], None, "芒果"),
+    (["I'm allergic to codeine", "codeine is the worst, I end up in hospital"], None, "codeine"),
+])
+def test_round6_a_later_turn_disowns_an_earlier_value(messages: list[str], gone: str | None, kept: str | None) -> None:
+    values = [str(v) for c in EXTRACTOR.extract(messages, use_llm=False)
+              for v in (c.value if isinstance(c.value, list) else [c.value])]
+    if gone is not None:
+        assert not any(gone.lower() in v.lower() for v in values), values
+    if kept is not None:
+        assert kept in values, values
+
+
 def _she_any(s: str) -> str:
     """`_she` for sources that write a lower-case "i" too ("i'm dyslexic so…")."""
     return _she(re.sub(r"\bi\b", "I", s))

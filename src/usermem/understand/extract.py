@@ -42,6 +42,7 @@ from usermem.understand.filters import (
     UNSAID,
     allowed,
     clause_spans,
+    disowned_earlier,
     errand_for_other,
     hypothetical_only_after,
     is_correction,
@@ -649,9 +650,19 @@ class PatternExtractor:
                           and normalise(str(c.value)) in normalise(msg.content)}
                 per_message[-1] = (per_message[-1][0],
                                    [c for c in before if (c.key, normalise(str(c.value))) not in theirs])
+            if per_message:
+                # "团子是我朋友家的", "Luna's my sister's", "不是虾，是蟹": the earlier value was someone else's, or wrong
+                gone = {(c.key, normalise(str(c.value))) for c in before if isinstance(c.value, str)
+                        and disowned_earlier(msg.content, c.value)}
+                if gone:
+                    theirs |= gone
+                    per_message[-1] = (per_message[-1][0], [c for c in per_message[-1][1]
+                                                            if (c.key, normalise(str(c.value))) not in gone])
             if per_message and is_correction(msg.content):
+                # a value the turn disowns is no correction either ("Biscuit is my neighbour's", "不是芒果")
                 cands = [c for c in self._corrected(before, msg, cands)
-                         if (c.key, normalise(str(c.value))) not in theirs]
+                         if (c.key, normalise(str(c.value))) not in theirs
+                         and not any(k == c.key and v in normalise(str(c.value)) for k, v in theirs)]
                 fixed = {c.key for c in cands}
                 per_message[-1] = (per_message[-1][0], [c for c in per_message[-1][1] if c.key not in fixed])
             per_message.append((msg.index, cands))

@@ -271,6 +271,31 @@ def not_a_relative(key: str, text: str, start: int, end: int) -> bool:
     return bool(_DESCRIBED_BEFORE.search(before) and text[end:end + 1] == "的")
 
 
+# Whose a value said in an earlier turn really is, or that it was wrong: "是丸子，团子是我朋友家的", "Luna's my sister's",
+# "豆豆是我妈家的狗", "不是虾，是蟹", "aspirin's fine", "其他坚果还好".
+_OWNER = (r"(?:我|my\s+|our\s+)?(?:\w+\s+)?(?:朋友|同事|同学|邻居|室友|舍友|闺蜜|老板|领导|客户|妈|爸|姐|哥|弟|妹|老公|老婆|"
+          r"儿子|女儿|表[哥姐弟妹]|堂[哥姐弟妹]|阿姨|叔叔|奶奶|爷爷|外婆|外公|"
+          r"(?i:friend|colleague|coworker|neighbou?r|roommate|flatmate|sister|brother|mum|mom|dad|mother|father|"
+          r"husband|wife|partner|boss|cousin|aunt|uncle|son|daughter))")
+_THEIRS_AFTER = re.compile(r"\s*(?:是|(?i:'s|’s|\s+is|\s+was)\s+)" + _OWNER + r"(?:家)?(?:的|(?i:'s|’s))")
+_FINE_AFTER = re.compile(r"\s*(?:没事|没问题|能用|能吃|还好|不过敏|(?i:'s fine|’s fine|\s+is fine|'s ok|\s+is ok|"
+                         r"\s+is okay|'s okay)\b)")
+_DENIED_BEFORE = re.compile(r"(?:不是|并不是|(?i:\bnot|n't))\s*$")
+
+
+def disowned_earlier(text: str, value: str) -> bool:
+    """True when `text` (a later turn) gives an earlier value to someone else or takes it back: "团子是我朋友家的",
+    "Luna's my sister's", "不是虾，是蟹", "aspirin's fine"."""
+    value = value.strip()
+    if len(value) < 2 and not re.fullmatch(r"[\u4e00-\u9fff]", value):
+        return False
+    for m in re.finditer(re.escape(value), text, re.IGNORECASE):
+        if _THEIRS_AFTER.match(text, m.end()) or _FINE_AFTER.match(text, m.end()) or \
+                _DENIED_BEFORE.search(text[max(0, m.start() - 6):m.start()]):
+            return True
+    return False
+
+
 def errand_for_other(clause: str) -> bool:
     """The clause is an errand for someone else: it and the subjectless clauses after it are that person's."""
     return ON_BEHALF.search(clause) is not None
