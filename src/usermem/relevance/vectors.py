@@ -16,11 +16,13 @@ change of the user's vectors bumps a per-user generation number in `relevance_ge
 transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
 statement a query recall already made), so a change made elsewhere is seen by the next recall and a
 snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
-On PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a
-rebuild after a change reuses the stale snapshot's vectors of rows whose version (xmin), memory id and model
-did not change and reads only the others (DELTA_KEYS at most by key, else all); a user whose matrix alone
-exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`, exact, no ANN
-index).
+A rebuild after a change reuses the stale snapshot's vectors of rows whose version, memory id and model did
+not change and reads only the others: on SQLite the row's `ver` column (the user's generation when the row
+was written; migration 0009), whose index terms and language flags are reused too (DELTA_SHARE of the rows
+at most, else all are read); on PostgreSQL the row's xmin (DELTA_KEYS at most by key, else all). On
+PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a user
+whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`,
+exact, no ANN index).
 
 Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
 memory (`erase`, `drop_orphans`).
@@ -74,11 +76,17 @@ class UserIndex:
     _bm25: BM25Index | None = field(default=None, repr=False)
     position: dict[str, int] = field(default_factory=dict)
     _sorted: tuple[list[str], list[int]] | None = field(default=None, repr=False)
-    # PostgreSQL: each row's version (its xmin: a new one with every insert or update of the row), so the
-    # next snapshot reuses the vectors of rows that did not change and reads the others only.
-    versions: list[int] | None = field(default=None, repr=False)
+    # Each row's version (PostgreSQL: its xmin; SQLite: its `ver` column, the user's generation when the row
+    # was written; None: unversioned, never reused), so the next snapshot reuses the vectors of rows that did
+    # not change and reads the others only.
+    versions: list[int | None] | None = field(default=None, repr=False)
+    # SQLite: a row of the current model held a vector of another size (left zero): the next build is full.
+    ragged: bool = field(default=False, repr=False)
     # Per row: the memory's own words hold Chinese characters (HybridRelevance.row_chinese, once per snapshot).
     chinese: np.ndarray | None = field(default=None, repr=False)
+    # (flags, positions): `chinese` of the rows carried over from the previous snapshot, and the positions of
+    # the rows whose flag is still to compute (row_chinese computes only those).
+    chinese_seed: tuple[np.ndarray, list[int]] | None = field(default=None, repr=False)
     # The last query vector and its cosines with every row (`cosines`): one recall's candidate steps read them twice.
     _last_cosines: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
@@ -320,15 +328,18 @@ class SQLiteVectorIndex(_CacheMixin):
             return
         with self._sql(write=True) as c:
             # Only index a version that is still current: a late write of an old version must not win.
+            # `ver`: the row's version, the user's generation after this transaction's bump (below), so the
+            # next snapshot of any process reuses the rows whose version it already holds (_build).
             c.executemany(
-                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
-                " SELECT ?,?,?,?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM memories WHERE id=? AND"
+                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens,"
+                " ver) SELECT ?,?,?,?,?,?,?,?,?,?, coalesce((SELECT gen FROM relevance_generation WHERE tenant=?"
+                " AND user_id=?), 0) + 1 WHERE EXISTS (SELECT 1 FROM memories WHERE id=? AND"
                 " superseded_by IS NULL AND deleted_at IS NULL)"
                 " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
                 " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
-                " tokens=excluded.tokens",
+                " tokens=excluded.tokens, ver=excluded.ver",
                 [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]), _blob(r.vec),
-                  " ".join(r.tokens), r.memory_id) for r in rows])
+                  " ".join(r.tokens), r.tenant, r.user_id, r.memory_id) for r in rows])
             c.executemany(_BUMP, sorted({(r.tenant, r.user_id) for r in rows}))
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
@@ -368,27 +379,117 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
         gen = self._gen(tenant, user_id)
-        return self._cached(tenant, user_id, gen, lambda _stale: self._build(tenant, user_id, gen))
+        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
 
     def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
         return []  # in-process: a read is no round trip
 
-    def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
+    DELTA_SHARE = 0.5  # a rebuild reads the changed rows by key while they are at most this share, else all
+
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+        """The user's snapshot. With the `stale` one it replaces, the vectors, index terms and language flags
+        of rows whose version (`ver`, set at every write of the row), memory id and model are unchanged are
+        taken from it, and only the other rows' vectors and terms are read (after one write: one row's
+        instead of the user's all); a row that is gone (erased) is never carried over. Both reads run in one
+        read transaction, so they see the same rows."""
         with self._sql(tenant) as c:
-            rows = c.execute(
-                "SELECT key, memory_id, kind, at, model, vec, tokens FROM relevance_vectors"
-                " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
+            own = not c.in_transaction  # a caller's open transaction already gives one view
+            if own:
+                c.execute("BEGIN")
+            try:
+                if stale is None or stale.versions is None or stale.ragged:
+                    return self._full(c, tenant, user_id, gen)
+                meta = c.execute("SELECT key, memory_id, kind, at, model, ver FROM relevance_vectors"
+                                 " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
+                return self._delta(c, tenant, user_id, gen, stale, meta)
+            finally:
+                if own:
+                    c.execute("COMMIT")
+
+    def _full(self, c: Any, tenant: str, user_id: str, gen: int) -> UserIndex:
+        rows = c.execute(
+            "SELECT key, memory_id, kind, at, model, ver, vec, tokens FROM relevance_vectors"
+            " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
         current = [r[4] == self.model_id for r in rows]
-        dim = next((len(r[5]) // 4 for r, ok in zip(rows, current, strict=True) if ok), 0)
+        dim = next((len(r[6]) // 4 for r, ok in zip(rows, current, strict=True) if ok), 0)
         matrix = np.zeros((len(rows), dim), dtype=np.float32)
+        ragged = False
         for i, (r, ok) in enumerate(zip(rows, current, strict=True)):
-            if ok and len(r[5]) == dim * 4:
-                matrix[i] = np.frombuffer(r[5], dtype=np.float32)
+            if ok:
+                if len(r[6]) == dim * 4:
+                    matrix[i] = np.frombuffer(r[6], dtype=np.float32)
+                else:
+                    ragged = True  # another size under the current model: left zero (the next rebuild is full)
         return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
                          kinds=np.array([r[2] for r in rows], dtype=object),
                          at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
                          matrix=matrix, has_vec=np.array(current, dtype=bool),
-                         tokens=[tuple(r[6].split()) for r in rows])
+                         tokens=[tuple(r[7].split()) for r in rows], versions=[r[5] for r in rows], ragged=ragged)
+
+    def _delta(self, c: Any, tenant: str, user_id: str, gen: int, stale: UserIndex,
+               meta: Sequence[tuple[Any, ...]]) -> UserIndex:
+        """_build from the stale snapshot and the rows' (key, memory_id, kind, at, model, ver), read just now."""
+        n = len(meta)
+        ok = [r[4] == self.model_id for r in meta]
+        s_pos, s_ver, s_ids, s_models = stale.position, stale.versions, stale.ids, stale.models
+        assert s_ver is not None
+        s_ok = stale.has_vec.tolist()
+        here: list[int] = []  # positions in the new snapshot of the rows taken over ...
+        there: list[int] = []  # ... and their positions in the stale one
+        fresh: list[int] = []
+        for i, r in enumerate(meta):
+            p = s_pos.get(r[0])
+            if (p is not None and r[5] is not None and s_ver[p] == r[5] and s_ids[p] == r[1]
+                    and s_models[p] == r[4] and s_ok[p] == ok[i]):
+                here.append(i)
+                there.append(p)
+            else:
+                fresh.append(i)
+        if len(fresh) > self.DELTA_SHARE * n:
+            return self._full(c, tenant, user_id, gen)
+        got: dict[str, tuple[bytes, str]] = {}
+        keys = [meta[i][0] for i in fresh]
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            got.update((r[0], (r[1], r[2])) for r in c.execute(
+                "SELECT key, vec, tokens FROM relevance_vectors WHERE tenant=? AND user_id=? AND key IN"
+                f" ({','.join('?' * len(part))})", (tenant, user_id, *part)))
+        prev = stale.matrix
+        carried = any(ok[i] for i in here)
+        if carried:
+            assert prev is not None
+            dim = prev.shape[1]
+        else:
+            dim = next((len(got[meta[i][0]][0]) // 4 for i in fresh if ok[i]), 0)
+        if any(ok[i] and len(got[meta[i][0]][0]) != dim * 4 for i in fresh):
+            return self._full(c, tenant, user_id, gen)  # vectors of another size under one model: as a full build
+        matrix = np.zeros((n, dim), dtype=np.float32)
+        if carried and prev is not None:
+            matrix[here] = prev[there]
+        vec_rows = [i for i in fresh if ok[i]]
+        if vec_rows and dim:
+            matrix[vec_rows] = np.frombuffer(b"".join([got[meta[i][0]][0] for i in vec_rows]),
+                                             dtype=np.float32).reshape(len(vec_rows), dim)
+        tokens: list[tuple[str, ...]] = [()] * n
+        s_tokens = stale.tokens
+        for i, p in zip(here, there, strict=True):
+            tokens[i] = s_tokens[p]
+        for i in fresh:
+            tokens[i] = tuple(got[meta[i][0]][1].split())
+        ux = UserIndex(gen=gen, keys=[r[0] for r in meta], ids=[r[1] for r in meta],
+                       kinds=np.array([r[2] for r in meta], dtype=object),
+                       at=np.array([r[3] for r in meta], dtype=np.float64), models=[r[4] for r in meta],
+                       matrix=matrix, has_vec=np.array(ok, dtype=bool), tokens=tokens,
+                       versions=[r[5] for r in meta])
+        if stale.chinese is not None and len(stale.chinese) == len(stale.keys):
+            flags = np.zeros(n, dtype=bool)
+            flags[here] = stale.chinese[there]
+            ux.chinese_seed = (flags, fresh)  # HybridRelevance.row_chinese computes the fresh rows' flags only
+        if ux.keys == stale.keys:
+            ux._sorted = stale._sorted  # the sorted keys (`under`)
+            if not fresh:
+                ux._bm25 = stale._bm25  # the same index terms in the same order
+        return ux
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
