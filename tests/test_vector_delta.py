@@ -174,7 +174,11 @@ def test_after_one_write_the_other_instance_reads_one_row(pair: tuple[Memory, Me
     finally:
         conn.set_trace_callback(None)
     blobs = [s for s in seen if " vec," in s]
-    assert len(blobs) == 1 and "key IN ('w03')" in blobs[0], seen
+    assert len(blobs) == 2 and not any(s.startswith("SELECT key FROM") for s in seen), seen
+    assert [r[0] for b in blobs for r in conn.execute(b).fetchall()] == ["w03"]  # the one row written since
+    for b in blobs:  # ranges of the version index: no other row of the user is visited
+        plan = " ".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + b))
+        assert "relevance_vectors_version (tenant=? AND user_id=? AND ver" in plan, plan
     assert after is not before and after.keys == before.keys
     assert after.tokens[3] == ("parcel", "refund") and after.tokens[:3] == before.tokens[:3]
     assert flags.tolist() == [*zh[:3].tolist(), False, *zh[4:].tolist()]
@@ -190,9 +194,10 @@ def test_a_file_from_before_row_versions_keeps_its_vectors_and_reuses_them(tmp_p
         assert m.write("t", "u", "episode", f"k{i}", w, now=T0).ok
     m.flush()
     m.close()
-    c = sqlite3.connect(path)  # back to the schema of the release before: no column, no triggers
+    c = sqlite3.connect(path)  # back to the schema of the release before: no column, index or triggers
     c.execute("DROP TRIGGER relevance_vectors_unversioned_insert")
     c.execute("DROP TRIGGER relevance_vectors_unversioned_update")
+    c.execute("DROP INDEX relevance_vectors_version")
     c.execute("ALTER TABLE relevance_vectors DROP COLUMN ver")
     c.execute("DELETE FROM schema_migrations WHERE version = 9")
     c.commit()

@@ -60,6 +60,15 @@ class VectorRow:
     tokens: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class RowVersions:
+    """SQLite: what rebuilding the next snapshot from this one needs (SQLiteVectorIndex._delta)."""
+
+    model: str | None  # the index's model when the snapshot was built (has_vec)
+    top: int  # the highest row version in the snapshot (-1: none)
+    unversioned: list[int]  # positions of rows without a version (read again at every rebuild)
+
+
 @dataclass
 class UserIndex:
     """One user's indexed rows, as arrays (a snapshot at generation `gen`)."""
@@ -80,8 +89,9 @@ class UserIndex:
     # was written; None: unversioned, never reused), so the next snapshot reuses the vectors of rows that did
     # not change and reads the others only.
     versions: list[int | None] | None = field(default=None, repr=False)
-    # SQLite: a row of the current model held a vector of another size (left zero): the next build is full.
-    ragged: bool = field(default=False, repr=False)
+    # SQLite: what the next snapshot is rebuilt from; None: the next build is full (also when a row of the
+    # current model held a vector of another size, left zero).
+    delta: RowVersions | None = field(default=None, repr=False)
     # Per row: the memory's own words hold Chinese characters (HybridRelevance.row_chinese, once per snapshot).
     chinese: np.ndarray | None = field(default=None, repr=False)
     # (flags, positions): `chinese` of the rows carried over from the previous snapshot, and the positions of
@@ -91,7 +101,8 @@ class UserIndex:
     _last_cosines: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.position = {k: i for i, k in enumerate(self.keys)}
+        if len(self.position) != len(self.keys):  # given: the previous snapshot's, for the same keys
+            self.position = {k: i for i, k in enumerate(self.keys)}
 
     def cosines(self, q: np.ndarray) -> np.ndarray:
         """`matrix @ q` for every row (the matrix must be set), kept for the same query vector object: the
@@ -384,24 +395,23 @@ class SQLiteVectorIndex(_CacheMixin):
     def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
         return []  # in-process: a read is no round trip
 
-    DELTA_SHARE = 0.5  # a rebuild reads the changed rows by key while they are at most this share, else all
+    DELTA_SHARE = 0.5  # a rebuild reads the changed rows alone while they are at most this share, else all
 
     def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
-        """The user's snapshot. With the `stale` one it replaces, the vectors, index terms and language flags
-        of rows whose version (`ver`, set at every write of the row), memory id and model are unchanged are
-        taken from it, and only the other rows' vectors and terms are read (after one write: one row's
-        instead of the user's all); a row that is gone (erased) is never carried over. Both reads run in one
-        read transaction, so they see the same rows."""
+        """The user's snapshot. With the `stale` one it replaces, only the rows written since are read (their
+        version is above the stale snapshot's highest, or unversioned); every other row still there is the
+        stale snapshot's, unchanged: its vector, index terms and language flag are carried over. A row that
+        is gone (erased) is never carried over. The reads run in one read transaction (one view)."""
         with self._sql(tenant) as c:
             own = not c.in_transaction  # a caller's open transaction already gives one view
             if own:
                 c.execute("BEGIN")
             try:
-                if stale is None or stale.versions is None or stale.ragged:
-                    return self._full(c, tenant, user_id, gen)
-                meta = c.execute("SELECT key, memory_id, kind, at, model, ver FROM relevance_vectors"
-                                 " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
-                return self._delta(c, tenant, user_id, gen, stale, meta)
+                if stale is not None and stale.versions is not None and stale.delta is not None:
+                    ux = self._delta(c, tenant, user_id, gen, stale)
+                    if ux is not None:
+                        return ux
+                return self._full(c, tenant, user_id, gen)
             finally:
                 if own:
                     c.execute("COMMIT")
@@ -420,74 +430,120 @@ class SQLiteVectorIndex(_CacheMixin):
                     matrix[i] = np.frombuffer(r[6], dtype=np.float32)
                 else:
                     ragged = True  # another size under the current model: left zero (the next rebuild is full)
+        versions = [r[5] for r in rows]
+        delta = None if ragged else RowVersions(
+            self.model_id, max((v for v in versions if v is not None), default=-1),
+            [i for i, v in enumerate(versions) if v is None])
         return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
                          kinds=np.array([r[2] for r in rows], dtype=object),
                          at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
                          matrix=matrix, has_vec=np.array(current, dtype=bool),
-                         tokens=[tuple(r[7].split()) for r in rows], versions=[r[5] for r in rows], ragged=ragged)
+                         tokens=[tuple(r[7].split()) for r in rows], versions=versions, delta=delta)
 
-    def _delta(self, c: Any, tenant: str, user_id: str, gen: int, stale: UserIndex,
-               meta: Sequence[tuple[Any, ...]]) -> UserIndex:
-        """_build from the stale snapshot and the rows' (key, memory_id, kind, at, model, ver), read just now."""
-        n = len(meta)
-        ok = [r[4] == self.model_id for r in meta]
-        s_pos, s_ver, s_ids, s_models = stale.position, stale.versions, stale.ids, stale.models
-        assert s_ver is not None
-        s_ok = stale.has_vec.tolist()
-        here: list[int] = []  # positions in the new snapshot of the rows taken over ...
-        there: list[int] = []  # ... and their positions in the stale one
-        fresh: list[int] = []
-        for i, r in enumerate(meta):
-            p = s_pos.get(r[0])
-            if (p is not None and r[5] is not None and s_ver[p] == r[5] and s_ids[p] == r[1]
-                    and s_models[p] == r[4] and s_ok[p] == ok[i]):
-                here.append(i)
-                there.append(p)
-            else:
-                fresh.append(i)
-        if len(fresh) > self.DELTA_SHARE * n:
-            return self._full(c, tenant, user_id, gen)
-        got: dict[str, tuple[bytes, str]] = {}
-        keys = [meta[i][0] for i in fresh]
-        for start in range(0, len(keys), 500):
-            part = keys[start:start + 500]
-            got.update((r[0], (r[1], r[2])) for r in c.execute(
-                "SELECT key, vec, tokens FROM relevance_vectors WHERE tenant=? AND user_id=? AND key IN"
-                f" ({','.join('?' * len(part))})", (tenant, user_id, *part)))
-        prev = stale.matrix
-        carried = any(ok[i] for i in here)
-        if carried:
-            assert prev is not None
-            dim = prev.shape[1]
-        else:
-            dim = next((len(got[meta[i][0]][0]) // 4 for i in fresh if ok[i]), 0)
-        if any(ok[i] and len(got[meta[i][0]][0]) != dim * 4 for i in fresh):
-            return self._full(c, tenant, user_id, gen)  # vectors of another size under one model: as a full build
-        matrix = np.zeros((n, dim), dtype=np.float32)
-        if carried and prev is not None:
-            matrix[here] = prev[there]
-        vec_rows = [i for i in fresh if ok[i]]
+    _CHANGED = ("SELECT key, memory_id, kind, at, model, ver, vec, tokens FROM relevance_vectors"
+                " WHERE tenant=? AND user_id=? AND {}")
+
+    def _delta(self, c: Any, tenant: str, user_id: str, gen: int, stale: UserIndex) -> UserIndex | None:
+        """_build from the stale snapshot, or None (a full build is due: many rows changed, another model, ...).
+
+        Versions only grow: a write sets the row's `ver` to the user's generation + 1 and bumps the generation
+        in its transaction, so every row written after the stale snapshot was read has a version above all of
+        the stale snapshot's (`top`), and a row whose version is at most `top` is still the one the stale
+        snapshot holds (generations never go back: relevance_generation rows are never deleted). Each read
+        is a range of the (tenant, user_id, ver, key) index: no row of the user is visited but the changed."""
+        base, s_keys, s_ver, prev = stale.delta, stale.keys, stale.versions, stale.matrix
+        if base is None or s_ver is None or prev is None or base.model != self.model_id:
+            return None
+        args = (tenant, user_id, base.top)
+        changed = c.execute(self._CHANGED.format("ver > ?"), args).fetchall()
+        changed += c.execute(self._CHANGED.format("ver IS NULL"), args[:2]).fetchall()
+        if len(changed) > self.DELTA_SHARE * len(s_keys):
+            return None
+        changed.sort(key=lambda r: r[0])  # as ORDER BY key: by code point
+        drop = set(base.unversioned)  # stale rows not carried over: unversioned, rewritten, erased
+        where = stale.position.get
+        for r in changed:
+            p = where(r[0])
+            if p is not None:
+                drop.add(p)
+        (still,) = c.execute("SELECT count(*) FROM relevance_vectors WHERE tenant=? AND user_id=? AND ver <= ?",
+                             args).fetchone()
+        if still != len(s_keys) - len(drop):  # rows were erased since: which of the stale ones are left
+            present = {r[0] for r in c.execute(
+                "SELECT key FROM relevance_vectors WHERE tenant=? AND user_id=? AND ver <= ?", args)}
+            drop.update(p for p, k in enumerate(s_keys) if k not in present)
+        gone = sorted(drop)
+        ok_changed = [r[4] == self.model_id for r in changed]
+        kept_vec = int(stale.has_vec.sum()) - int(stale.has_vec[gone].sum())
+        dim = prev.shape[1] if kept_vec else next(  # the vectors kept set the size, else the first new one
+            (len(r[6]) // 4 for r, ok in zip(changed, ok_changed, strict=True) if ok), 0)
+        if any(ok and len(r[6]) != dim * 4 for r, ok in zip(changed, ok_changed, strict=True)):
+            return None  # vectors of another size under one model: as a full build
+        block = np.zeros((len(changed), dim), dtype=np.float32)  # the changed rows' vectors
+        vec_rows = [i for i, ok in enumerate(ok_changed) if ok]
         if vec_rows and dim:
-            matrix[vec_rows] = np.frombuffer(b"".join([got[meta[i][0]][0] for i in vec_rows]),
-                                             dtype=np.float32).reshape(len(vec_rows), dim)
-        tokens: list[tuple[str, ...]] = [()] * n
-        s_tokens = stale.tokens
-        for i, p in zip(here, there, strict=True):
-            tokens[i] = s_tokens[p]
-        for i in fresh:
-            tokens[i] = tuple(got[meta[i][0]][1].split())
-        ux = UserIndex(gen=gen, keys=[r[0] for r in meta], ids=[r[1] for r in meta],
-                       kinds=np.array([r[2] for r in meta], dtype=object),
-                       at=np.array([r[3] for r in meta], dtype=np.float64), models=[r[4] for r in meta],
-                       matrix=matrix, has_vec=np.array(ok, dtype=bool), tokens=tokens,
-                       versions=[r[5] for r in meta])
-        if stale.chinese is not None and len(stale.chinese) == len(stale.keys):
-            flags = np.zeros(n, dtype=bool)
-            flags[here] = stale.chinese[there]
-            ux.chinese_seed = (flags, fresh)  # HybridRelevance.row_chinese computes the fresh rows' flags only
-        if ux.keys == stale.keys:
+            block[vec_rows] = np.frombuffer(b"".join([changed[i][6] for i in vec_rows]),
+                                            dtype=np.float32).reshape(len(vec_rows), dim)
+        new_keys = [r[0] for r in changed]
+        new_ver = [r[5] for r in changed]
+        columns: dict[str, list[Any]] = {"ids": [r[1] for r in changed], "models": [r[4] for r in changed],
+                                         "tokens": [tuple(r[7].split()) for r in changed], "versions": new_ver}
+        if new_keys == [s_keys[p] for p in gone]:  # rows rewritten in place (the usual write): one copy each
+            at_pos: list[int] = gone
+            n = len(s_keys)
+            ins: list[int] = []
+            lists: dict[str, list[Any]] = {name: list(old) for name, old in (("ids", stale.ids), ("models", stale.models),
+                                                       ("tokens", stale.tokens), ("versions", s_ver))}
+            for name, new in columns.items():
+                out = lists[name]
+                for p, item in zip(gone, new, strict=True):
+                    out[p] = item
+            keys, position = s_keys, stale.position
+            kinds, at, has_vec = stale.kinds.copy(), stale.at.copy(), stale.has_vec.copy()
+            matrix = prev.copy() if kept_vec else np.zeros((n, dim), dtype=np.float32)
+            kept = np.delete(np.arange(n), gone)
+        else:  # rows came or went: delete, then insert at the merge positions
+            kept = np.delete(np.arange(len(s_keys)), gone)
+
+            def merged(old: list[Any], new: list[Any], pos: list[int]) -> list[Any]:
+                out = list(old)
+                for p in reversed(gone):
+                    del out[p]
+                for p, item in zip(pos, new, strict=True):  # ascending: each counts the inserts before it
+                    out.insert(p, item)
+                return out
+
+            kept_keys = merged(s_keys, [], [])
+            ins = [bisect_left(kept_keys, k) for k in new_keys]
+            at_pos = [p + i for i, p in enumerate(ins)]
+            keys = merged(s_keys, new_keys, at_pos)
+            n, position = len(keys), {}
+            lists = {name: merged(old, columns[name], at_pos) for name, old in (
+                ("ids", stale.ids), ("models", stale.models), ("tokens", stale.tokens), ("versions", s_ver))}
+            kinds = np.insert(stale.kinds[kept], ins, np.array([r[2] for r in changed], dtype=object))
+            at = np.insert(stale.at[kept], ins, [float(r[3]) for r in changed])
+            has_vec = np.insert(stale.has_vec[kept], ins, ok_changed)
+            matrix = (np.insert(prev[kept], ins, block, axis=0) if kept_vec
+                      else np.zeros((n, dim), dtype=np.float32))
+        if at_pos:
+            kinds[at_pos] = [r[2] for r in changed]
+            at[at_pos] = [r[3] for r in changed]
+            has_vec[at_pos] = ok_changed
+            if dim:
+                matrix[at_pos] = block
+        versions = lists["versions"]
+        top = max([base.top, *(v for v in new_ver if v is not None)])
+        ux = UserIndex(gen=gen, keys=keys, ids=lists["ids"], kinds=kinds, at=at, models=lists["models"],
+                       matrix=matrix, has_vec=has_vec, tokens=lists["tokens"], position=position,
+                       versions=versions, delta=RowVersions(self.model_id, top,
+                                                            [at_pos[i] for i, v in enumerate(new_ver) if v is None]))
+        if stale.chinese is not None and len(stale.chinese) == len(s_keys):
+            # row_chinese copies the flags before it sets the changed rows'
+            flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
+            ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
+        if keys is s_keys:
             ux._sorted = stale._sorted  # the sorted keys (`under`)
-            if not fresh:
+            if not changed:
                 ux._bm25 = stale._bm25  # the same index terms in the same order
         return ux
 

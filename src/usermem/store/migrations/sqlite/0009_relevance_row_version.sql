@@ -6,7 +6,9 @@
 -- A writer that does not set `ver` (a process still running an earlier version, a hand-made statement)
 -- leaves the row unversioned (NULL) through the triggers below: such a row is read again at every rebuild,
 -- never reused.
+-- The index serves the rebuild's reads: the rows above a version, the count and keys of those at or below.
 ALTER TABLE relevance_vectors ADD COLUMN ver INTEGER DEFAULT 0;
+CREATE INDEX relevance_vectors_version ON relevance_vectors (tenant, user_id, ver, key);
 CREATE TRIGGER relevance_vectors_unversioned_insert AFTER INSERT ON relevance_vectors
 WHEN NEW.ver IS NOT NULL AND NEW.ver <= 0
 BEGIN
