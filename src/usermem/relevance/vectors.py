@@ -16,10 +16,11 @@ change of the user's vectors bumps a per-user generation number in `relevance_ge
 transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
 statement a query recall already made), so a change made elsewhere is seen by the next recall and a
 snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
-A rebuild after a change reuses the stale snapshot's vectors of rows whose version, memory id and model did
-not change and reads only the others: on SQLite the row's `ver` column (the user's generation when the row
-was written; migration 0009), whose index terms and language flags are reused too (DELTA_SHARE of the rows
-at most, else all are read); on PostgreSQL the row's xmin (DELTA_KEYS at most by key, else all). On
+A rebuild after a change reuses the stale snapshot's rows that did not change and reads only the others: on
+SQLite the rows whose `ver` (the user's generation when the row was written; migration 0009) is above the
+stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the others
+keeping their vectors, index terms and language flags; on PostgreSQL the vectors of rows whose version
+(xmin), memory id and model are unchanged (DELTA_KEYS at most read by key, else all). On
 PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a user
 whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`,
 exact, no ANN index).
