@@ -250,7 +250,16 @@ class HybridRelevance:
 
     def row_chinese(self, ux: UserIndex) -> np.ndarray:
         """Per row of the snapshot: the memory is Chinese (`own_words_chinese`); computed once per snapshot."""
-        if ux.chinese is None or len(ux.chinese) != len(ux.keys):
+        if ux.chinese is not None and len(ux.chinese) == len(ux.keys):
+            return ux.chinese
+        seed = ux.chinese_seed
+        if seed is not None and len(seed[0]) == len(ux.keys):  # the rows carried over keep their flags
+            flags = seed[0].copy()
+            for i in seed[1]:
+                flags[i] = own_words_chinese(ux.tokens[i], self._head(ux.keys[i]))
+            ux.chinese = flags
+            ux.chinese_seed = None
+        else:
             ux.chinese = np.fromiter((own_words_chinese(toks, self._head(key))
                                       for toks, key in zip(ux.tokens, ux.keys, strict=True)),
                                      dtype=bool, count=len(ux.keys))

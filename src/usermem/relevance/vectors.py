@@ -16,11 +16,14 @@ change of the user's vectors bumps a per-user generation number in `relevance_ge
 transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
 statement a query recall already made), so a change made elsewhere is seen by the next recall and a
 snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
-On PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a
-rebuild after a change reuses the stale snapshot's vectors of rows whose version (xmin), memory id and model
-did not change and reads only the others (DELTA_KEYS at most by key, else all); a user whose matrix alone
-exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`, exact, no ANN
-index).
+A rebuild after a change reuses the stale snapshot's rows that did not change and reads only the others: on
+SQLite the rows whose `ver` (the user's generation when the row was written; migration 0009) is above the
+stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the others
+keeping their vectors, index terms and language flags; on PostgreSQL the vectors of rows whose version
+(xmin), memory id and model are unchanged (DELTA_KEYS at most read by key, else all). On
+PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a user
+whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`,
+exact, no ANN index).
 
 Rows carry no memory value, only its vector and index terms, and erasure deletes them with the
 memory (`erase`, `drop_orphans`).
@@ -58,6 +61,15 @@ class VectorRow:
     tokens: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class RowVersions:
+    """SQLite: what rebuilding the next snapshot from this one needs (SQLiteVectorIndex._delta)."""
+
+    model: str | None  # the index's model when the snapshot was built (has_vec)
+    top: int  # the highest row version in the snapshot (-1: none)
+    unversioned: list[int]  # positions of rows without a version (read again at every rebuild)
+
+
 @dataclass
 class UserIndex:
     """One user's indexed rows, as arrays (a snapshot at generation `gen`)."""
@@ -74,16 +86,24 @@ class UserIndex:
     _bm25: BM25Index | None = field(default=None, repr=False)
     position: dict[str, int] = field(default_factory=dict)
     _sorted: tuple[list[str], list[int]] | None = field(default=None, repr=False)
-    # PostgreSQL: each row's version (its xmin: a new one with every insert or update of the row), so the
-    # next snapshot reuses the vectors of rows that did not change and reads the others only.
-    versions: list[int] | None = field(default=None, repr=False)
+    # Each row's version (PostgreSQL: its xmin; SQLite: its `ver` column, the user's generation when the row
+    # was written; None: unversioned, never reused), so the next snapshot reuses the vectors of rows that did
+    # not change and reads the others only.
+    versions: list[int | None] | None = field(default=None, repr=False)
+    # SQLite: what the next snapshot is rebuilt from; None: the next build is full (also when a row of the
+    # current model held a vector of another size, left zero).
+    delta: RowVersions | None = field(default=None, repr=False)
     # Per row: the memory's own words hold Chinese characters (HybridRelevance.row_chinese, once per snapshot).
     chinese: np.ndarray | None = field(default=None, repr=False)
+    # (flags, positions): `chinese` of the rows carried over from the previous snapshot, and the positions of
+    # the rows whose flag is still to compute (row_chinese computes only those).
+    chinese_seed: tuple[np.ndarray, list[int]] | None = field(default=None, repr=False)
     # The last query vector and its cosines with every row (`cosines`): one recall's candidate steps read them twice.
     _last_cosines: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.position = {k: i for i, k in enumerate(self.keys)}
+        if len(self.position) != len(self.keys):  # given: the previous snapshot's, for the same keys
+            self.position = {k: i for i, k in enumerate(self.keys)}
 
     def cosines(self, q: np.ndarray) -> np.ndarray:
         """`matrix @ q` for every row (the matrix must be set), kept for the same query vector object: the
@@ -320,15 +340,18 @@ class SQLiteVectorIndex(_CacheMixin):
             return
         with self._sql(write=True) as c:
             # Only index a version that is still current: a late write of an old version must not win.
+            # `ver`: the row's version, the user's generation after this transaction's bump (below), so the
+            # next snapshot of any process reuses the rows whose version it already holds (_build).
             c.executemany(
-                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens)"
-                " SELECT ?,?,?,?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM memories WHERE id=? AND"
+                "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec, tokens,"
+                " ver) SELECT ?,?,?,?,?,?,?,?,?,?, coalesce((SELECT gen FROM relevance_generation WHERE tenant=?"
+                " AND user_id=?), 0) + 1 WHERE EXISTS (SELECT 1 FROM memories WHERE id=? AND"
                 " superseded_by IS NULL AND deleted_at IS NULL)"
                 " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
                 " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim, vec=excluded.vec,"
-                " tokens=excluded.tokens",
+                " tokens=excluded.tokens, ver=excluded.ver",
                 [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]), _blob(r.vec),
-                  " ".join(r.tokens), r.memory_id) for r in rows])
+                  " ".join(r.tokens), r.tenant, r.user_id, r.memory_id) for r in rows])
             c.executemany(_BUMP, sorted({(r.tenant, r.user_id) for r in rows}))
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
@@ -368,27 +391,162 @@ class SQLiteVectorIndex(_CacheMixin):
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
         gen = self._gen(tenant, user_id)
-        return self._cached(tenant, user_id, gen, lambda _stale: self._build(tenant, user_id, gen))
+        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
 
     def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
         return []  # in-process: a read is no round trip
 
-    def _build(self, tenant: str, user_id: str, gen: int) -> UserIndex:
+    DELTA_SHARE = 0.5  # a rebuild reads the changed rows alone while they are at most this share, else all
+
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+        """The user's snapshot. With the `stale` one it replaces, only the rows written since are read (their
+        version is above the stale snapshot's highest, or unversioned); every other row still there is the
+        stale snapshot's, unchanged: its vector, index terms and language flag are carried over. A row that
+        is gone (erased) is never carried over. The reads run in one read transaction (one view)."""
         with self._sql(tenant) as c:
-            rows = c.execute(
-                "SELECT key, memory_id, kind, at, model, vec, tokens FROM relevance_vectors"
-                " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
+            own = not c.in_transaction  # a caller's open transaction already gives one view
+            if own:
+                c.execute("BEGIN")
+            try:
+                if stale is not None and stale.versions is not None and stale.delta is not None:
+                    ux = self._delta(c, tenant, user_id, gen, stale)
+                    if ux is not None:
+                        return ux
+                return self._full(c, tenant, user_id, gen)
+            finally:
+                if own:
+                    c.execute("COMMIT")
+
+    def _full(self, c: Any, tenant: str, user_id: str, gen: int) -> UserIndex:
+        rows = c.execute(
+            "SELECT key, memory_id, kind, at, model, ver, vec, tokens FROM relevance_vectors"
+            " WHERE tenant=? AND user_id=? ORDER BY key", (tenant, user_id)).fetchall()
         current = [r[4] == self.model_id for r in rows]
-        dim = next((len(r[5]) // 4 for r, ok in zip(rows, current, strict=True) if ok), 0)
+        dim = next((len(r[6]) // 4 for r, ok in zip(rows, current, strict=True) if ok), 0)
         matrix = np.zeros((len(rows), dim), dtype=np.float32)
+        ragged = False
         for i, (r, ok) in enumerate(zip(rows, current, strict=True)):
-            if ok and len(r[5]) == dim * 4:
-                matrix[i] = np.frombuffer(r[5], dtype=np.float32)
+            if ok:
+                if len(r[6]) == dim * 4:
+                    matrix[i] = np.frombuffer(r[6], dtype=np.float32)
+                else:
+                    ragged = True  # another size under the current model: left zero (the next rebuild is full)
+        versions = [r[5] for r in rows]
+        delta = None if ragged else RowVersions(
+            self.model_id, max((v for v in versions if v is not None), default=-1),
+            [i for i, v in enumerate(versions) if v is None])
         return UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
                          kinds=np.array([r[2] for r in rows], dtype=object),
                          at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
                          matrix=matrix, has_vec=np.array(current, dtype=bool),
-                         tokens=[tuple(r[6].split()) for r in rows])
+                         tokens=[tuple(r[7].split()) for r in rows], versions=versions, delta=delta)
+
+    _CHANGED = ("SELECT key, memory_id, kind, at, model, ver, vec, tokens FROM relevance_vectors"
+                " WHERE tenant=? AND user_id=? AND {}")
+
+    def _delta(self, c: Any, tenant: str, user_id: str, gen: int, stale: UserIndex) -> UserIndex | None:
+        """_build from the stale snapshot, or None (a full build is due: many rows changed, another model, ...).
+
+        Versions only grow: a write sets the row's `ver` to the user's generation + 1 and bumps the generation
+        in its transaction, so every row written after the stale snapshot was read has a version above all of
+        the stale snapshot's (`top`), and a row whose version is at most `top` is still the one the stale
+        snapshot holds (generations never go back: relevance_generation rows are never deleted). Each read
+        is a range of the (tenant, user_id, ver, key) index: no row of the user is visited but the changed."""
+        base, s_keys, s_ver, prev = stale.delta, stale.keys, stale.versions, stale.matrix
+        if base is None or s_ver is None or prev is None or base.model != self.model_id:
+            return None
+        args = (tenant, user_id, base.top)
+        changed = c.execute(self._CHANGED.format("ver > ?"), args).fetchall()
+        changed += c.execute(self._CHANGED.format("ver IS NULL"), args[:2]).fetchall()
+        if len(changed) > self.DELTA_SHARE * len(s_keys):
+            return None
+        changed.sort(key=lambda r: r[0])  # as ORDER BY key: by code point
+        drop = set(base.unversioned)  # stale rows not carried over: unversioned, rewritten, erased
+        where = stale.position.get
+        for r in changed:
+            p = where(r[0])
+            if p is not None:
+                drop.add(p)
+        (still,) = c.execute("SELECT count(*) FROM relevance_vectors WHERE tenant=? AND user_id=? AND ver <= ?",
+                             args).fetchone()
+        if still != len(s_keys) - len(drop):  # rows were erased since: which of the stale ones are left
+            present = {r[0] for r in c.execute(
+                "SELECT key FROM relevance_vectors WHERE tenant=? AND user_id=? AND ver <= ?", args)}
+            drop.update(p for p, k in enumerate(s_keys) if k not in present)
+        gone = sorted(drop)
+        ok_changed = [r[4] == self.model_id for r in changed]
+        kept_vec = int(stale.has_vec.sum()) - int(stale.has_vec[gone].sum())
+        dim = prev.shape[1] if kept_vec else next(  # the vectors kept set the size, else the first new one
+            (len(r[6]) // 4 for r, ok in zip(changed, ok_changed, strict=True) if ok), 0)
+        if any(ok and len(r[6]) != dim * 4 for r, ok in zip(changed, ok_changed, strict=True)):
+            return None  # vectors of another size under one model: as a full build
+        block = np.zeros((len(changed), dim), dtype=np.float32)  # the changed rows' vectors
+        vec_rows = [i for i, ok in enumerate(ok_changed) if ok]
+        if vec_rows and dim:
+            block[vec_rows] = np.frombuffer(b"".join([changed[i][6] for i in vec_rows]),
+                                            dtype=np.float32).reshape(len(vec_rows), dim)
+        new_keys = [r[0] for r in changed]
+        new_ver = [r[5] for r in changed]
+        columns: dict[str, list[Any]] = {"ids": [r[1] for r in changed], "models": [r[4] for r in changed],
+                                         "tokens": [tuple(r[7].split()) for r in changed], "versions": new_ver}
+        if new_keys == [s_keys[p] for p in gone]:  # rows rewritten in place (the usual write): one copy each
+            at_pos: list[int] = gone
+            n = len(s_keys)
+            ins: list[int] = []
+            lists: dict[str, list[Any]] = {name: list(old) for name, old in (("ids", stale.ids), ("models", stale.models),
+                                                       ("tokens", stale.tokens), ("versions", s_ver))}
+            for name, new in columns.items():
+                out = lists[name]
+                for p, item in zip(gone, new, strict=True):
+                    out[p] = item
+            keys, position = s_keys, stale.position
+            kinds, at, has_vec = stale.kinds.copy(), stale.at.copy(), stale.has_vec.copy()
+            matrix = prev.copy() if kept_vec else np.zeros((n, dim), dtype=np.float32)
+            kept = np.delete(np.arange(n), gone)
+        else:  # rows came or went: delete, then insert at the merge positions
+            kept = np.delete(np.arange(len(s_keys)), gone)
+
+            def merged(old: list[Any], new: list[Any], pos: list[int]) -> list[Any]:
+                out = list(old)
+                for p in reversed(gone):
+                    del out[p]
+                for p, item in zip(pos, new, strict=True):  # ascending: each counts the inserts before it
+                    out.insert(p, item)
+                return out
+
+            kept_keys = merged(s_keys, [], [])
+            ins = [bisect_left(kept_keys, k) for k in new_keys]
+            at_pos = [p + i for i, p in enumerate(ins)]
+            keys = merged(s_keys, new_keys, at_pos)
+            n, position = len(keys), {}
+            lists = {name: merged(old, columns[name], at_pos) for name, old in (
+                ("ids", stale.ids), ("models", stale.models), ("tokens", stale.tokens), ("versions", s_ver))}
+            kinds = np.insert(stale.kinds[kept], ins, np.array([r[2] for r in changed], dtype=object))
+            at = np.insert(stale.at[kept], ins, [float(r[3]) for r in changed])
+            has_vec = np.insert(stale.has_vec[kept], ins, ok_changed)
+            matrix = (np.insert(prev[kept], ins, block, axis=0) if kept_vec
+                      else np.zeros((n, dim), dtype=np.float32))
+        if at_pos:
+            kinds[at_pos] = [r[2] for r in changed]
+            at[at_pos] = [r[3] for r in changed]
+            has_vec[at_pos] = ok_changed
+            if dim:
+                matrix[at_pos] = block
+        versions = lists["versions"]
+        top = max([base.top, *(v for v in new_ver if v is not None)])
+        ux = UserIndex(gen=gen, keys=keys, ids=lists["ids"], kinds=kinds, at=at, models=lists["models"],
+                       matrix=matrix, has_vec=has_vec, tokens=lists["tokens"], position=position,
+                       versions=versions, delta=RowVersions(self.model_id, top,
+                                                            [at_pos[i] for i, v in enumerate(new_ver) if v is None]))
+        if stale.chinese is not None and len(stale.chinese) == len(s_keys):
+            # row_chinese copies the flags before it sets the changed rows'
+            flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
+            ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
+        if keys is s_keys:
+            ux._sorted = stale._sorted  # the sorted keys (`under`)
+            if not changed:
+                ux._bm25 = stale._bm25  # the same index terms in the same order
+        return ux
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
