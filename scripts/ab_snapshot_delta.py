@@ -12,8 +12,9 @@ rebuild), `recall(query, k=5)` (everything after the write: generation check, re
 flags of the new snapshot, scoring; the query vector is cached) and, with `--cold`, `recall(query, k=5)`
 after the process's snapshots were dropped (a full build: the first recall of a user). Embedder: `toy` (a
 384-dimension hashing bag of words, so blobs have the default model's size) or `default` (the configured
-model; its query vectors cached after one pass). Prints medians and p90 in ms and the load average before
-and after.
+model; its query vectors cached after one pass). `--store pgvector`: both sides on one PostgreSQL +
+pgvector server started with pgserver (a dev dependency), each in its own schema, B with `--rev`'s
+PgVectorIndex. Prints medians and p90 in ms and the load average before and after.
 """
 
 from __future__ import annotations
@@ -105,17 +106,27 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=30, help="repetitions per side and measure")
     ap.add_argument("--memories", type=int, default=1000)
     ap.add_argument("--embedder", choices=["toy", "default"], default="toy")
+    ap.add_argument("--store", choices=["sqlite", "pgvector"], default="sqlite")
     ap.add_argument("--cold", action="store_true", help="also time a recall after the snapshots were dropped")
     args = ap.parse_args()
     old = _old_module(args.rev)
     data = Path(tempfile.mkdtemp(prefix="usermem-ab-delta-"))
+    srv = None
+    if args.store == "pgvector":
+        import pgserver  # type: ignore[import-not-found]
+
+        data.chmod(0o755)  # as root, pgserver runs the server as its own user
+        srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
     try:
         sides: dict[str, Memory] = {}
         for name in ("A (this tree)", f"B ({args.rev})"):
-            m = _memory(f"sqlite:///{data}/{len(sides)}.db", args.embedder)
+            url = (f"sqlite:///{data}/{len(sides)}.db" if srv is None
+                   else srv.get_uri() + f"&schema=ab_delta_{len(sides)}")
+            m = _memory(url, args.embedder)
             assert m.relevance is not None and m.relevance.index is not None and m.relevance.embedder is not None
             if name.startswith("B"):
-                m.relevance.index = old.SQLiteVectorIndex(m.store, m.relevance.index.model_id)
+                cls = old.SQLiteVectorIndex if srv is None else old.PgVectorIndex
+                m.relevance.index = cls(m.store, m.relevance.index.model_id)
             load_semantic_user(m, USER, args.memories)
             m.relevance.embedder = _RepeatedQueries(m.relevance.embedder)
             sides[name] = m
@@ -148,11 +159,13 @@ def main() -> None:
                     took[name].append(time.perf_counter() - t)
             for name, xs in took.items():
                 print(f"  {measure} after one write, {name}: {_stats(xs)} ms")
-        print(f"sqlite, {args.memories} memories, embedder {args.embedder}, {args.n} repetitions per side;"
+        print(f"{args.store}, {args.memories} memories, embedder {args.embedder}, {args.n} repetitions per side;"
               f" load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}")
         for m in sides.values():
             m.close()
     finally:
+        if srv is not None:
+            srv.cleanup()
         shutil.rmtree(data, ignore_errors=True)
 
 
