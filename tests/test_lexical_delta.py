@@ -10,6 +10,8 @@ same idf and `score_doc`.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from props import examples
-from usermem.relevance.lexical import BIGRAM_MARK, BM25Index, tokenize
+from usermem.relevance.lexical import BIGRAM_MARK, BM25Index, tokenize, with_bigrams
 
 # English words, Chinese words, and single Chinese characters (neighbouring ones make bigrams)
 _TERMS = ["coffee", "tea", "parcel", "refund", "berlin", "late", "咖啡", "包裹", "北京", "豆", "花", "猫", "狗", "x"]
@@ -43,8 +45,28 @@ def _postings(index: BM25Index) -> dict[str, tuple[list[int], list[float]]]:
     return out
 
 
+def _textbook(docs: Sequence[tuple[str, ...]], query: Sequence[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """BM25 per document, straight from the formula (float64), bigrams on both sides."""
+    bg = [with_bigrams(d) for d in docs]
+    n = len(bg)
+    avgdl = sum(map(len, bg)) / n if n and any(bg) else 1.0
+    out = []
+    for d in bg:
+        tf = Counter(d)
+        total = 0.0
+        for term, qtf in Counter(with_bigrams(query)).items():
+            df = sum(term in e for e in bg)
+            if tf[term]:
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                total += qtf * idf * tf[term] * (k1 + 1) / (tf[term] + k1 * (1 - b + b * len(d) / avgdl))
+        out.append(total)
+    return out
+
+
 def _assert_same(got: BM25Index, docs: Sequence[tuple[str, ...]], queries: list[list[str]]) -> None:
     want = BM25Index(docs)
+    for q in queries:  # the fresh index itself: the formula, to float32 rounding
+        assert want.scores(q).tolist() == pytest.approx(_textbook(docs, q), rel=1e-5, abs=1e-6)
     assert got.n == want.n == len(docs)
     assert _postings(got) == _postings(want)  # documents ascending in each term, as a fresh build's
     assert np.array_equal(got._norm, want._norm) and got._avgdl == want._avgdl
