@@ -5,13 +5,16 @@
 
 One user with `--memories` synthetic episodes and random unit vectors of the embedder's size (as `usermem
 bench semantic_scale`), on two SQLite files: A with this tree's SQLiteVectorIndex, B with the one of `--rev`
-(its `vectors.py`, loaded from git; the hybrid plug-in is this tree's). Each repetition rewrites one
-existing episode through Memory.write (new version, new vector: the agent's write of the turn), then times,
-A and B in alternating order, either `index.load()` alone (the snapshot rebuild) or `recall(query, k=5)`
-(everything after the write: generation check, rebuild, BM25 and language flags of the new snapshot,
-scoring; the query vector is cached). Embedder: `toy` (a 384-dimension hashing bag of words, so blobs have
-the default model's size) or `default` (the configured model; its query vectors cached after one pass).
-Prints medians and p90 in ms and the load average before and after.
+(its `vectors.py` and the `BM25Index` of its `lexical.py`, loaded from git; the hybrid plug-in is this
+tree's). Each repetition rewrites one existing episode through Memory.write (new version, new vector: the
+agent's write of the turn), then times, A and B in alternating order, `index.load()` alone (the snapshot
+rebuild), `recall(query, k=5)` (everything after the write: generation check, rebuild, BM25 and language
+flags of the new snapshot, scoring; the query vector is cached) and, with `--cold`, `recall(query, k=5)`
+after the process's snapshots were dropped (a full build: the first recall of a user). Embedder: `toy` (a
+384-dimension hashing bag of words, so blobs have the default model's size) or `default` (the configured
+model; its query vectors cached after one pass). `--store pgvector`: both sides on one PostgreSQL +
+pgvector server started with pgserver (a dev dependency), each in its own schema, B with `--rev`'s
+PgVectorIndex. Prints medians and p90 in ms and the load average before and after.
 """
 
 from __future__ import annotations
@@ -61,17 +64,23 @@ class Toy384:
         return np.stack([self._vec(t) for t in texts]) if len(texts) else np.zeros((0, self.dim), np.float32)
 
 
-def _old_module(rev: str) -> Any:
+def _load_from_git(rev: str, file: str, name: str) -> Any:
     root = Path(__file__).resolve().parent.parent
-    text = subprocess.run(["git", "show", f"{rev}:src/usermem/relevance/vectors.py"], cwd=root, check=True,
+    text = subprocess.run(["git", "show", f"{rev}:src/usermem/relevance/{file}"], cwd=root, check=True,
                           capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "old_vectors.py"
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location("old_vectors", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["old_vectors"] = mod  # dataclasses look their module up
+    sys.modules[name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
+    return mod
+
+
+def _old_module(rev: str) -> Any:
+    mod = _load_from_git(rev, "vectors.py", "old_vectors")
+    mod.BM25Index = _load_from_git(rev, "lexical.py", "old_lexical").BM25Index  # UserIndex.bm25 builds this one
     if not hasattr(mod.UserIndex, "chinese_seed"):
         mod.UserIndex.chinese_seed = None  # what this tree's row_chinese reads
     return mod
@@ -97,16 +106,27 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=30, help="repetitions per side and measure")
     ap.add_argument("--memories", type=int, default=1000)
     ap.add_argument("--embedder", choices=["toy", "default"], default="toy")
+    ap.add_argument("--store", choices=["sqlite", "pgvector"], default="sqlite")
+    ap.add_argument("--cold", action="store_true", help="also time a recall after the snapshots were dropped")
     args = ap.parse_args()
     old = _old_module(args.rev)
     data = Path(tempfile.mkdtemp(prefix="usermem-ab-delta-"))
+    srv = None
+    if args.store == "pgvector":
+        import pgserver  # type: ignore[import-not-found]
+
+        data.chmod(0o755)  # as root, pgserver runs the server as its own user
+        srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
     try:
         sides: dict[str, Memory] = {}
         for name in ("A (this tree)", f"B ({args.rev})"):
-            m = _memory(f"sqlite:///{data}/{len(sides)}.db", args.embedder)
+            url = (f"sqlite:///{data}/{len(sides)}.db" if srv is None
+                   else srv.get_uri() + f"&schema=ab_delta_{len(sides)}")
+            m = _memory(url, args.embedder)
             assert m.relevance is not None and m.relevance.index is not None and m.relevance.embedder is not None
             if name.startswith("B"):
-                m.relevance.index = old.SQLiteVectorIndex(m.store, m.relevance.index.model_id)
+                cls = old.SQLiteVectorIndex if srv is None else old.PgVectorIndex
+                m.relevance.index = cls(m.store, m.relevance.index.model_id)
             load_semantic_user(m, USER, args.memories)
             m.relevance.embedder = _RepeatedQueries(m.relevance.embedder)
             sides[name] = m
@@ -118,7 +138,7 @@ def main() -> None:
         rng = np.random.default_rng(3)
         order = list(sides.items())
         load0 = os.getloadavg()
-        for measure in ("load", "recall"):
+        for measure in ("load", "recall", *(("cold",) if args.cold else ())):
             took: dict[str, list[float]] = {name: [] for name in sides}
             for i in range(args.n):
                 key = keys[int(rng.integers(len(keys)))]
@@ -130,16 +150,22 @@ def main() -> None:
                     t = time.perf_counter()
                     if measure == "load":
                         index.load("bench", USER)  # type: ignore[union-attr]
+                    elif measure == "cold":
+                        index._forget_cache()  # type: ignore[union-attr]
+                        t = time.perf_counter()
+                        m.recall("bench", USER, 5, query=qs[i % len(qs)], now=T0)
                     else:
                         m.recall("bench", USER, 5, query=qs[i % len(qs)], now=T0)
                     took[name].append(time.perf_counter() - t)
             for name, xs in took.items():
                 print(f"  {measure} after one write, {name}: {_stats(xs)} ms")
-        print(f"sqlite, {args.memories} memories, embedder {args.embedder}, {args.n} repetitions per side;"
+        print(f"{args.store}, {args.memories} memories, embedder {args.embedder}, {args.n} repetitions per side;"
               f" load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}")
         for m in sides.values():
             m.close()
     finally:
+        if srv is not None:
+            srv.cleanup()
         shutil.rmtree(data, ignore_errors=True)
 
 

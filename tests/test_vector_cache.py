@@ -29,6 +29,7 @@ from props import examples
 from toy_embedder import CrcBow32
 from usermem.config import load_settings
 from usermem.engine.memory import Memory
+from usermem.relevance.lexical import tokenize
 from usermem.relevance.vectors import PgVectorIndex, SQLiteVectorIndex, VectorIndex, open_index
 
 T0 = 1_790_000_000.0
@@ -103,10 +104,17 @@ def _check(pair: tuple[Memory, Memory], user: str, query: str) -> None:
             _same(index.dense("t", user, q, limit=3), dict(sorted(want.items(), key=lambda kv: -kv[1])[:3]))
         if isinstance(index, PgVectorIndex):
             _same(index.dense_db("t", user, q, limit=1000), want, 1e-5)
-    fresh.close()
     ids_a = [r.id for r in a.recall("t", user, 5, query=query, now=T0)]
     ids_b = [r.id for r in b.recall("t", user, 5, query=query, now=T0)]
     assert ids_a == ids_b
+    # BM25 of each snapshot (built from the previous snapshot's where there was one) as a fresh index's
+    toks = tokenize(query)
+    want_bm25 = fresh.load("t", user).bm25
+    for m in pair:
+        got = _index(m).load("t", user)
+        assert np.array_equal(got.bm25.scores(toks), want_bm25.scores(toks))
+        assert [got.bm25.idf(t) for t in toks] == [want_bm25.idf(t) for t in toks]
+    fresh.close()
 
 
 _text = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join)

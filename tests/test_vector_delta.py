@@ -147,6 +147,9 @@ def test_a_snapshot_rebuilt_from_the_stale_one_equals_a_full_build(
                 got = rel.index.load("t", user)  # type: ignore[union-attr]
                 _assert_same(got, want)
                 assert rel.row_chinese(got).tolist() == want_zh
+                if rng.random() < 0.5:  # else no BM25 index at this snapshot: the next one's starts further back
+                    for q in (text.split(), ["tea"], ["咖啡", "狗", "dog"]):
+                        assert np.array_equal(got.bm25.scores(q), want.bm25.scores(q)), q
     finally:
         for m in pair:
             del _rel(m).index.DELTA_SHARE  # type: ignore[union-attr]
@@ -161,6 +164,7 @@ def test_after_one_write_the_other_instance_reads_one_row(pair: tuple[Memory, Me
     a.flush()
     before = _rel(b).index.load("t", user)  # type: ignore[union-attr]
     zh = _rel(b).row_chinese(before).copy()
+    lexical = before.bm25  # a query recall's
     assert a.write("t", user, "episode", "w03", "parcel refund", now=T0).ok
     a.flush()
     seen: list[str] = []
@@ -182,7 +186,13 @@ def test_after_one_write_the_other_instance_reads_one_row(pair: tuple[Memory, Me
     assert after is not before and after.keys == before.keys
     assert after.tokens[3] == ("parcel", "refund") and after.tokens[:3] == before.tokens[:3]
     assert flags.tolist() == [*zh[:3].tolist(), False, *zh[4:].tolist()]
-    _assert_same(after, _fresh(a, user))
+    # BM25 from the stale snapshot's: every row but the one written keeps its postings
+    assert after.bm25_seed is not None and after.bm25_seed[0] is lexical
+    assert after.bm25_seed[1].tolist() == [*range(3), -1, *range(4, len(_WORDS))]
+    want = _fresh(a, user)
+    assert np.array_equal(after.bm25.scores(["parcel", "咖啡"]), want.bm25.scores(["parcel", "咖啡"]))
+    assert after.bm25_seed is None
+    _assert_same(after, want)
 
 
 def test_a_file_from_before_row_versions_keeps_its_vectors_and_reuses_them(tmp_path: Path) -> None:
@@ -226,3 +236,31 @@ def test_a_file_from_before_row_versions_keeps_its_vectors_and_reuses_them(tmp_p
     finally:
         m.close()
 
+
+
+def test_bm25_starts_from_the_last_snapshot_that_built_one(pair: tuple[Memory, Memory]) -> None:
+    """Snapshots that no query recall used build no BM25 index: the next one starts from the last that did,
+    through both changes (a row rewritten at the first, one rewritten and one added at the second)."""
+    a, _ = pair
+    user = f"u{next(_seq)}"
+    index = _rel(a).index
+    assert index is not None
+    for i, w in enumerate(_WORDS):
+        assert a.write("t", user, "episode", f"w{i:02d}", w, now=T0).ok
+    a.flush()
+    first = index.load("t", user)
+    lexical = first.bm25
+    assert a.write("t", user, "episode", "w03", "parcel refund 北京", now=T0).ok
+    a.flush()
+    second = index.load("t", user)  # no BM25 index of its own
+    assert second.bm25_seed is not None and second.bm25_seed[0] is lexical
+    assert a.write("t", user, "episode", "w05", "berlin 狗", now=T0).ok
+    assert a.write("t", user, "episode", "w00a", "tea dog", now=T0).ok
+    a.flush()
+    third = index.load("t", user)
+    assert third.bm25_seed is not None and third.bm25_seed[0] is lexical
+    assert third.bm25_seed[1].tolist() == [0, -1, 1, 2, -1, 4, -1, *range(6, len(_WORDS))]
+    want = _fresh(a, user)
+    for q in (["parcel"], ["北京", "tea"], ["berlin", "狗", "late"], ["dog"], ["咖啡"]):
+        assert np.array_equal(third.bm25.scores(q), want.bm25.scores(q)), q
+    _assert_same(third, want)

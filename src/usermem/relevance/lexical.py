@@ -18,6 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -121,41 +122,118 @@ def with_bigrams(tokens: Sequence[str]) -> tuple[str, ...]:
 
 class BM25Index:
     """An inverted index over a fixed list of documents (token sequences); `scores(query)` per document.
-    Chinese terms are extended with character bigrams (`with_bigrams`) on both sides."""
+    Chinese terms are extended with character bigrams (`with_bigrams`) on both sides.
+
+    Postings are flat arrays sorted by (term id, document): term t's documents are `_doc[_ptr[t]:_ptr[t+1]]`
+    (ascending) with their term frequencies in `_tf`; term ids come from `_vocab`. `derived` builds the index
+    of a changed document list from an index of the previous one, tokenizing only the documents that changed
+    (the snapshot of a user after a write: relevance/vectors.py); its scores equal a fresh index's bit for bit
+    (the same postings, the same length array, so the same idf, avgdl and normalisers)."""
+
+    # A derived index keeps the terms of documents that are gone (no postings) until they outnumber the live
+    # terms by this many, then starts a fresh vocabulary (a full build: amortised, the vocabulary stays bounded).
+    VOCAB_SLACK = 1024
+
+    n: int
+    k1: float
+    b: float
+    _vocab: dict[str, int]  # term -> term id
+    _ptr: np.ndarray  # int64 (terms + 1): term t's postings are [_ptr[t], _ptr[t + 1])
+    _doc: np.ndarray  # int32 per posting: the document
+    _tf: np.ndarray  # float32 per posting: the term's frequency in it
+    _lengths: np.ndarray  # float32 per document: its number of terms (bigrams included)
+    _avgdl: float
+    _norm: np.ndarray  # float32 per document: k1 · (1 − b + b · dl / avgdl)
 
     def __init__(self, docs: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
-        docs = [with_bigrams(d) for d in docs]
-        self.n = len(docs)
         self.k1 = k1
         self.b = b
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.float32, count=self.n)
-        avgdl = float(lengths.mean()) if self.n and lengths.sum() > 0 else 1.0
+        self._build(docs, None, np.full(len(docs), -1, dtype=np.int64))
+
+    @classmethod
+    def derived(cls, base: BM25Index, old_of_new: np.ndarray, docs: Sequence[Sequence[str]]) -> BM25Index:
+        """The index of `docs`, where `docs[i]` is the document `base` indexed at position `old_of_new[i]` when
+        that is ≥ 0 (the caller vouches they are equal; those rows keep their postings) and a new or changed
+        one when it is −1 (only these are tokenized). Same scores as `BM25Index(docs)`."""
+        out = cls.__new__(cls)
+        out.k1, out.b = base.k1, base.b
+        old_of_new = np.asarray(old_of_new, dtype=np.int64)
+        if len(old_of_new) != len(docs):
+            raise ValueError("old_of_new must give one position per document")
+        live = int(np.count_nonzero(np.diff(base._ptr)))
+        if len(base._vocab) > 2 * live + cls.VOCAB_SLACK:  # many terms of documents gone: a fresh vocabulary
+            out._build(docs, None, np.full(len(docs), -1, dtype=np.int64))
+        else:
+            out._build(docs, base, old_of_new)
+        return out
+
+    def _build(self, docs: Sequence[Sequence[str]], base: BM25Index | None, old_of_new: np.ndarray) -> None:
+        n = self.n = len(docs)
+        kept = np.flatnonzero(old_of_new >= 0)
+        fresh = np.flatnonzero(old_of_new < 0)
+        lengths = np.empty(n, dtype=np.float32)
+        vocab: dict[str, int] = {} if base is None else dict(base._vocab)
+        # The fresh documents' postings, sorted by (term id, document): key = term id · n + document.
+        bg = [with_bigrams(docs[i]) for i in fresh.tolist()]
+        counts = np.fromiter(map(len, bg), dtype=np.int64, count=len(bg))
+        lengths[fresh] = counts
+        flat = list(chain.from_iterable(bg))
+        for t in dict.fromkeys(flat):
+            if t not in vocab:
+                vocab[t] = len(vocab)
+        tids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        keys, tf = np.unique(tids * n + np.repeat(fresh, counts), return_counts=True)
+        tf = tf.astype(np.float32)
+        if base is not None and len(kept):
+            # The kept documents' postings, their documents renumbered (order kept within each term).
+            before = old_of_new[kept]
+            lengths[kept] = base._lengths[before]
+            new_of_old = np.full(base.n, -1, dtype=np.int64)
+            new_of_old[before] = kept
+            doc = new_of_old[base._doc]
+            stay = doc >= 0
+            term = np.repeat(np.arange(len(base._ptr) - 1, dtype=np.int64), np.diff(base._ptr))
+            old_keys = term[stay] * n + doc[stay]
+            old_tf = base._tf[stay]
+            if len(before) > 1 and not bool(np.all(before[1:] > before[:-1])):  # reordered: sort again
+                order = np.argsort(old_keys, kind="stable")
+                old_keys, old_tf = old_keys[order], old_tf[order]
+            at = np.searchsorted(old_keys, keys)
+            keys = np.insert(old_keys, at, keys)
+            tf = np.insert(old_tf, at, tf)
+        term, doc = np.divmod(keys, max(n, 1))
+        self._vocab = vocab
+        self._ptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term, minlength=len(vocab)), out=self._ptr[1:])
+        self._doc = doc.astype(np.int32)
+        self._tf = tf
+        self._lengths = lengths
+        avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
         # Per-document length normaliser, precomputed: k1 · (1 − b + b · dl / avgdl)
         self._avgdl = avgdl
-        self._norm = (k1 * (1 - b + b * lengths / avgdl)).astype(np.float32)
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for i, doc in enumerate(docs):
-            for term, tf in Counter(doc).items():
-                ids, tfs = postings.setdefault(term, ([], []))
-                ids.append(i)
-                tfs.append(tf)
-        self._postings = {t: (np.asarray(ids, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
-                          for t, (ids, tfs) in postings.items()}
+        self._norm = (self.k1 * (1 - self.b + self.b * lengths / avgdl)).astype(np.float32)
+
+    def _df(self, term: str) -> int:
+        t = self._vocab.get(term)
+        return 0 if t is None else int(self._ptr[t + 1] - self._ptr[t])
 
     def idf(self, term: str) -> float:
-        p = self._postings.get(term)
-        df = 0 if p is None else len(p[0])
+        df = self._df(term)
         return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         query_tokens = with_bigrams(query_tokens)
         out = np.zeros(self.n, dtype=np.float32)
         for term, qtf in Counter(query_tokens).items():
-            p = self._postings.get(term)
-            if p is None:
+            t = self._vocab.get(term)
+            if t is None:
                 continue
-            ids, tfs = p
-            out[ids] += qtf * self.idf(term) * tfs * (self.k1 + 1) / (tfs + self._norm[ids])
+            lo, hi = int(self._ptr[t]), int(self._ptr[t + 1])
+            if lo == hi:
+                continue
+            ids, tfs = self._doc[lo:hi], self._tf[lo:hi]
+            idf = math.log(1 + (self.n - (hi - lo) + 0.5) / ((hi - lo) + 0.5))
+            out[ids] += qtf * idf * tfs * (self.k1 + 1) / (tfs + self._norm[ids])
         return out
 
 

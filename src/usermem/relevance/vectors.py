@@ -20,7 +20,8 @@ A rebuild after a change reuses the stale snapshot's rows that did not change an
 SQLite the rows whose `ver` (the user's generation when the row was written; migration 0009) is above the
 stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the others
 keeping their vectors, index terms and language flags; on PostgreSQL the vectors of rows whose version
-(xmin), memory id and model are unchanged (DELTA_KEYS at most read by key, else all). On
+(xmin), memory id and model are unchanged (DELTA_KEYS at most read by key, else all). On both, the BM25 index
+is derived from the stale snapshot's, tokenizing only the rows whose index terms changed (`seed_bm25`). On
 PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a user
 whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`,
 exact, no ANN index).
@@ -98,6 +99,9 @@ class UserIndex:
     # (flags, positions): `chinese` of the rows carried over from the previous snapshot, and the positions of
     # the rows whose flag is still to compute (row_chinese computes only those).
     chinese_seed: tuple[np.ndarray, list[int]] | None = field(default=None, repr=False)
+    # (index, old_of_new): an earlier snapshot's BM25 index and, per row of this one, the row of that snapshot
+    # holding the same index terms (−1: changed or new), so `bm25` tokenizes the changed rows only (seed_bm25).
+    bm25_seed: tuple[BM25Index, np.ndarray] | None = field(default=None, repr=False)
     # The last query vector and its cosines with every row (`cosines`): one recall's candidate steps read them twice.
     _last_cosines: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
@@ -138,9 +142,38 @@ class UserIndex:
 
     @property
     def bm25(self) -> BM25Index:
+        """The BM25 index of the rows' index terms, built at first use: from the earlier snapshot's
+        (`bm25_seed`, only the changed rows tokenized) when there is one, else from scratch; the same
+        scores either way (BM25Index.derived)."""
         if self._bm25 is None:
-            self._bm25 = BM25Index(self.tokens)
+            seed = self.bm25_seed
+            if seed is not None and len(seed[1]) == len(self.tokens):
+                self._bm25 = BM25Index.derived(seed[0], seed[1], self.tokens)
+            else:
+                self._bm25 = BM25Index(self.tokens)
+            self.bm25_seed = None  # the earlier index can go
         return self._bm25
+
+    def seed_bm25(self, stale: UserIndex, old_of_new: np.ndarray) -> None:
+        """Let `bm25` start from the `stale` snapshot's index: `old_of_new[i]` is the row of `stale` whose index
+        terms row i has (equal: the caller vouches), −1 for a changed or new row. When `stale` built no index
+        of its own, from the one it was seeded with (the two mappings composed)."""
+        if self._bm25 is not None or len(old_of_new) != len(self.tokens):
+            return
+        base = stale._bm25
+        if base is None:
+            seed = stale.bm25_seed
+            if seed is None or len(seed[1]) != len(stale.tokens):
+                return
+            base, prev = seed
+            composed = np.full(len(old_of_new), -1, dtype=np.int64)
+            carried = old_of_new >= 0
+            composed[carried] = prev[old_of_new[carried]]
+            old_of_new = composed
+        elif len(old_of_new) == base.n and bool(np.array_equal(old_of_new, np.arange(base.n))):
+            self._bm25 = base  # the same index terms in the same order
+            return
+        self.bm25_seed = (base, old_of_new)
 
     def mask(self, kinds: Sequence[str] | None, at_from: float | None, at_until: float | None) -> np.ndarray:
         m = np.ones(len(self.keys), dtype=bool)
@@ -544,8 +577,12 @@ class SQLiteVectorIndex(_CacheMixin):
             ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
         if keys is s_keys:
             ux._sorted = stale._sorted  # the sorted keys (`under`)
-            if not changed:
-                ux._bm25 = stale._bm25  # the same index terms in the same order
+        # BM25: the rows carried over keep their postings; only the changed rows are tokenized (at first use)
+        old_of_new = np.full(n, -1, dtype=np.int64)
+        carried = np.ones(n, dtype=bool)
+        carried[at_pos] = False
+        old_of_new[carried] = kept
+        ux.seed_bm25(stale, old_of_new)
         return ux
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
@@ -775,6 +812,11 @@ class PgVectorIndex(_CacheMixin):
                            at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
                            matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
                            versions=[int(r[7]) for r in rows] if self.ROW_VERSION else None)
+            if stale is not None:  # BM25 from the stale snapshot's: rows whose index terms did not change
+                where, s_tokens = stale.position.get, stale.tokens
+                ux.seed_bm25(stale, np.fromiter(
+                    (p if (p := where(k)) is not None and s_tokens[p] == t else -1
+                     for k, t in zip(ux.keys, ux.tokens, strict=True)), dtype=np.int64, count=len(rows)))
             n, dim = len(rows), next((int(r[6]) for r, good in zip(rows, ok, strict=True) if good), 0)
             if sum(ok) * dim * 4 > self.CACHE_BYTES:
                 return ux  # searched in the database (dense_db)
