@@ -162,6 +162,9 @@ _PRIORITY: Mapping[str, int] = {"allergy": 9, "medical_history": 8, "diet": 7, "
                                 "contact_channel": 6, "contact": 5, "occupation": 4, "city": 4,
                                 "likes": 1, "dislikes": 1}
 MAX_ITEMS = 20
+# A stage-1 field probability at which the message is taken to be about that field (when a tagger span and a rule
+# hit of another field claim the same words; the rule's field must be under `FIELD_FEATURE_THRESHOLD`).
+_FIELD_SURE = 0.5
 _SPECIFIC = frozenset({"reply_length", "reply_format", "report_format", "language", "contact_channel", "contact"})
 # "别/不要/don't X" counts as a standing dislike only with a word that makes it lasting.
 _STANDING_NEG = ("以后", "今后", "往后", "再也", "永远", "from now on", "never again", "any more", "anymore", "ever again")
@@ -710,7 +713,38 @@ class PatternExtractor:
         def overlaps(start: int, end: int) -> bool:
             return any(start < e and s < end for _, s, e, _ in chosen if s >= 0)
 
-        def add(h: _Hit, start: int, end: int, method: str) -> None:
+        field_p: dict[str, float] = {}
+
+        def message_fields() -> dict[str, float]:
+            """The stage-1 field model's probabilities for this message (computed once, only when asked)."""
+            model = getattr(self.tagger, "field_model", None)
+            if not field_p and model is not None:
+                field_p.update(model.probabilities(masked))
+                field_p.setdefault("", 0.0)
+            return field_p
+
+        def displaced(h: _Hit, start: int, end: int) -> list[tuple[_Hit, int, int, str]]:
+            """The rule hits a tagger span takes the words from: a rule value of the same field that is less than
+            half of the span's words ("吃素" in "初一十五吃素", "cello" in "play the cello": the two cannot both be the
+            user's value, and the span holds the rule's), or rule hits of other fields when the message is about the
+            span's field and not theirs by the stage-1 field model ("I'm a dev at a fintech in Lagos": work_city,
+            not city). Empty when the rule stands."""
+            rivals = [c for c in chosen if c[1] >= 0 and start < c[2] and c[1] < end]
+            if not rivals or any(c[3] != "pattern" for c in rivals) or not isinstance(h.value, str):
+                return []
+            words = normalise(h.value)
+            if all(c[0].key == h.key and isinstance(c[0].value, str) and normalise(c[0].value) in words
+                   and 2 * len(normalise(c[0].value)) < len(words) for c in rivals):
+                return rivals
+            from usermem.understand.tagger import FIELD_FEATURE_THRESHOLD
+
+            p = message_fields()
+            if p.get(h.key, 0.0) >= _FIELD_SURE and all(
+                    c[0].key != h.key and p.get(c[0].key, 0.0) < FIELD_FEATURE_THRESHOLD for c in rivals):
+                return rivals
+            return []
+
+        def add(h: _Hit, start: int, end: int, method: str, span: bool = False) -> None:
             if h.key not in self.allowed or h.value in ("", None):
                 return
             if h.key not in NEGATIVE_OK and isinstance(h.value, str) and NEGATED_VALUE.search(h.value):
@@ -718,7 +752,10 @@ class PatternExtractor:
             if any(c[0].key == h.key and normalise(str(c[0].value)) == normalise(str(h.value)) for c in chosen):
                 return
             if start >= 0 and overlaps(start, end):
-                return  # one statement, one meaning
+                gone = displaced(h, start, end) if span else []
+                if not gone:
+                    return  # one statement, one meaning
+                chosen[:] = [c for c in chosen if c not in gone]
             if not_a_relative(h.key, text, start, end):
                 return  # "孩子他爸", "听着像小孩", "我老婆是教英语的": no child, no name
             chosen.append((h, start, end, method))
@@ -779,7 +816,7 @@ class PatternExtractor:
                             value = _trim(sp.text)
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
-                                    sp.start, sp.end, "model")
+                                    sp.start, sp.end, "model", span=True)
         # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
