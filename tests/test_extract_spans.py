@@ -1,11 +1,19 @@
-"""Right tagger spans that used to be dropped (issue 13): the plausibility check of typed fields, zh and en."""
+"""Right tagger spans that used to be dropped (issue 13): plausibility of typed fields, rule-vs-span arbitration,
+span boundaries; zh and en."""
 
 from __future__ import annotations
 
 import pytest
 
 from usermem.policy.contracts import ContractSet
-from usermem.understand.extract import PatternExtractor, _plausible, extractable
+from usermem.understand.extract import (
+    PatternExtractor,
+    _cut_word,
+    _plausible,
+    _trim,
+    _whole_words,
+    extractable,
+)
 from usermem.understand.tagger import Span
 from usermem.understand.text import Message
 
@@ -119,3 +127,37 @@ def test_the_field_model_decides_between_fields_on_the_same_words(text, rule, sp
     for fields in ({span[0]: 0.95, rule[0]: 0.6}, {span[0]: 0.4, rule[0]: 0.1}):
         got = _found(text, _Tagger(span[0], span[1], 0.8, fields))
         assert rule in got and span not in got
+
+
+# --- boundaries ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("key", "raw", "trimmed"), [
+    ("diet", "pescatarian —", "pescatarian"),
+    ("children", "朵朵——", "朵朵"),
+    ("children", "Lucía (6", "Lucía"),  # the span ran into an aside
+    ("pets", "三花）今天又不理", "三花"),  # the span ran out of one
+    ("contact_hours", "during school runs (8–9 and 3–4)", "during school runs (8–9 and 3–4)"),  # closed
+    ("diet", "(vegan)", "vegan"),
+    ("phone", "604) 555-0134", "604) 555-0134"),  # an area code's bracket
+])
+def test_a_span_loses_edge_dashes_and_what_follows_an_unclosed_bracket(key, raw, trimmed) -> None:
+    assert _trim(raw, key) == trimmed
+
+
+@pytest.mark.parametrize(("text", "cut", "whole"), [
+    ("we moved to Austin in May", "moved to Aust", "moved to Austin"),
+    ("my husband and I are both vegetarians", "my husb", "my husband"),
+    ("我住在杭州", "杭", "杭"),  # Chinese characters are words of their own
+])
+def test_a_proposal_by_position_ends_on_a_whole_word(text, cut, whole) -> None:
+    start = text.index(cut)
+    a, b = _whole_words(text, start, start + len(cut))
+    assert text[a:b] == whole
+
+
+def test_a_rule_value_cut_inside_a_word_loses_the_cut_word() -> None:
+    text = "I'm a huge fan of Studio Ghibli and anything with hand-drawn animation"
+    value = "Studio Ghibli and anything with hand-dra"
+    assert _cut_word(value, text, text.index(value)) == "Studio Ghibli and anything with"
+    assert _cut_word("Studio Ghibli", text, text.index("Studio")) == "Studio Ghibli"
+    assert _cut_word("吃素", "初一十五吃素", 4) == "吃素"

@@ -764,6 +764,8 @@ class PatternExtractor:
         for h in sorted(self._rule_hits(Message(msg.role, masked, msg.index)), key=lambda h: -_PRIORITY.get(h.key, 0)):
             value = _as_written(text, h.value) if isinstance(h.value, str) else h.value
             at = normalise_keep_case(text).lower().find(str(value).lower()) if isinstance(value, str) else -1
+            if isinstance(value, str):
+                value = _cut_word(value, normalise_keep_case(text), at)
             add(replace(h, value=value), at, at + len(str(value)) if at >= 0 else -1, "pattern")
         # 2. typed rules and the tagger, clause by clause, through the filters
         spans = self.tagger.spans(masked) if self.tagger is not None and masked.strip() else []
@@ -806,17 +808,20 @@ class PatternExtractor:
             for base, clause, why in judged:
                 if self.templates is not None:
                     for tp in self.templates.propose(clause, self.template_similarity):
-                        if allowed(tp.field, why) and _plausible(tp.field, tp.value):
-                            add(_Hit(tp.field, tp.value, round(min(0.95, 0.4 + tp.score), 3),
-                                     _canonical_of(tp.field, tp.value)), base + tp.start, base + tp.end, "model")
+                        t0, t1 = _whole_words(clause, tp.start, tp.end)
+                        tvalue = _trim(clause[t0:t1], tp.field) if (t0, t1) != (tp.start, tp.end) else tp.value
+                        if tvalue and allowed(tp.field, why) and _plausible(tp.field, tvalue):
+                            add(_Hit(tp.field, tvalue, round(min(0.95, 0.4 + tp.score), 3),
+                                     _canonical_of(tp.field, tvalue)), base + t0, base + t1, "model")
                 for sp in spans:
                     if base <= sp.start < base + len(clause) and allowed(sp.field, why):
                         p = _calibrate(sp.probability, getattr(self.tagger, "platt", None))
                         if p >= self.tagger_threshold:
-                            value = _trim(sp.text)
+                            end = sp.end
+                            value = _trim(masked[sp.start:end], sp.field)
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
-                                    sp.start, sp.end, "model", span=True)
+                                    sp.start, end, "model", span=True)
         # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
@@ -1139,8 +1144,47 @@ def _plausible(key: str, value: str) -> bool:
     return len(value) <= 60
 
 
-def _trim(value: str) -> str:
-    return value.strip(" \t,，。.!！~、;；:：\"'“”‘’()（）")
+_EDGE = " \t,，。.!！~、;；:：\"'“”‘’()（）—–…"
+
+
+def _trim(value: str, key: str = "") -> str:
+    """A learned span's words without the punctuation at its edges ("pescatarian —", "朵朵——") and without what
+    follows a bracket it does not close ("Lucía (6", "三花）今天又不理": the span ran out of or into an aside).
+    A phone number keeps its brackets ("604) 555-0134" is an area code)."""
+    plain = _EDGE.replace("()（）", "")
+    value = value.strip(plain)
+    if value[:1] in "(（" and value[-1:] in ")）":
+        value = value[1:-1].strip(plain)  # "(vegan)": the brackets wrap the value
+    if key != "phone":
+        for open_, close in (("(", ")"), ("（", "）")):
+            if value.count(open_) > value.count(close):
+                value = value[:value.rindex(open_)]
+            elif value.count(close) > value.count(open_):
+                value = value[:value.index(close)]
+    return value.strip(plain)
+
+
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """`start`, `end` moved out to the edges of the Latin words they cut ("Aust" -> "Austin", "my husb" -> "my
+    husband"): a proposal by character position can end inside a word."""
+    while 0 < start < len(text) and _LATIN.match(text[start - 1]) and _LATIN.match(text[start]):
+        start -= 1
+    while 0 < end < len(text) and _LATIN.match(text[end - 1]) and _LATIN.match(text[end]):
+        end += 1
+    return start, end
+
+
+def _cut_word(value: str, source: str, at: int) -> str:
+    """A rule's value cut inside a word by its length cap ("pork — halal isn't stric", "…with hand-dra") loses the
+    cut word; `at` is where the value starts in `source`."""
+    end = at + len(value)
+    if at < 0 or end >= len(source) or not (_LATIN.match(value[-1:]) and _LATIN.match(source[end])):
+        return value
+    kept = re.sub(r"\s*[^\s]*$", "", value)
+    return _clean(kept) if kept.strip() else value
 
 
 def canonical_form(key: str, value: Any) -> Any:
