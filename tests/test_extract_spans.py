@@ -1,0 +1,163 @@
+"""Right tagger spans that used to be dropped (issue 13): plausibility of typed fields, rule-vs-span arbitration,
+span boundaries; zh and en."""
+
+from __future__ import annotations
+
+import pytest
+
+from usermem.policy.contracts import ContractSet
+from usermem.understand.extract import (
+    PatternExtractor,
+    _cut_word,
+    _plausible,
+    _trim,
+    _whole_words,
+    extractable,
+)
+from usermem.understand.tagger import Span
+from usermem.understand.text import Message
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("address", "广州市天河区体育西路103号维多利广场B座1208"),  # a block letter and a room number are no password
+    ("address", "7 Rue des Lilas, 69003 Lyon"),
+    ("address", "55 Elm Row, Edinburgh EH7 4AH"),
+    ("budget", "一千五"),
+    ("budget", "两千出头"),
+    ("budget", "under fifty bucks"),
+    ("budget", "price isn't an issue"),
+    ("timezone", "GMT"),
+    ("timezone", "Pacific"),
+    ("timezone", "比北京慢一个小时"),
+    ("timezone", "8 hours behind London"),
+    ("birthday", "腊月初八"),
+    ("birthday", "Christmas Eve"),
+    ("city", "São Paulo"),
+    ("city", "Bath"),
+    ("work_city", "西二旗"),
+    ("spouse", "我家那位"),
+    ("children", "Lucía"),
+    ("allergy", "蟹"),
+])
+def test_typed_values_in_any_script_are_plausible(key: str, value: str) -> None:
+    assert _plausible(key, value)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("email", "wen"),  # a local part cut from its domain
+    ("email", "chenlu@starlab"),
+    ("children", "my"),
+    ("spouse", "the"),
+    ("address", "Apt 7B"),  # a fragment without a street
+    ("address", "since 2019"),
+    ("work_city", "字节"),  # a company, not a place
+    ("city", "home"),
+    ("city", "downtown"),
+    ("allergy", "我"),
+    ("likes", "的"),
+    ("occupation", "医"),
+    ("name", "Tr0ub4dor&3"),
+    ("preferred_name", "秦始皇"),
+    ("budget", "a lot"),
+    ("birthday", "someday"),
+    ("timezone", "soon"),
+])
+def test_the_checks_still_keep_out_what_they_were_for(key: str, value: str) -> None:
+    assert not _plausible(key, value)
+
+
+# --- a tagger span against a rule hit on the same words -------------------------------------------------------
+
+class _Fields:
+    def __init__(self, probabilities: dict[str, float]) -> None:
+        self.p = probabilities
+
+    def probabilities(self, text: str) -> dict[str, float]:
+        return dict(self.p)
+
+
+class _Tagger:
+    """One span where the words are, with a stage-1 field model; Platt scaling off."""
+
+    def __init__(self, field: str, words: str, probability: float, fields: dict[str, float]) -> None:
+        self.field, self.words, self.probability = field, words, probability
+        self.field_model = _Fields(fields)
+        self.platt = (1.0, 0.0)
+
+    def spans(self, text: str) -> list[Span]:
+        at = text.find(self.words)
+        return [Span(self.field, self.words, at, at + len(self.words), self.probability)] if at >= 0 else []
+
+
+def _found(text: str, tagger: _Tagger | None) -> set[tuple[str, str]]:
+    ex = PatternExtractor(extractable(ContractSet()), tagger=tagger, tagger_threshold=0.3, templates=False)
+    return {(c.key, str(c.value)) for c in ex._message(Message("user", text, 0))}
+
+
+@pytest.mark.parametrize(("text", "rule", "span"), [
+    ("初一十五吃素，其他时候无所谓", ("diet", "吃素"), ("diet", "初一十五吃素")),
+    ("I play the cello in an amateur orchestra on Thursdays", ("hobbies", "cello"), ("hobbies", "play the cello")),
+])
+def test_a_span_holding_a_much_shorter_rule_value_of_its_field_takes_the_words(text, rule, span) -> None:
+    assert rule in _found(text, None)  # what the rules alone say
+    got = _found(text, _Tagger(span[0], span[1], 0.7, {span[0]: 0.9}))
+    assert span in got and rule not in got
+
+
+@pytest.mark.parametrize(("text", "rule", "span"), [
+    ("我是素食者", ("diet", "素食"), ("diet", "素食者")),  # the rule's value is most of the span: the rule stands
+    ("I'm allergic to peanuts", ("allergy", "peanuts"), ("allergy", "to peanuts")),
+])
+def test_a_span_barely_longer_than_the_rule_value_leaves_the_rule(text, rule, span) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert rule in got and span not in got
+
+
+@pytest.mark.parametrize(("text", "rule", "span"), [
+    ("我在字节上班，base 杭州", ("city", "杭州"), ("work_city", "杭州")),
+    ("I'm an Android dev at a fintech in Lagos", ("city", "Lagos"), ("work_city", "Lagos")),
+    ("汇报我喜欢Keynote做的，好看", ("likes", "Keynote做"), ("report_format", "Keynote")),
+])
+def test_the_field_model_decides_between_fields_on_the_same_words(text, rule, span) -> None:
+    assert rule in _found(text, None)
+    # the message is about the span's field and not the rule's: the span's field
+    got = _found(text, _Tagger(span[0], span[1], 0.8, {span[0]: 0.95, rule[0]: 0.1}))
+    assert span in got and rule not in got
+    # the message is about both (or the span's field is unsure): the rule stands
+    for fields in ({span[0]: 0.95, rule[0]: 0.6}, {span[0]: 0.4, rule[0]: 0.1}):
+        got = _found(text, _Tagger(span[0], span[1], 0.8, fields))
+        assert rule in got and span not in got
+
+
+# --- boundaries ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("key", "raw", "trimmed"), [
+    ("diet", "pescatarian —", "pescatarian"),
+    ("children", "朵朵——", "朵朵"),
+    ("children", "Lucía (6", "Lucía"),  # the span ran into an aside
+    ("pets", "三花）今天又不理", "三花"),  # the span ran out of one
+    ("contact_hours", "during school runs (8–9 and 3–4)", "during school runs (8–9 and 3–4)"),  # closed
+    ("diet", "(vegan)", "vegan"),
+    ("phone", "604) 555-0134", "604) 555-0134"),  # an area code's bracket
+])
+def test_a_span_loses_edge_dashes_and_what_follows_an_unclosed_bracket(key, raw, trimmed) -> None:
+    assert _trim(raw, key) == trimmed
+
+
+@pytest.mark.parametrize(("text", "cut", "whole"), [
+    ("we moved to Austin in May", "moved to Aust", "moved to Austin"),
+    ("my husband and I are both vegetarians", "my husb", "my husband"),
+    ("我住在杭州", "杭", "杭"),  # Chinese characters are words of their own
+])
+def test_a_proposal_by_position_ends_on_a_whole_word(text, cut, whole) -> None:
+    start = text.index(cut)
+    a, b = _whole_words(text, start, start + len(cut))
+    assert text[a:b] == whole
+
+
+def test_a_rule_value_cut_inside_a_word_loses_the_cut_word() -> None:
+    text = "I'm a huge fan of Studio Ghibli and anything with hand-drawn animation"
+    value = "Studio Ghibli and anything with hand-dra"
+    assert _cut_word(value, text, text.index(value)) == "Studio Ghibli and anything with"
+    assert _cut_word("Studio Ghibli", text, text.index("Studio")) == "Studio Ghibli"
+    assert _cut_word("吃素", "初一十五吃素", 4) == "吃素"
