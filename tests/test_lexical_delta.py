@@ -38,10 +38,10 @@ _query = st.lists(st.sampled_from([*_TERMS, "absent"]), min_size=1, max_size=5)
 def _postings(index: BM25Index) -> dict[str, tuple[list[int], list[float]]]:
     """term -> (documents, term frequencies) in the index's order, terms without documents left out."""
     out = {}
-    for term, t in index._vocab.items():
-        lo, hi = int(index._ptr[t]), int(index._ptr[t + 1])
+    for term, t in index.postings_vocab.items():
+        lo, hi = int(index.postings_ptr[t]), int(index.postings_ptr[t + 1])
         if hi > lo:
-            out[term] = (index._doc[lo:hi].tolist(), index._tf[lo:hi].tolist())
+            out[term] = (index.postings_doc[lo:hi].tolist(), index.postings_tf[lo:hi].tolist())
     return out
 
 

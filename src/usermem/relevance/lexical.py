@@ -124,8 +124,9 @@ class BM25Index:
     """An inverted index over a fixed list of documents (token sequences); `scores(query)` per document.
     Chinese terms are extended with character bigrams (`with_bigrams`) on both sides.
 
-    Postings are flat arrays sorted by (term id, document): term t's documents are `_doc[_ptr[t]:_ptr[t+1]]`
-    (ascending) with their term frequencies in `_tf`; term ids come from `_vocab`. `derived` builds the index
+    Postings are flat arrays sorted by (term id, document): term t's documents are
+    `postings_doc[postings_ptr[t]:postings_ptr[t+1]]` (ascending) with their term frequencies in `postings_tf`;
+    term ids come from `postings_vocab` (read-only: `derived` reads another index's). `derived` builds the index
     of a changed document list from an index of the previous one, tokenizing only the documents that changed
     (the snapshot of a user after a write: relevance/vectors.py); its scores equal a fresh index's bit for bit
     (the same postings, the same length array, so the same idf, avgdl and normalisers)."""
@@ -137,11 +138,11 @@ class BM25Index:
     n: int
     k1: float
     b: float
-    _vocab: dict[str, int]  # term -> term id
-    _ptr: np.ndarray  # int64 (terms + 1): term t's postings are [_ptr[t], _ptr[t + 1])
-    _doc: np.ndarray  # int32 per posting: the document
-    _tf: np.ndarray  # float32 per posting: the term's frequency in it
-    _lengths: np.ndarray  # float32 per document: its number of terms (bigrams included)
+    postings_vocab: dict[str, int]  # term -> term id
+    postings_ptr: np.ndarray  # int64 (terms + 1): term t's postings are [postings_ptr[t], postings_ptr[t + 1])
+    postings_doc: np.ndarray  # int32 per posting: the document
+    postings_tf: np.ndarray  # float32 per posting: the term's frequency in it
+    doc_lengths: np.ndarray  # float32 per document: its number of terms (bigrams included)
     _avgdl: float
     _norm: np.ndarray  # float32 per document: k1 · (1 − b + b · dl / avgdl)
 
@@ -160,11 +161,11 @@ class BM25Index:
         old_of_new = np.asarray(old_of_new, dtype=np.int64)
         if len(old_of_new) != len(docs):
             raise ValueError("old_of_new must give one position per document")
-        live = int(np.count_nonzero(np.diff(base._ptr)))
-        if len(base._vocab) > 2 * live + cls.VOCAB_SLACK:  # many terms of documents gone: a fresh vocabulary
-            out._build(docs, None, np.full(len(docs), -1, dtype=np.int64))
+        live = int(np.count_nonzero(np.diff(base.postings_ptr)))
+        if len(base.postings_vocab) > 2 * live + cls.VOCAB_SLACK:  # many terms of gone documents: a fresh vocabulary
+            cls._build(out, docs, None, np.full(len(docs), -1, dtype=np.int64))
         else:
-            out._build(docs, base, old_of_new)
+            cls._build(out, docs, base, old_of_new)
         return out
 
     def _build(self, docs: Sequence[Sequence[str]], base: BM25Index | None, old_of_new: np.ndarray) -> None:
@@ -172,7 +173,7 @@ class BM25Index:
         kept = np.flatnonzero(old_of_new >= 0)
         fresh = np.flatnonzero(old_of_new < 0)
         lengths = np.empty(n, dtype=np.float32)
-        vocab: dict[str, int] = {} if base is None else dict(base._vocab)
+        vocab: dict[str, int] = {} if base is None else dict(base.postings_vocab)
         # The fresh documents' postings, sorted by (term id, document): key = term id · n + document.
         bg = [with_bigrams(docs[i]) for i in fresh.tolist()]
         counts = np.fromiter(map(len, bg), dtype=np.int64, count=len(bg))
@@ -187,14 +188,14 @@ class BM25Index:
         if base is not None and len(kept):
             # The kept documents' postings, their documents renumbered (order kept within each term).
             before = old_of_new[kept]
-            lengths[kept] = base._lengths[before]
+            lengths[kept] = base.doc_lengths[before]
             new_of_old = np.full(base.n, -1, dtype=np.int64)
             new_of_old[before] = kept
-            doc = new_of_old[base._doc]
+            doc = new_of_old[base.postings_doc]
             stay = doc >= 0
-            term = np.repeat(np.arange(len(base._ptr) - 1, dtype=np.int64), np.diff(base._ptr))
+            term = np.repeat(np.arange(len(base.postings_ptr) - 1, dtype=np.int64), np.diff(base.postings_ptr))
             old_keys = term[stay] * n + doc[stay]
-            old_tf = base._tf[stay]
+            old_tf = base.postings_tf[stay]
             if len(before) > 1 and not bool(np.all(before[1:] > before[:-1])):  # reordered: sort again
                 order = np.argsort(old_keys, kind="stable")
                 old_keys, old_tf = old_keys[order], old_tf[order]
@@ -202,20 +203,20 @@ class BM25Index:
             keys = np.insert(old_keys, at, keys)
             tf = np.insert(old_tf, at, tf)
         term, doc = np.divmod(keys, max(n, 1))
-        self._vocab = vocab
-        self._ptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term, minlength=len(vocab)), out=self._ptr[1:])
-        self._doc = doc.astype(np.int32)
-        self._tf = tf
-        self._lengths = lengths
+        self.postings_vocab = vocab
+        self.postings_ptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term, minlength=len(vocab)), out=self.postings_ptr[1:])
+        self.postings_doc = doc.astype(np.int32)
+        self.postings_tf = tf
+        self.doc_lengths = lengths
         avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
         # Per-document length normaliser, precomputed: k1 · (1 − b + b · dl / avgdl)
         self._avgdl = avgdl
         self._norm = (self.k1 * (1 - self.b + self.b * lengths / avgdl)).astype(np.float32)
 
     def _df(self, term: str) -> int:
-        t = self._vocab.get(term)
-        return 0 if t is None else int(self._ptr[t + 1] - self._ptr[t])
+        t = self.postings_vocab.get(term)
+        return 0 if t is None else int(self.postings_ptr[t + 1] - self.postings_ptr[t])
 
     def idf(self, term: str) -> float:
         df = self._df(term)
@@ -225,13 +226,13 @@ class BM25Index:
         query_tokens = with_bigrams(query_tokens)
         out = np.zeros(self.n, dtype=np.float32)
         for term, qtf in Counter(query_tokens).items():
-            t = self._vocab.get(term)
+            t = self.postings_vocab.get(term)
             if t is None:
                 continue
-            lo, hi = int(self._ptr[t]), int(self._ptr[t + 1])
+            lo, hi = int(self.postings_ptr[t]), int(self.postings_ptr[t + 1])
             if lo == hi:
                 continue
-            ids, tfs = self._doc[lo:hi], self._tf[lo:hi]
+            ids, tfs = self.postings_doc[lo:hi], self.postings_tf[lo:hi]
             idf = math.log(1 + (self.n - (hi - lo) + 0.5) / ((hi - lo) + 0.5))
             out[ids] += qtf * idf * tfs * (self.k1 + 1) / (tfs + self._norm[ids])
         return out

@@ -154,13 +154,27 @@ class UserIndex:
             self.bm25_seed = None  # the earlier index can go
         return self._bm25
 
+    @property
+    def built_bm25(self) -> BM25Index | None:
+        """The BM25 index if this snapshot built one already (never builds it: a later snapshot derives from it)."""
+        return self._bm25
+
+    @property
+    def sorted_keys(self) -> tuple[list[str], list[int]] | None:
+        """The sorted keys and their positions, if `under` computed them already."""
+        return self._sorted
+
+    def share_sorted_keys(self, stale: UserIndex) -> None:
+        """Take the stale snapshot's sorted keys (the caller vouches both have the same keys in the same order)."""
+        self._sorted = stale.sorted_keys
+
     def seed_bm25(self, stale: UserIndex, old_of_new: np.ndarray) -> None:
         """Let `bm25` start from the `stale` snapshot's index: `old_of_new[i]` is the row of `stale` whose index
         terms row i has (equal: the caller vouches), −1 for a changed or new row. When `stale` built no index
         of its own, from the one it was seeded with (the two mappings composed)."""
         if self._bm25 is not None or len(old_of_new) != len(self.tokens):
             return
-        base = stale._bm25
+        base = stale.built_bm25
         if base is None:
             seed = stale.bm25_seed
             if seed is None or len(seed[1]) != len(stale.tokens):
@@ -576,7 +590,7 @@ class SQLiteVectorIndex(_CacheMixin):
             flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
             ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
         if keys is s_keys:
-            ux._sorted = stale._sorted  # the sorted keys (`under`)
+            ux.share_sorted_keys(stale)  # the sorted keys (`under`)
         # BM25: the rows carried over keep their postings; only the changed rows are tokenized (at first use)
         old_of_new = np.full(n, -1, dtype=np.int64)
         carried = np.ones(n, dtype=bool)
