@@ -518,72 +518,8 @@ class SQLiteVectorIndex(_CacheMixin):
         if vec_rows and dim:
             block[vec_rows] = np.frombuffer(b"".join([changed[i][6] for i in vec_rows]),
                                             dtype=np.float32).reshape(len(vec_rows), dim)
-        new_keys = [r[0] for r in changed]
-        new_ver = [r[5] for r in changed]
-        columns: dict[str, list[Any]] = {"ids": [r[1] for r in changed], "models": [r[4] for r in changed],
-                                         "tokens": [tuple(r[7].split()) for r in changed], "versions": new_ver}
-        if new_keys == [s_keys[p] for p in gone]:  # rows rewritten in place (the usual write): one copy each
-            at_pos: list[int] = gone
-            n = len(s_keys)
-            ins: list[int] = []
-            lists: dict[str, list[Any]] = {name: list(old) for name, old in (("ids", stale.ids), ("models", stale.models),
-                                                       ("tokens", stale.tokens), ("versions", s_ver))}
-            for name, new in columns.items():
-                out = lists[name]
-                for p, item in zip(gone, new, strict=True):
-                    out[p] = item
-            keys, position = s_keys, stale.position
-            kinds, at, has_vec = stale.kinds.copy(), stale.at.copy(), stale.has_vec.copy()
-            matrix = prev.copy() if kept_vec else np.zeros((n, dim), dtype=np.float32)
-            kept = np.delete(np.arange(n), gone)
-        else:  # rows came or went: delete, then insert at the merge positions
-            kept = np.delete(np.arange(len(s_keys)), gone)
-
-            def merged(old: list[Any], new: list[Any], pos: list[int]) -> list[Any]:
-                out = list(old)
-                for p in reversed(gone):
-                    del out[p]
-                for p, item in zip(pos, new, strict=True):  # ascending: each counts the inserts before it
-                    out.insert(p, item)
-                return out
-
-            kept_keys = merged(s_keys, [], [])
-            ins = [bisect_left(kept_keys, k) for k in new_keys]
-            at_pos = [p + i for i, p in enumerate(ins)]
-            keys = merged(s_keys, new_keys, at_pos)
-            n, position = len(keys), {}
-            lists = {name: merged(old, columns[name], at_pos) for name, old in (
-                ("ids", stale.ids), ("models", stale.models), ("tokens", stale.tokens), ("versions", s_ver))}
-            kinds = np.insert(stale.kinds[kept], ins, np.array([r[2] for r in changed], dtype=object))
-            at = np.insert(stale.at[kept], ins, [float(r[3]) for r in changed])
-            has_vec = np.insert(stale.has_vec[kept], ins, ok_changed)
-            matrix = (np.insert(prev[kept], ins, block, axis=0) if kept_vec
-                      else np.zeros((n, dim), dtype=np.float32))
-        if at_pos:
-            kinds[at_pos] = [r[2] for r in changed]
-            at[at_pos] = [r[3] for r in changed]
-            has_vec[at_pos] = ok_changed
-            if dim:
-                matrix[at_pos] = block
-        versions = lists["versions"]
-        top = max([base.top, *(v for v in new_ver if v is not None)])
-        ux = UserIndex(gen=gen, keys=keys, ids=lists["ids"], kinds=kinds, at=at, models=lists["models"],
-                       matrix=matrix, has_vec=has_vec, tokens=lists["tokens"], position=position,
-                       versions=versions, delta=RowVersions(self.model_id, top,
-                                                            [at_pos[i] for i, v in enumerate(new_ver) if v is None]))
-        if stale.chinese is not None and len(stale.chinese) == len(s_keys):
-            # row_chinese copies the flags before it sets the changed rows'
-            flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
-            ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
-        if keys is s_keys:
-            ux._sorted = stale._sorted  # the sorted keys (`under`)
-        # BM25: the rows carried over keep their postings; only the changed rows are tokenized (at first use)
-        old_of_new = np.full(n, -1, dtype=np.int64)
-        carried = np.ones(n, dtype=bool)
-        carried[at_pos] = False
-        old_of_new[carried] = kept
-        ux.seed_bm25(stale, old_of_new)
-        return ux
+        return _patched(stale, gen, self.model_id, [(r[0], r[1], r[2], float(r[3]), r[4], r[5], tuple(r[7].split()))
+                                                    for r in changed], block, gone)
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
@@ -677,6 +613,89 @@ def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
     if fresh:
         out[fresh] = 0.0
     return out, fresh
+
+
+# A changed row as the rebuild merges it: key, memory id, kind, event time, model, version, index terms.
+Changed = tuple[str, str, str, float, str, int | None, tuple[str, ...]]
+
+
+def _patched(stale: UserIndex, gen: int, model_id: str | None, changed: Sequence[Changed], block: np.ndarray,
+             gone: list[int]) -> UserIndex:
+    """The snapshot at `gen` rebuilt from the `stale` one (both backends' `_delta`): the stale rows at the
+    positions `gone` (rewritten, erased, unversioned; ascending) left out, the `changed` rows (sorted by key,
+    code point order; their vectors `block`, unit rows of the snapshot's size, zero where not of the current
+    model) merged in by key. Every other row keeps its vector, index terms, language flag and BM25 postings."""
+    base, s_keys, s_ver, prev = stale.delta, stale.keys, stale.versions, stale.matrix
+    assert base is not None and s_ver is not None and prev is not None
+    ok_changed = [r[4] == model_id for r in changed]
+    kept_vec = int(stale.has_vec.sum()) - int(stale.has_vec[gone].sum())
+    dim = block.shape[1]
+    new_keys = [r[0] for r in changed]
+    new_ver = [r[5] for r in changed]
+    columns: dict[str, list[Any]] = {"ids": [r[1] for r in changed], "models": [r[4] for r in changed],
+                                     "tokens": [r[6] for r in changed], "versions": new_ver}
+    if new_keys == [s_keys[p] for p in gone]:  # rows rewritten in place (the usual write): one copy each
+        at_pos: list[int] = gone
+        n = len(s_keys)
+        ins: list[int] = []
+        lists: dict[str, list[Any]] = {name: list(old) for name, old in (("ids", stale.ids), ("models", stale.models),
+                                                   ("tokens", stale.tokens), ("versions", s_ver))}
+        for name, new in columns.items():
+            out = lists[name]
+            for p, item in zip(gone, new, strict=True):
+                out[p] = item
+        keys, position = s_keys, stale.position
+        kinds, at, has_vec = stale.kinds.copy(), stale.at.copy(), stale.has_vec.copy()
+        matrix = prev.copy() if kept_vec else np.zeros((n, dim), dtype=np.float32)
+        kept = np.delete(np.arange(n), gone)
+    else:  # rows came or went: delete, then insert at the merge positions
+        kept = np.delete(np.arange(len(s_keys)), gone)
+
+        def merged(old: list[Any], new: list[Any], pos: list[int]) -> list[Any]:
+            out = list(old)
+            for p in reversed(gone):
+                del out[p]
+            for p, item in zip(pos, new, strict=True):  # ascending: each counts the inserts before it
+                out.insert(p, item)
+            return out
+
+        kept_keys = merged(s_keys, [], [])
+        ins = [bisect_left(kept_keys, k) for k in new_keys]
+        at_pos = [p + i for i, p in enumerate(ins)]
+        keys = merged(s_keys, new_keys, at_pos)
+        n, position = len(keys), {}
+        lists = {name: merged(old, columns[name], at_pos) for name, old in (
+            ("ids", stale.ids), ("models", stale.models), ("tokens", stale.tokens), ("versions", s_ver))}
+        kinds = np.insert(stale.kinds[kept], ins, np.array([r[2] for r in changed], dtype=object))
+        at = np.insert(stale.at[kept], ins, [float(r[3]) for r in changed])
+        has_vec = np.insert(stale.has_vec[kept], ins, ok_changed)
+        matrix = (np.insert(prev[kept], ins, block, axis=0) if kept_vec
+                  else np.zeros((n, dim), dtype=np.float32))
+    if at_pos:
+        kinds[at_pos] = [r[2] for r in changed]
+        at[at_pos] = [r[3] for r in changed]
+        has_vec[at_pos] = ok_changed
+        if dim:
+            matrix[at_pos] = block
+    versions = lists["versions"]
+    top = max([base.top, *(v for v in new_ver if v is not None)])
+    ux = UserIndex(gen=gen, keys=keys, ids=lists["ids"], kinds=kinds, at=at, models=lists["models"],
+                   matrix=matrix, has_vec=has_vec, tokens=lists["tokens"], position=position,
+                   versions=versions, delta=RowVersions(model_id, top,
+                                                        [at_pos[i] for i, v in enumerate(new_ver) if v is None]))
+    if stale.chinese is not None and len(stale.chinese) == len(s_keys):
+        # row_chinese copies the flags before it sets the changed rows'
+        flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
+        ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
+    if keys is s_keys:
+        ux._sorted = stale._sorted  # the sorted keys (`under`)
+    # BM25: the rows carried over keep their postings; only the changed rows are tokenized (at first use)
+    old_of_new = np.full(n, -1, dtype=np.int64)
+    carried = np.ones(n, dtype=bool)
+    carried[at_pos] = False
+    old_of_new[carried] = kept
+    ux.seed_bm25(stale, old_of_new)
+    return ux
 
 
 def _fill(out: np.ndarray, dim: int, position: dict[str, int], sent: Sequence[tuple[str, bytes]]) -> None:
