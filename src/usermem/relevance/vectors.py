@@ -589,7 +589,8 @@ def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
     s_ok, s_ver, s_ids, s_models = stale.has_vec.tolist(), stale.versions, stale.ids, stale.models
 
     def same(i: int, p: int) -> bool:  # row i of the new snapshot is row p of the stale one, unchanged
-        return ok[i] and s_ok[p] and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i] and s_models[p] == ux.models[i]
+        return (ok[i] and s_ok[p] and s_ver[p] is not None and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i]
+                and s_models[p] == ux.models[i])
 
     if stale.keys == ux.keys:  # no key came or went (the usual change: values rewritten): one copy
         out = prev.copy()
@@ -748,16 +749,46 @@ class PgVectorIndex(_CacheMixin):
             # The extension lives in one schema of the database; the store may use another (schema=...).
             row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
                                " WHERE e.extname = 'vector'").fetchone()
+            # Migration 0009 (optional like 0004): rows carry a version; without it (still pending) snapshots
+            # are rebuilt from every row's metadata, reusing the vectors of rows whose xmin did not change.
+            self._versioned = conn.execute(
+                "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('relevance_vectors') AND attname = 'ver'"
+                " AND NOT attisdropped").fetchone() is not None
         vs = '"' + str(row[0]).replace('"', '""') + '"'
         self._vector = f"{vs}.vector"
         self._cos = f"OPERATOR({vs}.<=>)"
         self._send = f"{vs}.vector_send"
+        changed = (f"SELECT key, memory_id, kind, at, model, ver, tokens, dim, CASE WHEN model = %s THEN"
+                   f" {self._send}(vec) END FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND {{}}")
+        # One statement (one round trip, one view): the rows above the stale snapshot's top version, the
+        # unversioned ones, and the count of those at or below it (the erasures since, by difference).
+        self._changed_sql = (changed.format("ver > %s") + " UNION ALL " + changed.format("ver IS NULL")
+                             + " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, count(*), NULL, NULL, NULL"
+                             " FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND ver <= %s")
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:
             return
         for tenant in sorted({r.tenant for r in rows}):
             mine = [r for r in rows if r.tenant == tenant]
+            users = sorted({(r.tenant, r.user_id) for r in mine})
+            if self._versioned:
+                with self._sql(tenant, write=True) as conn, conn.cursor() as cur:
+                    # The bump first: it holds the user's generation row until commit, so the version it hands
+                    # out (the rows' `ver`) is above every version committed before and below every one after.
+                    cur.executemany(_PG_BUMP, users)
+                    cur.executemany(
+                        "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec,"
+                        f" tokens, ver) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::{self._vector},%s, (SELECT gen FROM"
+                        " relevance_generation WHERE tenant=%s AND user_id=%s) WHERE EXISTS (SELECT 1 FROM memories"
+                        " WHERE tenant=%s AND id=%s AND superseded_by IS NULL AND deleted_at IS NULL)"
+                        " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
+                        " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim,"
+                        " vec=excluded.vec, tokens=excluded.tokens, ver=excluded.ver",
+                        [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]),
+                          _pgvec(r.vec), " ".join(r.tokens), r.tenant, r.user_id, r.tenant, r.memory_id)
+                         for r in mine])
+                continue
             with self._sql(tenant, write=True) as conn, conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec,"
@@ -768,30 +799,35 @@ class PgVectorIndex(_CacheMixin):
                     " tokens=excluded.tokens",
                     [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]),
                       _pgvec(r.vec), " ".join(r.tokens), r.tenant, r.memory_id) for r in mine])
-                cur.executemany(_PG_BUMP, sorted({(r.tenant, r.user_id) for r in mine}))
+                cur.executemany(_PG_BUMP, users)
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
         with self._sql(tenant, write=True) as conn:
+            # The generation row first, then the vector rows: the lock order of upsert (no deadlock between them)
+            conn.execute(_PG_BUMP, (tenant, user_id))
             if keys is not None:
                 n = conn.execute("DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND key = ANY(%s)",
                                  (tenant, user_id, list(keys))).rowcount
             else:
                 n = conn.execute(f"DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND NOT {_PG_CURRENT}",
                                  (tenant, user_id)).rowcount
-            conn.execute(_PG_BUMP, (tenant, user_id))
         self._drop([(tenant, user_id)])
         return int(n)
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
         cutoff = expired_before if expired_before is not None else float("-inf")
-        with self._sql(write=True) as conn:  # every tenant: the maintenance scope
-            users = conn.execute(
-                "DELETE FROM relevance_vectors WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE"
-                " m.tenant = relevance_vectors.tenant AND m.id = relevance_vectors.memory_id"
-                " AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
-                " AND (m.expires_at IS NULL OR m.expires_at > %s)) RETURNING tenant, user_id", (cutoff,)).fetchall()
-            with conn.cursor() as cur:
-                cur.executemany(_PG_BUMP, sorted(set(users)))
+        orphan = ("NOT EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vectors.tenant"
+                  " AND m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
+                  " AND (m.expires_at IS NULL OR m.expires_at > %s))")
+        with self._sql(write=True) as conn, conn.cursor() as cur:  # every tenant: the maintenance scope
+            # The users' generation rows first (upsert's lock order), then the rows; users whose orphans
+            # appeared in between are bumped after.
+            first = sorted({(str(r[0]), str(r[1])) for r in conn.execute(
+                f"SELECT DISTINCT tenant, user_id FROM relevance_vectors WHERE {orphan}", (cutoff,)).fetchall()})
+            cur.executemany(_PG_BUMP, first)
+            users = conn.execute(f"DELETE FROM relevance_vectors WHERE {orphan} RETURNING tenant, user_id",
+                                 (cutoff,)).fetchall()
+            cur.executemany(_PG_BUMP, sorted({(str(u[0]), str(u[1])) for u in users} - set(first)))
         self._drop((str(u[0]), str(u[1])) for u in users)
         # The dead tuples of these rows and of rows erased earlier (forget) leave the table files when the
         # store's purge, which runs right after, rewrites its tables: the vector tables are among them.
@@ -810,13 +846,75 @@ class PgVectorIndex(_CacheMixin):
     def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
         return [ReadAhead("sql", (tenant, _PG_GEN, (tenant, user_id)))] if self._sql_read is not None else []
 
+    DELTA_SHARE = 0.5  # versioned rows: a rebuild reads the changed rows alone while they are at most this share
+
     def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
-        """The user's snapshot. With the `stale` one it replaces, the vectors of rows whose version (xmin),
-        memory id and model are unchanged are copied from it and only the others are read (after one write,
-        one vector instead of the user's all); a row that is gone (erased) is never carried over."""
+        """The user's snapshot. With the `stale` one it replaces: where rows carry versions (migration 0009),
+        only the rows written since it was read (`_delta`), every other row still there carried over; else the
+        metadata of every row, and the vectors of rows whose version (xmin), memory id and model are unchanged
+        copied from it (after one write, one vector instead of the user's all). A row that is gone (erased) is
+        never carried over."""
         with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
-            meta = "SELECT key, memory_id, kind, at, model, tokens, dim, {} FROM relevance_vectors" \
-                   " WHERE tenant=%s AND user_id=%s ORDER BY key"
+            if self._versioned and stale is not None:
+                ux = self._delta(conn, cur, tenant, user_id, gen, stale)
+                if ux is not None:
+                    return ux
+            return self._full(cur, tenant, user_id, gen, stale)
+
+    def _delta(self, conn: Any, cur: Any, tenant: str, user_id: str, gen: int, stale: UserIndex) -> UserIndex | None:
+        """_build from the stale snapshot, or None (a full build is due: many rows changed, another model, ...).
+
+        Every write bumps the user's generation before it writes its rows, with the bumped value as their
+        `ver`, and holds the generation row until it commits: so a row committed after the stale snapshot's
+        read has a version above the stale snapshot's highest (`top`), and a row whose version is at most
+        `top` is still the one the stale snapshot holds (generations never go back). One statement reads the
+        rows above `top`, the unversioned ones and the count of the others, through the (tenant, user_id,
+        ver) index; only when that count shows erasures are the keys at or below `top` read, then with the
+        changed rows again in one REPEATABLE READ transaction (one view)."""
+        base, s_keys, prev = stale.delta, stale.keys, stale.matrix
+        if base is None or stale.versions is None or prev is None or base.model != self.model_id:
+            return None
+        args = (self.model_id, tenant, user_id, base.top, self.model_id, tenant, user_id, tenant, user_id, base.top)
+        rows = cur.execute(self._changed_sql, args).fetchall()
+        changed = sorted((r for r in rows if r[0] is not None), key=lambda r: str(r[0]))  # by code point
+        if len(changed) > self.DELTA_SHARE * len(s_keys):
+            return None
+        where = stale.position.get
+        drop = set(base.unversioned) | {p for r in changed if (p := where(r[0])) is not None}
+        still = next(int(r[5]) for r in rows if r[0] is None)
+        if still != len(s_keys) - len(drop):  # rows were erased since: which of the stale ones are left
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                rows = cur.execute(self._changed_sql, args).fetchall()
+                present = {r[0] for r in cur.execute("SELECT key FROM relevance_vectors WHERE tenant=%s AND"
+                                                     " user_id=%s AND ver <= %s", args[-3:]).fetchall()}
+            finally:
+                conn.execute("COMMIT")
+            changed = sorted((r for r in rows if r[0] is not None), key=lambda r: str(r[0]))
+            drop = set(base.unversioned) | {p for r in changed if (p := where(r[0])) is not None}
+            drop.update(p for p, k in enumerate(s_keys) if k not in present)
+        gone = sorted(drop)
+        ok = [r[4] == self.model_id for r in changed]
+        kept_vec = int(stale.has_vec.sum()) - int(stale.has_vec[gone].sum())
+        dim = prev.shape[1] if kept_vec else next((int(r[7]) for r, good in zip(changed, ok, strict=True) if good), 0)
+        if any(good and (r[7] != dim or len(r[8]) != 4 * (dim + 1)) for r, good in zip(changed, ok, strict=True)):
+            return None  # vectors of another size under one model: as a full build
+        if (kept_vec + sum(ok)) * dim * 4 > self.CACHE_BYTES:
+            return None  # searched in the database (the full build leaves the matrix out)
+        block = np.zeros((len(changed), dim), dtype=np.float32)
+        if dim:
+            _fill(block, dim, {str(r[0]): i for i, r in enumerate(changed)},
+                  [(str(r[0]), bytes(r[8])) for r, good in zip(changed, ok, strict=True) if good])
+        return _patched(stale, gen, self.model_id, [(str(r[0]), str(r[1]), str(r[2]), float(r[3]), str(r[4]),
+                                                     None if r[5] is None else int(r[5]), tuple(str(r[6]).split()))
+                                                    for r in changed], block, gone)
+
+    def _full(self, cur: Any, tenant: str, user_id: str, gen: int, stale: UserIndex | None) -> UserIndex:
+        meta = "SELECT key, memory_id, kind, at, model, tokens, dim, {} FROM relevance_vectors" \
+               " WHERE tenant=%s AND user_id=%s"
+        if self._versioned:
+            rows = cur.execute(meta.format("ver"), (tenant, user_id)).fetchall()
+        else:
             try:
                 rows = cur.execute(meta.format(self.ROW_VERSION or "NULL"), (tenant, user_id)).fetchall()
             except Exception as exc:  # a server without row versions (some PostgreSQL-compatible ones)
@@ -825,39 +923,45 @@ class PgVectorIndex(_CacheMixin):
                 log.warning("relevance: row versions unavailable (%s); snapshots are rebuilt in full", exc)
                 self.ROW_VERSION = ""
                 rows = cur.execute(meta.format("NULL"), (tenant, user_id)).fetchall()
-            ok = [r[4] == self.model_id for r in rows]
-            ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
-                           kinds=np.array([r[2] for r in rows], dtype=object),
-                           at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
-                           matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
-                           versions=[int(r[7]) for r in rows] if self.ROW_VERSION else None)
-            if stale is not None:  # BM25 from the stale snapshot's: rows whose index terms did not change
-                where, s_tokens = stale.position.get, stale.tokens
-                ux.seed_bm25(stale, np.fromiter(
-                    (p if (p := where(k)) is not None and s_tokens[p] == t else -1
-                     for k, t in zip(ux.keys, ux.tokens, strict=True)), dtype=np.int64, count=len(rows)))
-            n, dim = len(rows), next((int(r[6]) for r, good in zip(rows, ok, strict=True) if good), 0)
-            if sum(ok) * dim * 4 > self.CACHE_BYTES:
-                return ux  # searched in the database (dense_db)
-            reused = _reused(stale, ux, ok, dim)
-            wanted: list[str] | None = None  # None: every current vector is read
-            if reused is None:
-                ux.matrix = np.zeros((n, dim), dtype=np.float32)
-            else:
-                ux.matrix, wanted = reused[0], [ux.keys[i] for i in reused[1] if ok[i]]
-            if not dim or wanted == []:
-                return ux
-            if wanted is not None and len(wanted) <= self.DELTA_KEYS:
-                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
-                                   " AND user_id=%s AND model=%s AND key = ANY(%s)",
-                                   (tenant, user_id, self.model_id, wanted)).fetchall()
-            else:
-                # All of the user's current vectors (a first build, a reindex), in pgvector's binary form and
-                # unordered: sorting these wide rows by key would spill to disk (4 MB work_mem); the order
-                # comes from the first read. Fresher than or equal to that read: safe to write over any row.
-                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
-                                   " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
-            _fill(ux.matrix, dim, ux.position, sent)
+        rows.sort(key=lambda r: r[0])  # by code point, whatever the database's collation (as _delta merges)
+        ok = [r[4] == self.model_id for r in rows]
+        ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                       kinds=np.array([r[2] for r in rows], dtype=object),
+                       at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                       matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
+                       versions=[None if r[7] is None else int(r[7]) for r in rows]
+                       if self._versioned or self.ROW_VERSION else None)
+        if stale is not None:  # BM25 from the stale snapshot's: rows whose index terms did not change
+            where, s_tokens = stale.position.get, stale.tokens
+            ux.seed_bm25(stale, np.fromiter(
+                (p if (p := where(k)) is not None and s_tokens[p] == t else -1
+                 for k, t in zip(ux.keys, ux.tokens, strict=True)), dtype=np.int64, count=len(rows)))
+        n, dim = len(rows), next((int(r[6]) for r, good in zip(rows, ok, strict=True) if good), 0)
+        if self._versioned and not any(good and r[6] != dim for r, good in zip(rows, ok, strict=True)):
+            # what the next rebuild starts from (_delta); none when vectors of another size are left zero
+            ux.delta = RowVersions(self.model_id, max((int(r[7]) for r in rows if r[7] is not None), default=-1),
+                                   [i for i, r in enumerate(rows) if r[7] is None])
+        if sum(ok) * dim * 4 > self.CACHE_BYTES:
+            return ux  # searched in the database (dense_db)
+        reused = _reused(stale, ux, ok, dim)
+        wanted: list[str] | None = None  # None: every current vector is read
+        if reused is None:
+            ux.matrix = np.zeros((n, dim), dtype=np.float32)
+        else:
+            ux.matrix, wanted = reused[0], [ux.keys[i] for i in reused[1] if ok[i]]
+        if not dim or wanted == []:
+            return ux
+        if wanted is not None and len(wanted) <= self.DELTA_KEYS:
+            sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                               " AND user_id=%s AND model=%s AND key = ANY(%s)",
+                               (tenant, user_id, self.model_id, wanted)).fetchall()
+        else:
+            # All of the user's current vectors (a first build, a reindex), in pgvector's binary form and
+            # unordered: sorting these wide rows by key would spill to disk (4 MB work_mem); the order
+            # comes from the first read. Fresher than or equal to that read: safe to write over any row.
+            sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                               " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
+        _fill(ux.matrix, dim, ux.position, sent)
         return ux
 
     def _shed(self, ux: UserIndex) -> UserIndex | None:
