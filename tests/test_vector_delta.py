@@ -20,6 +20,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -364,3 +365,47 @@ def test_a_postgres_database_from_before_row_versions_keeps_working(pair: tuple[
     finally:
         m.close()
         old.close()
+
+
+@PGVECTOR_ONLY
+def test_a_tiered_store_on_postgres_rebuilds_from_the_stale_snapshot(pair: tuple[Memory, Memory],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiered store (Redis over PostgreSQL) keeps its vectors in the store of record: the same index and the
+    same incremental rebuild; a second tiered instance sees a write, an erasure and a new row by version."""
+    from backends import REDIS_URL, delete_prefix, require_redis
+
+    require_redis()
+    prefix = f"vd{uuid.uuid4().hex[:8]}:"
+    settings = load_settings(env={}, store_url=_SERVER["uri"] + f"&schema=vd_t_{uuid.uuid4().hex[:8]}",
+                             redis_url=REDIS_URL, preset="tiered", key_prefix=prefix, hybrid_candidates=8)
+    a, b = Memory(settings=settings), Memory(settings=settings)
+    try:
+        for m in (a, b):
+            m.use_relevance("hybrid", embedder=CrcBow32(), background=False)  # type: ignore[arg-type]
+        assert _pg(a) and type(a.store).__name__ == "TieredStore"
+        for i, w in enumerate(_WORDS):
+            assert a.write("t", "u", "episode", f"w{i:02d}", w, now=T0).ok
+        a.flush()
+        mine = _rel(b).index
+        mine.load("t", "u")  # type: ignore[union-attr]
+        full = PgVectorIndex._full
+
+        def no_full(self: PgVectorIndex, *args: Any) -> UserIndex:
+            assert self is not mine, "b rebuilt its snapshot in full"
+            return full(self, *args)
+
+        monkeypatch.setattr(PgVectorIndex, "_full", no_full)
+        for step in (lambda: a.write("t", "u", "episode", "w03", "parcel refund", now=T0),
+                     lambda: a.forget("t", "u", "w05", now=T0),
+                     lambda: a.write("t", "u", "episode", "w00a", "tea 北京", now=T0)):
+            step()
+            a.flush()
+            got = mine.load("t", "u")  # type: ignore[union-attr]
+            want = _fresh(a, "u")
+            _assert_same(got, want)
+            assert np.array_equal(got.bm25.scores(["parcel", "北京"]), want.bm25.scores(["parcel", "北京"]))
+        assert next(r.key for r in b.recall("t", "u", 3, query="parcel refund", now=T0)) == "w03"
+    finally:
+        a.close()
+        b.close()
+        delete_prefix(prefix)
