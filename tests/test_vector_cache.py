@@ -200,14 +200,15 @@ def test_after_one_write_the_other_instance_reads_one_vector(pair: tuple[Memory,
     # One statement (migration 0009's row versions): the rows written since b's snapshot, and a count
     assert len(sent) == 1 and "ver > %s" in sent[0][0], sent
     with b.store.sql("t") as conn:  # type: ignore[attr-defined]
-        assert [r[0] for r in conn.execute(sent[0][0], sent[0][1]).fetchall()] == ["k3", None]
+        # (no erasure since b's snapshot: no count of the rows it keeps)
+        assert [r[0] for r in conn.execute(sent[0][0], sent[0][1]).fetchall()] == ["k3"]
         conn.execute("SET enable_seqscan = off")  # 16 rows: a sequential scan would be the planner's choice
         try:
             plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sent[0][0], sent[0][1]).fetchall())
         finally:
             conn.execute("RESET enable_seqscan")
-    # the rows above the version and the count: ranges of the version index; no part scans the table
-    assert "ver > " in plan and plan.count("using relevance_vectors_version") >= 2 and "Seq Scan" not in plan, plan
+    # the rows above the version: a range of the version index; no part scans the table
+    assert "ver > " in plan and "using relevance_vectors_version" in plan and "Seq Scan" not in plan, plan
     assert {k: v for k, v in after.items() if k != "k3"} == {k: v for k, v in before.items() if k != "k3"}
     assert after["k3"] > before["k3"]
 

@@ -341,6 +341,9 @@ def test_a_postgres_database_from_before_row_versions_keeps_working(pair: tuple[
         c.execute(f"SET search_path TO {schema}")
         c.execute("DROP TRIGGER relevance_vectors_unversioned ON relevance_vectors")
         c.execute("DROP FUNCTION relevance_vectors_unversion()")
+        c.execute("DROP TRIGGER relevance_vectors_erasure ON relevance_vectors")
+        c.execute("DROP FUNCTION relevance_vectors_erased()")
+        c.execute("ALTER TABLE relevance_generation DROP COLUMN erased")
         c.execute("ALTER TABLE relevance_vectors DROP COLUMN ver")  # drops its index too
         c.execute("DELETE FROM schema_migrations WHERE version = 9")
     m, old = _memory(url), _memory(url)

@@ -16,12 +16,15 @@ change of the user's vectors bumps a per-user generation number in `relevance_ge
 transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
 statement a query recall already made), so a change made elsewhere is seen by the next recall and a
 snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
-A rebuild after a change reuses the stale snapshot's rows that did not change and reads only the others: on
-SQLite the rows whose `ver` (the user's generation when the row was written; migration 0009) is above the
-stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the others
-keeping their vectors, index terms and language flags; on PostgreSQL the vectors of rows whose version
-(xmin), memory id and model are unchanged (DELTA_KEYS at most read by key, else all). On both, the BM25 index
-is derived from the stale snapshot's, tokenizing only the rows whose index terms changed (`seed_bm25`). On
+A rebuild after a change reuses the stale snapshot's rows that did not change and reads only the others: the
+rows whose `ver` (the user's generation when the row was written; migration 0009 of either backend) is above
+the stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the
+others keeping their vectors, index terms and language flags (`_patched`). On PostgreSQL this is one
+statement with the count that reveals erasures, and a write bumps the generation before it writes its rows
+(versions in commit order); where migration 0009 is still pending there, every row's metadata is read and
+the vectors of rows whose xmin, memory id and model are unchanged are reused (DELTA_KEYS at most read by key,
+else all). On both, the BM25 index is derived from the stale snapshot's, tokenizing only the rows whose index
+terms changed (`seed_bm25`). On
 PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a user
 whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`,
 exact, no ANN index).
@@ -431,7 +434,8 @@ class SQLiteVectorIndex(_CacheMixin):
 
     DELTA_SHARE = 0.5  # a rebuild reads the changed rows alone while they are at most this share, else all
 
-    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None,
+               erased: int | None = None) -> UserIndex:
         """The user's snapshot. With the `stale` one it replaces, only the rows written since are read (their
         version is above the stale snapshot's highest, or unversioned); every other row still there is the
         stale snapshot's, unchanged: its vector, index terms and language flag are carried over. A row that
@@ -717,6 +721,8 @@ def _pgvec(v: np.ndarray) -> str:
 
 
 _PG_GEN = "SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"
+# migration 0009: with the generation the user's last erasure marked (the rebuild's erasure check)
+_PG_GEN_ERASED = "SELECT gen, erased FROM relevance_generation WHERE tenant=%s AND user_id=%s"
 _PG_BUMP = ("INSERT INTO relevance_generation AS g (tenant, user_id, gen) VALUES (%s, %s, 1)"
             " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = g.gen + 1")
 _PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vectors.tenant"
@@ -834,21 +840,25 @@ class PgVectorIndex(_CacheMixin):
         return len(users)
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
+        text = _PG_GEN_ERASED if self._versioned else _PG_GEN
         if self._sql_read is not None:
-            rows = self._sql_read(tenant, _PG_GEN, (tenant, user_id))
+            rows = self._sql_read(tenant, text, (tenant, user_id))
             row = rows[0] if rows else None
         else:
             with self._sql(tenant) as conn:
-                row = conn.execute(_PG_GEN, (tenant, user_id)).fetchone()
+                row = conn.execute(text, (tenant, user_id)).fetchone()
         gen = int(row[0]) if row else 0
-        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
+        erased = int(row[1]) if row and len(row) > 1 else None
+        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale, erased))
 
     def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
-        return [ReadAhead("sql", (tenant, _PG_GEN, (tenant, user_id)))] if self._sql_read is not None else []
+        text = _PG_GEN_ERASED if self._versioned else _PG_GEN
+        return [ReadAhead("sql", (tenant, text, (tenant, user_id)))] if self._sql_read is not None else []
 
     DELTA_SHARE = 0.5  # versioned rows: a rebuild reads the changed rows alone while they are at most this share
 
-    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None,
+               erased: int | None = None) -> UserIndex:
         """The user's snapshot. With the `stale` one it replaces: where rows carry versions (migration 0009),
         only the rows written since it was read (`_delta`), every other row still there carried over; else the
         metadata of every row, and the vectors of rows whose version (xmin), memory id and model are unchanged
@@ -856,12 +866,13 @@ class PgVectorIndex(_CacheMixin):
         never carried over."""
         with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
             if self._versioned and stale is not None:
-                ux = self._delta(conn, cur, tenant, user_id, gen, stale)
+                ux = self._delta(conn, cur, tenant, user_id, gen, stale, erased)
                 if ux is not None:
                     return ux
             return self._full(cur, tenant, user_id, gen, stale)
 
-    def _delta(self, conn: Any, cur: Any, tenant: str, user_id: str, gen: int, stale: UserIndex) -> UserIndex | None:
+    def _delta(self, conn: Any, cur: Any, tenant: str, user_id: str, gen: int, stale: UserIndex,
+               erased: int | None = None) -> UserIndex | None:
         """_build from the stale snapshot, or None (a full build is due: many rows changed, another model, ...).
 
         Every write bumps the user's generation before it writes its rows, with the bumped value as their
@@ -870,18 +881,24 @@ class PgVectorIndex(_CacheMixin):
         `top` is still the one the stale snapshot holds (generations never go back). One statement reads the
         rows above `top`, the unversioned ones and the count of the others, through the (tenant, user_id,
         ver) index; only when that count shows erasures are the keys at or below `top` read, then with the
-        changed rows again in one REPEATABLE READ transaction (one view)."""
+        changed rows again in one REPEATABLE READ transaction (one view). `erased` (the generation the
+        user's last erasure marked, read with `gen`; migration 0009's trigger): when the stale snapshot's
+        generation is at or above it, no row it holds was deleted since and the count is left out."""
         base, s_keys, prev = stale.delta, stale.keys, stale.matrix
         if base is None or stale.versions is None or prev is None or base.model != self.model_id:
             return None
         args = (self.model_id, tenant, user_id, base.top, self.model_id, tenant, user_id, tenant, user_id, base.top)
-        rows = cur.execute(self._changed_sql, args).fetchall()
+        count = erased is None or stale.gen < erased
+        if count:
+            rows = cur.execute(self._changed_sql, args).fetchall()
+        else:
+            rows = cur.execute(self._changed_sql[:self._changed_sql.rindex(" UNION ALL ")], args[:7]).fetchall()
         changed = sorted((r for r in rows if r[0] is not None), key=lambda r: str(r[0]))  # by code point
         if len(changed) > self.DELTA_SHARE * len(s_keys):
             return None
         where = stale.position.get
         drop = set(base.unversioned) | {p for r in changed if (p := where(r[0])) is not None}
-        still = next(int(r[5]) for r in rows if r[0] is None)
+        still = next(int(r[5]) for r in rows if r[0] is None) if count else len(s_keys) - len(drop)
         if still != len(s_keys) - len(drop):  # rows were erased since: which of the stale ones are left
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             try:

@@ -25,3 +25,17 @@ END
 $$;
 CREATE TRIGGER relevance_vectors_unversioned BEFORE UPDATE OF memory_id, kind, at, model, dim, vec, tokens
     ON relevance_vectors FOR EACH ROW EXECUTE FUNCTION relevance_vectors_unversion();
+-- Erasures: every DELETE of relevance_vectors rows (erase, drop_orphans, a hand-made statement, a process of
+-- an earlier release) marks the users it touched with `erased`, a generation no snapshot read before the
+-- delete committed can have reached (the generation at the delete + 1, taken under the generation row's
+-- lock). A rebuild from a snapshot of a generation at or above it skips the count of the rows it keeps.
+ALTER TABLE relevance_generation ADD COLUMN IF NOT EXISTS erased bigint NOT NULL DEFAULT 0;
+CREATE OR REPLACE FUNCTION relevance_vectors_erased() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE relevance_generation g SET erased = greatest(g.erased, g.gen + 1)
+        FROM (SELECT DISTINCT tenant, user_id FROM gone) d WHERE g.tenant = d.tenant AND g.user_id = d.user_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER relevance_vectors_erasure AFTER DELETE ON relevance_vectors REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION relevance_vectors_erased();
