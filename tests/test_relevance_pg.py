@@ -175,7 +175,7 @@ def test_vector_tables_come_from_the_migrations_and_fall_under_row_level_securit
         admin.close()
 
 
-def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch):
+def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, pgvector_server, monkeypatch):
     """The dense search of a query recall runs over the user's cached matrix: the only statement on the
     vector tables is the generation check; the planner reuses the recall's contract set; the round trips are counted (tests/test_round_trips.py's
     counter) so that a statement added to the query path fails here. The ranking equals the database's own
@@ -200,7 +200,7 @@ def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch)
         got = pgv_memory.recall_scored("acme", "u1", 3, query=query, now=T0)
         monkeypatch.undo()
     on_vectors = [s for s in statements if "relevance_" in s]
-    assert on_vectors == ["SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"], on_vectors
+    assert on_vectors == ["SELECT gen, erased FROM relevance_generation WHERE tenant=%s AND user_id=%s"], on_vectors
     # One pipeline: the tenant's contract documents (once: the planner takes the recall's set) and the
     # generation; then one pipeline: the candidates' ScoreRows with their records (the winners' records come
     # from it). Was 4 (each of these a trip, the winners' records a fourth), and 6 before that (the documents
@@ -219,6 +219,22 @@ def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, monkeypatch)
         recall.candidates_ahead = True
     assert one_by_one["pg"] == 4, one_by_one
     assert reference == got
+    # after a write by another instance: one more round trip, the rows written since the snapshot (migration
+    # 0009's versions)
+    other = Memory(pgvector_server.get_uri() + f"&schema={pgv_memory.store.schema}")
+    try:
+        assert other.write("acme", "u1", "episode", "ep.refund.extra", "refund of the blender again", now=T0).ok
+        other.flush()
+    finally:
+        other.close()
+    statements.clear()
+    with counting() as after_write:
+        monkeypatch.setattr(psycopg.Cursor, "execute", seen)
+        pgv_memory.recall_scored("acme", "u1", 3, query=query, now=T0)
+        monkeypatch.undo()
+    assert after_write["pg"] <= trips["pg"] + 1, (after_write, statements)
+    on_vectors = [s for s in statements if "relevance_" in s]
+    assert len(on_vectors) == 2 and "ver > %s" in on_vectors[1], on_vectors  # the generation, the rows since
     index = pgv_memory.relevance.index
     q = pgv_memory.relevance.embedder.query(query)
     local, in_db = index.dense("acme", "u1", q, limit=3), index.dense_db("acme", "u1", q, limit=3)

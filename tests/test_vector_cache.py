@@ -197,7 +197,18 @@ def test_after_one_write_the_other_instance_reads_one_vector(pair: tuple[Memory,
     monkeypatch.setattr(psycopg.Cursor, "execute", seen)
     after = _index(b).dense("t", user, q, limit=100)
     monkeypatch.undo()
-    assert len(sent) == 1 and sent[0][1][-1] == ["k3"]  # type: ignore[index]
+    # One statement (migration 0009's row versions): the rows written since b's snapshot, and a count
+    assert len(sent) == 1 and "ver > %s" in sent[0][0], sent
+    with b.store.sql("t") as conn:  # type: ignore[attr-defined]
+        # (no erasure since b's snapshot: no count of the rows it keeps)
+        assert [r[0] for r in conn.execute(sent[0][0], sent[0][1]).fetchall()] == ["k3"]
+        conn.execute("SET enable_seqscan = off")  # 16 rows: a sequential scan would be the planner's choice
+        try:
+            plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sent[0][0], sent[0][1]).fetchall())
+        finally:
+            conn.execute("RESET enable_seqscan")
+    # the rows above the version: a range of the version index; no part scans the table
+    assert "ver > " in plan and "using relevance_vectors_version" in plan and "Seq Scan" not in plan, plan
     assert {k: v for k, v in after.items() if k != "k3"} == {k: v for k, v in before.items() if k != "k3"}
     assert after["k3"] > before["k3"]
 
@@ -282,6 +293,7 @@ def test_without_row_versions_snapshots_are_rebuilt_in_full(pair: tuple[Memory, 
         assert a.write("t", user, "episode", f"k{i}", w, now=T0).ok
     a.flush()
     index.ROW_VERSION = "no_such_column"  # an instance attribute: this index only
+    index._versioned = False  # type: ignore[attr-defined]  # as before migration 0009: xmin is the version
     try:
         q = _HashEmbedder().query("dog parcel")
         fresh = open_index(a.store, _HashEmbedder.model_id)
@@ -295,6 +307,7 @@ def test_without_row_versions_snapshots_are_rebuilt_in_full(pair: tuple[Memory, 
         fresh.close()
     finally:
         del index.ROW_VERSION
+        index._versioned = True  # type: ignore[attr-defined]
 
 
 def test_over_the_byte_budget_pgvector_sheds_matrices_not_snapshots(pair: tuple[Memory, Memory]) -> None:

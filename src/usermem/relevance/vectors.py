@@ -16,12 +16,15 @@ change of the user's vectors bumps a per-user generation number in `relevance_ge
 transaction, in whichever process or worker makes it; `load` reads it before it serves a snapshot (the one
 statement a query recall already made), so a change made elsewhere is seen by the next recall and a
 snapshot taken before an erasure is never served again (it is dropped before its replacement is built).
-A rebuild after a change reuses the stale snapshot's rows that did not change and reads only the others: on
-SQLite the rows whose `ver` (the user's generation when the row was written; migration 0009) is above the
-stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the others
-keeping their vectors, index terms and language flags; on PostgreSQL the vectors of rows whose version
-(xmin), memory id and model are unchanged (DELTA_KEYS at most read by key, else all). On both, the BM25 index
-is derived from the stale snapshot's, tokenizing only the rows whose index terms changed (`seed_bm25`). On
+A rebuild after a change reuses the stale snapshot's rows that did not change and reads only the others: the
+rows whose `ver` (the user's generation when the row was written; migration 0009 of either backend) is above
+the stale snapshot's highest, through an index (DELTA_SHARE of the rows at most, else all are read), the
+others keeping their vectors, index terms and language flags (`_patched`). On PostgreSQL this is one
+statement with the count that reveals erasures, and a write bumps the generation before it writes its rows
+(versions in commit order); where migration 0009 is still pending there, every row's metadata is read and
+the vectors of rows whose xmin, memory id and model are unchanged are reused (DELTA_KEYS at most read by key,
+else all). On both, the BM25 index is derived from the stale snapshot's, tokenizing only the rows whose index
+terms changed (`seed_bm25`). On
 PostgreSQL the vectors travel in binary (`vector_send`) and are scaled to unit length as `<=>` does; a user
 whose matrix alone exceeds CACHE_BYTES is searched in the database instead (`dense_db`: `ORDER BY vec <=> q`,
 exact, no ANN index).
@@ -445,7 +448,8 @@ class SQLiteVectorIndex(_CacheMixin):
 
     DELTA_SHARE = 0.5  # a rebuild reads the changed rows alone while they are at most this share, else all
 
-    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None,
+               erased: int | None = None) -> UserIndex:
         """The user's snapshot. With the `stale` one it replaces, only the rows written since are read (their
         version is above the stale snapshot's highest, or unversioned); every other row still there is the
         stale snapshot's, unchanged: its vector, index terms and language flag are carried over. A row that
@@ -532,72 +536,8 @@ class SQLiteVectorIndex(_CacheMixin):
         if vec_rows and dim:
             block[vec_rows] = np.frombuffer(b"".join([changed[i][6] for i in vec_rows]),
                                             dtype=np.float32).reshape(len(vec_rows), dim)
-        new_keys = [r[0] for r in changed]
-        new_ver = [r[5] for r in changed]
-        columns: dict[str, list[Any]] = {"ids": [r[1] for r in changed], "models": [r[4] for r in changed],
-                                         "tokens": [tuple(r[7].split()) for r in changed], "versions": new_ver}
-        if new_keys == [s_keys[p] for p in gone]:  # rows rewritten in place (the usual write): one copy each
-            at_pos: list[int] = gone
-            n = len(s_keys)
-            ins: list[int] = []
-            lists: dict[str, list[Any]] = {name: list(old) for name, old in (("ids", stale.ids), ("models", stale.models),
-                                                       ("tokens", stale.tokens), ("versions", s_ver))}
-            for name, new in columns.items():
-                out = lists[name]
-                for p, item in zip(gone, new, strict=True):
-                    out[p] = item
-            keys, position = s_keys, stale.position
-            kinds, at, has_vec = stale.kinds.copy(), stale.at.copy(), stale.has_vec.copy()
-            matrix = prev.copy() if kept_vec else np.zeros((n, dim), dtype=np.float32)
-            kept = np.delete(np.arange(n), gone)
-        else:  # rows came or went: delete, then insert at the merge positions
-            kept = np.delete(np.arange(len(s_keys)), gone)
-
-            def merged(old: list[Any], new: list[Any], pos: list[int]) -> list[Any]:
-                out = list(old)
-                for p in reversed(gone):
-                    del out[p]
-                for p, item in zip(pos, new, strict=True):  # ascending: each counts the inserts before it
-                    out.insert(p, item)
-                return out
-
-            kept_keys = merged(s_keys, [], [])
-            ins = [bisect_left(kept_keys, k) for k in new_keys]
-            at_pos = [p + i for i, p in enumerate(ins)]
-            keys = merged(s_keys, new_keys, at_pos)
-            n, position = len(keys), {}
-            lists = {name: merged(old, columns[name], at_pos) for name, old in (
-                ("ids", stale.ids), ("models", stale.models), ("tokens", stale.tokens), ("versions", s_ver))}
-            kinds = np.insert(stale.kinds[kept], ins, np.array([r[2] for r in changed], dtype=object))
-            at = np.insert(stale.at[kept], ins, [float(r[3]) for r in changed])
-            has_vec = np.insert(stale.has_vec[kept], ins, ok_changed)
-            matrix = (np.insert(prev[kept], ins, block, axis=0) if kept_vec
-                      else np.zeros((n, dim), dtype=np.float32))
-        if at_pos:
-            kinds[at_pos] = [r[2] for r in changed]
-            at[at_pos] = [r[3] for r in changed]
-            has_vec[at_pos] = ok_changed
-            if dim:
-                matrix[at_pos] = block
-        versions = lists["versions"]
-        top = max([base.top, *(v for v in new_ver if v is not None)])
-        ux = UserIndex(gen=gen, keys=keys, ids=lists["ids"], kinds=kinds, at=at, models=lists["models"],
-                       matrix=matrix, has_vec=has_vec, tokens=lists["tokens"], position=position,
-                       versions=versions, delta=RowVersions(self.model_id, top,
-                                                            [at_pos[i] for i, v in enumerate(new_ver) if v is None]))
-        if stale.chinese is not None and len(stale.chinese) == len(s_keys):
-            # row_chinese copies the flags before it sets the changed rows'
-            flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
-            ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
-        if keys is s_keys:
-            ux.share_sorted_keys(stale)  # the sorted keys (`under`)
-        # BM25: the rows carried over keep their postings; only the changed rows are tokenized (at first use)
-        old_of_new = np.full(n, -1, dtype=np.int64)
-        carried = np.ones(n, dtype=bool)
-        carried[at_pos] = False
-        old_of_new[carried] = kept
-        ux.seed_bm25(stale, old_of_new)
-        return ux
+        return _patched(stale, gen, self.model_id, [(r[0], r[1], r[2], float(r[3]), r[4], r[5], tuple(r[7].split()))
+                                                    for r in changed], block, gone)
 
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
@@ -667,7 +607,8 @@ def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
     s_ok, s_ver, s_ids, s_models = stale.has_vec.tolist(), stale.versions, stale.ids, stale.models
 
     def same(i: int, p: int) -> bool:  # row i of the new snapshot is row p of the stale one, unchanged
-        return ok[i] and s_ok[p] and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i] and s_models[p] == ux.models[i]
+        return (ok[i] and s_ok[p] and s_ver[p] is not None and s_ver[p] == versions[i] and s_ids[p] == ux.ids[i]
+                and s_models[p] == ux.models[i])
 
     if stale.keys == ux.keys:  # no key came or went (the usual change: values rewritten): one copy
         out = prev.copy()
@@ -693,6 +634,89 @@ def _reused(stale: UserIndex | None, ux: UserIndex, ok: Sequence[bool], dim: int
     return out, fresh
 
 
+# A changed row as the rebuild merges it: key, memory id, kind, event time, model, version, index terms.
+Changed = tuple[str, str, str, float, str, int | None, tuple[str, ...]]
+
+
+def _patched(stale: UserIndex, gen: int, model_id: str | None, changed: Sequence[Changed], block: np.ndarray,
+             gone: list[int]) -> UserIndex:
+    """The snapshot at `gen` rebuilt from the `stale` one (both backends' `_delta`): the stale rows at the
+    positions `gone` (rewritten, erased, unversioned; ascending) left out, the `changed` rows (sorted by key,
+    code point order; their vectors `block`, unit rows of the snapshot's size, zero where not of the current
+    model) merged in by key. Every other row keeps its vector, index terms, language flag and BM25 postings."""
+    base, s_keys, s_ver, prev = stale.delta, stale.keys, stale.versions, stale.matrix
+    assert base is not None and s_ver is not None and prev is not None
+    ok_changed = [r[4] == model_id for r in changed]
+    kept_vec = int(stale.has_vec.sum()) - int(stale.has_vec[gone].sum())
+    dim = block.shape[1]
+    new_keys = [r[0] for r in changed]
+    new_ver = [r[5] for r in changed]
+    columns: dict[str, list[Any]] = {"ids": [r[1] for r in changed], "models": [r[4] for r in changed],
+                                     "tokens": [r[6] for r in changed], "versions": new_ver}
+    if new_keys == [s_keys[p] for p in gone]:  # rows rewritten in place (the usual write): one copy each
+        at_pos: list[int] = gone
+        n = len(s_keys)
+        ins: list[int] = []
+        lists: dict[str, list[Any]] = {name: list(old) for name, old in (("ids", stale.ids), ("models", stale.models),
+                                                   ("tokens", stale.tokens), ("versions", s_ver))}
+        for name, new in columns.items():
+            out = lists[name]
+            for p, item in zip(gone, new, strict=True):
+                out[p] = item
+        keys, position = s_keys, stale.position
+        kinds, at, has_vec = stale.kinds.copy(), stale.at.copy(), stale.has_vec.copy()
+        matrix = prev.copy() if kept_vec else np.zeros((n, dim), dtype=np.float32)
+        kept = np.delete(np.arange(n), gone)
+    else:  # rows came or went: delete, then insert at the merge positions
+        kept = np.delete(np.arange(len(s_keys)), gone)
+
+        def merged(old: list[Any], new: list[Any], pos: list[int]) -> list[Any]:
+            out = list(old)
+            for p in reversed(gone):
+                del out[p]
+            for p, item in zip(pos, new, strict=True):  # ascending: each counts the inserts before it
+                out.insert(p, item)
+            return out
+
+        kept_keys = merged(s_keys, [], [])
+        ins = [bisect_left(kept_keys, k) for k in new_keys]
+        at_pos = [p + i for i, p in enumerate(ins)]
+        keys = merged(s_keys, new_keys, at_pos)
+        n, position = len(keys), {}
+        lists = {name: merged(old, columns[name], at_pos) for name, old in (
+            ("ids", stale.ids), ("models", stale.models), ("tokens", stale.tokens), ("versions", s_ver))}
+        kinds = np.insert(stale.kinds[kept], ins, np.array([r[2] for r in changed], dtype=object))
+        at = np.insert(stale.at[kept], ins, [float(r[3]) for r in changed])
+        has_vec = np.insert(stale.has_vec[kept], ins, ok_changed)
+        matrix = (np.insert(prev[kept], ins, block, axis=0) if kept_vec
+                  else np.zeros((n, dim), dtype=np.float32))
+    if at_pos:
+        kinds[at_pos] = [r[2] for r in changed]
+        at[at_pos] = [r[3] for r in changed]
+        has_vec[at_pos] = ok_changed
+        if dim:
+            matrix[at_pos] = block
+    versions = lists["versions"]
+    top = max([base.top, *(v for v in new_ver if v is not None)])
+    ux = UserIndex(gen=gen, keys=keys, ids=lists["ids"], kinds=kinds, at=at, models=lists["models"],
+                   matrix=matrix, has_vec=has_vec, tokens=lists["tokens"], position=position,
+                   versions=versions, delta=RowVersions(model_id, top,
+                                                        [at_pos[i] for i, v in enumerate(new_ver) if v is None]))
+    if stale.chinese is not None and len(stale.chinese) == len(s_keys):
+        # row_chinese copies the flags before it sets the changed rows'
+        flags = stale.chinese if keys is s_keys else np.insert(stale.chinese[kept], ins, False)
+        ux.chinese_seed = (flags, at_pos)  # row_chinese computes the changed rows' flags only
+    if keys is s_keys:
+        ux.share_sorted_keys(stale)  # the sorted keys (`under`)
+    # BM25: the rows carried over keep their postings; only the changed rows are tokenized (at first use)
+    old_of_new = np.full(n, -1, dtype=np.int64)
+    carried = np.ones(n, dtype=bool)
+    carried[at_pos] = False
+    old_of_new[carried] = kept
+    ux.seed_bm25(stale, old_of_new)
+    return ux
+
+
 def _fill(out: np.ndarray, dim: int, position: dict[str, int], sent: Sequence[tuple[str, bytes]]) -> None:
     """Write the rows `sent` as (key, vector_send blob: dim, unused, dim float4 big-endian) into `out` at the
     keys' positions, each scaled to unit length as `<=>` does; a row of another dimension is left as it is."""
@@ -711,6 +735,8 @@ def _pgvec(v: np.ndarray) -> str:
 
 
 _PG_GEN = "SELECT gen FROM relevance_generation WHERE tenant=%s AND user_id=%s"
+# migration 0009: with the generation the user's last erasure marked (the rebuild's erasure check)
+_PG_GEN_ERASED = "SELECT gen, erased FROM relevance_generation WHERE tenant=%s AND user_id=%s"
 _PG_BUMP = ("INSERT INTO relevance_generation AS g (tenant, user_id, gen) VALUES (%s, %s, 1)"
             " ON CONFLICT (tenant, user_id) DO UPDATE SET gen = g.gen + 1")
 _PG_CURRENT = ("EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vectors.tenant"
@@ -743,16 +769,46 @@ class PgVectorIndex(_CacheMixin):
             # The extension lives in one schema of the database; the store may use another (schema=...).
             row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
                                " WHERE e.extname = 'vector'").fetchone()
+            # Migration 0009 (optional like 0004): rows carry a version; without it (still pending) snapshots
+            # are rebuilt from every row's metadata, reusing the vectors of rows whose xmin did not change.
+            self._versioned = conn.execute(
+                "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('relevance_vectors') AND attname = 'ver'"
+                " AND NOT attisdropped").fetchone() is not None
         vs = '"' + str(row[0]).replace('"', '""') + '"'
         self._vector = f"{vs}.vector"
         self._cos = f"OPERATOR({vs}.<=>)"
         self._send = f"{vs}.vector_send"
+        changed = (f"SELECT key, memory_id, kind, at, model, ver, tokens, dim, CASE WHEN model = %s THEN"
+                   f" {self._send}(vec) END FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND {{}}")
+        # One statement (one round trip, one view): the rows above the stale snapshot's top version, the
+        # unversioned ones, and the count of those at or below it (the erasures since, by difference).
+        self._changed_sql = (changed.format("ver > %s") + " UNION ALL " + changed.format("ver IS NULL")
+                             + " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, count(*), NULL, NULL, NULL"
+                             " FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND ver <= %s")
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:
             return
         for tenant in sorted({r.tenant for r in rows}):
             mine = [r for r in rows if r.tenant == tenant]
+            users = sorted({(r.tenant, r.user_id) for r in mine})
+            if self._versioned:
+                with self._sql(tenant, write=True) as conn, conn.cursor() as cur:
+                    # The bump first: it holds the user's generation row until commit, so the version it hands
+                    # out (the rows' `ver`) is above every version committed before and below every one after.
+                    cur.executemany(_PG_BUMP, users)
+                    cur.executemany(
+                        "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec,"
+                        f" tokens, ver) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s::{self._vector},%s, (SELECT gen FROM"
+                        " relevance_generation WHERE tenant=%s AND user_id=%s) WHERE EXISTS (SELECT 1 FROM memories"
+                        " WHERE tenant=%s AND id=%s AND superseded_by IS NULL AND deleted_at IS NULL)"
+                        " ON CONFLICT (tenant, user_id, key) DO UPDATE SET memory_id=excluded.memory_id,"
+                        " kind=excluded.kind, at=excluded.at, model=excluded.model, dim=excluded.dim,"
+                        " vec=excluded.vec, tokens=excluded.tokens, ver=excluded.ver",
+                        [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]),
+                          _pgvec(r.vec), " ".join(r.tokens), r.tenant, r.user_id, r.tenant, r.memory_id)
+                         for r in mine])
+                continue
             with self._sql(tenant, write=True) as conn, conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO relevance_vectors (tenant, user_id, key, memory_id, kind, at, model, dim, vec,"
@@ -763,55 +819,133 @@ class PgVectorIndex(_CacheMixin):
                     " tokens=excluded.tokens",
                     [(r.tenant, r.user_id, r.key, r.memory_id, r.kind, r.at, r.model, int(r.vec.shape[0]),
                       _pgvec(r.vec), " ".join(r.tokens), r.tenant, r.memory_id) for r in mine])
-                cur.executemany(_PG_BUMP, sorted({(r.tenant, r.user_id) for r in mine}))
+                cur.executemany(_PG_BUMP, users)
 
     def erase(self, tenant: str, user_id: str, keys: Sequence[str] | None) -> int:
         with self._sql(tenant, write=True) as conn:
+            # The generation row first, then the vector rows: the lock order of upsert (no deadlock between them)
+            conn.execute(_PG_BUMP, (tenant, user_id))
             if keys is not None:
                 n = conn.execute("DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND key = ANY(%s)",
                                  (tenant, user_id, list(keys))).rowcount
             else:
                 n = conn.execute(f"DELETE FROM relevance_vectors WHERE tenant=%s AND user_id=%s AND NOT {_PG_CURRENT}",
                                  (tenant, user_id)).rowcount
-            conn.execute(_PG_BUMP, (tenant, user_id))
         self._drop([(tenant, user_id)])
         return int(n)
 
     def drop_orphans(self, deleted_before: float | None = None, expired_before: float | None = None) -> int:
         cutoff = expired_before if expired_before is not None else float("-inf")
-        with self._sql(write=True) as conn:  # every tenant: the maintenance scope
-            users = conn.execute(
-                "DELETE FROM relevance_vectors WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE"
-                " m.tenant = relevance_vectors.tenant AND m.id = relevance_vectors.memory_id"
-                " AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
-                " AND (m.expires_at IS NULL OR m.expires_at > %s)) RETURNING tenant, user_id", (cutoff,)).fetchall()
-            with conn.cursor() as cur:
-                cur.executemany(_PG_BUMP, sorted(set(users)))
+        orphan = ("NOT EXISTS (SELECT 1 FROM memories m WHERE m.tenant = relevance_vectors.tenant"
+                  " AND m.id = relevance_vectors.memory_id AND m.superseded_by IS NULL AND m.deleted_at IS NULL"
+                  " AND (m.expires_at IS NULL OR m.expires_at > %s))")
+        with self._sql(write=True) as conn, conn.cursor() as cur:  # every tenant: the maintenance scope
+            # The users' generation rows first (upsert's lock order), then the rows; users whose orphans
+            # appeared in between are bumped after.
+            first = sorted({(str(r[0]), str(r[1])) for r in conn.execute(
+                f"SELECT DISTINCT tenant, user_id FROM relevance_vectors WHERE {orphan}", (cutoff,)).fetchall()})
+            cur.executemany(_PG_BUMP, first)
+            users = conn.execute(f"DELETE FROM relevance_vectors WHERE {orphan} RETURNING tenant, user_id",
+                                 (cutoff,)).fetchall()
+            cur.executemany(_PG_BUMP, sorted({(str(u[0]), str(u[1])) for u in users} - set(first)))
         self._drop((str(u[0]), str(u[1])) for u in users)
         # The dead tuples of these rows and of rows erased earlier (forget) leave the table files when the
         # store's purge, which runs right after, rewrites its tables: the vector tables are among them.
         return len(users)
 
     def load(self, tenant: str, user_id: str) -> UserIndex:
+        text = _PG_GEN_ERASED if self._versioned else _PG_GEN
         if self._sql_read is not None:
-            rows = self._sql_read(tenant, _PG_GEN, (tenant, user_id))
+            rows = self._sql_read(tenant, text, (tenant, user_id))
             row = rows[0] if rows else None
         else:
             with self._sql(tenant) as conn:
-                row = conn.execute(_PG_GEN, (tenant, user_id)).fetchone()
+                row = conn.execute(text, (tenant, user_id)).fetchone()
         gen = int(row[0]) if row else 0
-        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale))
+        erased = int(row[1]) if row and len(row) > 1 else None
+        return self._cached(tenant, user_id, gen, lambda stale: self._build(tenant, user_id, gen, stale, erased))
 
     def reads_ahead(self, tenant: str, user_id: str) -> list[ReadAhead]:
-        return [ReadAhead("sql", (tenant, _PG_GEN, (tenant, user_id)))] if self._sql_read is not None else []
+        text = _PG_GEN_ERASED if self._versioned else _PG_GEN
+        return [ReadAhead("sql", (tenant, text, (tenant, user_id)))] if self._sql_read is not None else []
 
-    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
-        """The user's snapshot. With the `stale` one it replaces, the vectors of rows whose version (xmin),
-        memory id and model are unchanged are copied from it and only the others are read (after one write,
-        one vector instead of the user's all); a row that is gone (erased) is never carried over."""
+    DELTA_SHARE = 0.5  # versioned rows: a rebuild reads the changed rows alone while they are at most this share
+
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None,
+               erased: int | None = None) -> UserIndex:
+        """The user's snapshot. With the `stale` one it replaces: where rows carry versions (migration 0009),
+        only the rows written since it was read (`_delta`), every other row still there carried over; else the
+        metadata of every row, and the vectors of rows whose version (xmin), memory id and model are unchanged
+        copied from it (after one write, one vector instead of the user's all). A row that is gone (erased) is
+        never carried over."""
         with self._sql(tenant) as conn, conn.cursor(binary=True) as cur:
-            meta = "SELECT key, memory_id, kind, at, model, tokens, dim, {} FROM relevance_vectors" \
-                   " WHERE tenant=%s AND user_id=%s ORDER BY key"
+            if self._versioned and stale is not None:
+                ux = self._delta(conn, cur, tenant, user_id, gen, stale, erased)
+                if ux is not None:
+                    return ux
+            return self._full(cur, tenant, user_id, gen, stale)
+
+    def _delta(self, conn: Any, cur: Any, tenant: str, user_id: str, gen: int, stale: UserIndex,
+               erased: int | None = None) -> UserIndex | None:
+        """_build from the stale snapshot, or None (a full build is due: many rows changed, another model, ...).
+
+        Every write bumps the user's generation before it writes its rows, with the bumped value as their
+        `ver`, and holds the generation row until it commits: so a row committed after the stale snapshot's
+        read has a version above the stale snapshot's highest (`top`), and a row whose version is at most
+        `top` is still the one the stale snapshot holds (generations never go back). One statement reads the
+        rows above `top`, the unversioned ones and the count of the others, through the (tenant, user_id,
+        ver) index; only when that count shows erasures are the keys at or below `top` read, then with the
+        changed rows again in one REPEATABLE READ transaction (one view). `erased` (the generation the
+        user's last erasure marked, read with `gen`; migration 0009's trigger): when the stale snapshot's
+        generation is at or above it, no row it holds was deleted since and the count is left out."""
+        base, s_keys, prev = stale.delta, stale.keys, stale.matrix
+        if base is None or stale.versions is None or prev is None or base.model != self.model_id:
+            return None
+        args = (self.model_id, tenant, user_id, base.top, self.model_id, tenant, user_id, tenant, user_id, base.top)
+        count = erased is None or stale.gen < erased
+        if count:
+            rows = cur.execute(self._changed_sql, args).fetchall()
+        else:
+            rows = cur.execute(self._changed_sql[:self._changed_sql.rindex(" UNION ALL ")], args[:7]).fetchall()
+        changed = sorted((r for r in rows if r[0] is not None), key=lambda r: str(r[0]))  # by code point
+        if len(changed) > self.DELTA_SHARE * len(s_keys):
+            return None
+        where = stale.position.get
+        drop = set(base.unversioned) | {p for r in changed if (p := where(r[0])) is not None}
+        still = next(int(r[5]) for r in rows if r[0] is None) if count else len(s_keys) - len(drop)
+        if still != len(s_keys) - len(drop):  # rows were erased since: which of the stale ones are left
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                rows = cur.execute(self._changed_sql, args).fetchall()
+                present = {r[0] for r in cur.execute("SELECT key FROM relevance_vectors WHERE tenant=%s AND"
+                                                     " user_id=%s AND ver <= %s", args[-3:]).fetchall()}
+            finally:
+                conn.execute("COMMIT")
+            changed = sorted((r for r in rows if r[0] is not None), key=lambda r: str(r[0]))
+            drop = set(base.unversioned) | {p for r in changed if (p := where(r[0])) is not None}
+            drop.update(p for p, k in enumerate(s_keys) if k not in present)
+        gone = sorted(drop)
+        ok = [r[4] == self.model_id for r in changed]
+        kept_vec = int(stale.has_vec.sum()) - int(stale.has_vec[gone].sum())
+        dim = prev.shape[1] if kept_vec else next((int(r[7]) for r, good in zip(changed, ok, strict=True) if good), 0)
+        if any(good and (r[7] != dim or len(r[8]) != 4 * (dim + 1)) for r, good in zip(changed, ok, strict=True)):
+            return None  # vectors of another size under one model: as a full build
+        if (kept_vec + sum(ok)) * dim * 4 > self.CACHE_BYTES:
+            return None  # searched in the database (the full build leaves the matrix out)
+        block = np.zeros((len(changed), dim), dtype=np.float32)
+        if dim:
+            _fill(block, dim, {str(r[0]): i for i, r in enumerate(changed)},
+                  [(str(r[0]), bytes(r[8])) for r, good in zip(changed, ok, strict=True) if good])
+        return _patched(stale, gen, self.model_id, [(str(r[0]), str(r[1]), str(r[2]), float(r[3]), str(r[4]),
+                                                     None if r[5] is None else int(r[5]), tuple(str(r[6]).split()))
+                                                    for r in changed], block, gone)
+
+    def _full(self, cur: Any, tenant: str, user_id: str, gen: int, stale: UserIndex | None) -> UserIndex:
+        meta = "SELECT key, memory_id, kind, at, model, tokens, dim, {} FROM relevance_vectors" \
+               " WHERE tenant=%s AND user_id=%s"
+        if self._versioned:
+            rows = cur.execute(meta.format("ver"), (tenant, user_id)).fetchall()
+        else:
             try:
                 rows = cur.execute(meta.format(self.ROW_VERSION or "NULL"), (tenant, user_id)).fetchall()
             except Exception as exc:  # a server without row versions (some PostgreSQL-compatible ones)
@@ -820,39 +954,45 @@ class PgVectorIndex(_CacheMixin):
                 log.warning("relevance: row versions unavailable (%s); snapshots are rebuilt in full", exc)
                 self.ROW_VERSION = ""
                 rows = cur.execute(meta.format("NULL"), (tenant, user_id)).fetchall()
-            ok = [r[4] == self.model_id for r in rows]
-            ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
-                           kinds=np.array([r[2] for r in rows], dtype=object),
-                           at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
-                           matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
-                           versions=[int(r[7]) for r in rows] if self.ROW_VERSION else None)
-            if stale is not None:  # BM25 from the stale snapshot's: rows whose index terms did not change
-                where, s_tokens = stale.position.get, stale.tokens
-                ux.seed_bm25(stale, np.fromiter(
-                    (p if (p := where(k)) is not None and s_tokens[p] == t else -1
-                     for k, t in zip(ux.keys, ux.tokens, strict=True)), dtype=np.int64, count=len(rows)))
-            n, dim = len(rows), next((int(r[6]) for r, good in zip(rows, ok, strict=True) if good), 0)
-            if sum(ok) * dim * 4 > self.CACHE_BYTES:
-                return ux  # searched in the database (dense_db)
-            reused = _reused(stale, ux, ok, dim)
-            wanted: list[str] | None = None  # None: every current vector is read
-            if reused is None:
-                ux.matrix = np.zeros((n, dim), dtype=np.float32)
-            else:
-                ux.matrix, wanted = reused[0], [ux.keys[i] for i in reused[1] if ok[i]]
-            if not dim or wanted == []:
-                return ux
-            if wanted is not None and len(wanted) <= self.DELTA_KEYS:
-                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
-                                   " AND user_id=%s AND model=%s AND key = ANY(%s)",
-                                   (tenant, user_id, self.model_id, wanted)).fetchall()
-            else:
-                # All of the user's current vectors (a first build, a reindex), in pgvector's binary form and
-                # unordered: sorting these wide rows by key would spill to disk (4 MB work_mem); the order
-                # comes from the first read. Fresher than or equal to that read: safe to write over any row.
-                sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
-                                   " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
-            _fill(ux.matrix, dim, ux.position, sent)
+        rows.sort(key=lambda r: r[0])  # by code point, whatever the database's collation (as _delta merges)
+        ok = [r[4] == self.model_id for r in rows]
+        ux = UserIndex(gen=gen, keys=[r[0] for r in rows], ids=[r[1] for r in rows],
+                       kinds=np.array([r[2] for r in rows], dtype=object),
+                       at=np.array([r[3] for r in rows], dtype=np.float64), models=[r[4] for r in rows],
+                       matrix=None, has_vec=np.array(ok, dtype=bool), tokens=[tuple(r[5].split()) for r in rows],
+                       versions=[None if r[7] is None else int(r[7]) for r in rows]
+                       if self._versioned or self.ROW_VERSION else None)
+        if stale is not None:  # BM25 from the stale snapshot's: rows whose index terms did not change
+            where, s_tokens = stale.position.get, stale.tokens
+            ux.seed_bm25(stale, np.fromiter(
+                (p if (p := where(k)) is not None and s_tokens[p] == t else -1
+                 for k, t in zip(ux.keys, ux.tokens, strict=True)), dtype=np.int64, count=len(rows)))
+        n, dim = len(rows), next((int(r[6]) for r, good in zip(rows, ok, strict=True) if good), 0)
+        if self._versioned and not any(good and r[6] != dim for r, good in zip(rows, ok, strict=True)):
+            # what the next rebuild starts from (_delta); none when vectors of another size are left zero
+            ux.delta = RowVersions(self.model_id, max((int(r[7]) for r in rows if r[7] is not None), default=-1),
+                                   [i for i, r in enumerate(rows) if r[7] is None])
+        if sum(ok) * dim * 4 > self.CACHE_BYTES:
+            return ux  # searched in the database (dense_db)
+        reused = _reused(stale, ux, ok, dim)
+        wanted: list[str] | None = None  # None: every current vector is read
+        if reused is None:
+            ux.matrix = np.zeros((n, dim), dtype=np.float32)
+        else:
+            ux.matrix, wanted = reused[0], [ux.keys[i] for i in reused[1] if ok[i]]
+        if not dim or wanted == []:
+            return ux
+        if wanted is not None and len(wanted) <= self.DELTA_KEYS:
+            sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                               " AND user_id=%s AND model=%s AND key = ANY(%s)",
+                               (tenant, user_id, self.model_id, wanted)).fetchall()
+        else:
+            # All of the user's current vectors (a first build, a reindex), in pgvector's binary form and
+            # unordered: sorting these wide rows by key would spill to disk (4 MB work_mem); the order
+            # comes from the first read. Fresher than or equal to that read: safe to write over any row.
+            sent = cur.execute(f"SELECT key, {self._send}(vec) FROM relevance_vectors WHERE tenant=%s"
+                               " AND user_id=%s AND model=%s", (tenant, user_id, self.model_id)).fetchall()
+        _fill(ux.matrix, dim, ux.position, sent)
         return ux
 
     def _shed(self, ux: UserIndex) -> UserIndex | None:

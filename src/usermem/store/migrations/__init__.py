@@ -3,7 +3,8 @@
 A migration whose first lines hold ``-- usermem: requires extension <name>`` is optional: the backend
 applies it only where that extension is installed (or can be installed), else leaves it pending and
 tries again at the next start. Inside it, ``@extschema:<name>@`` stands for the extension's schema.
-Later migrations never depend on an optional one.
+Later migrations never depend on an optional one, except optional ones that need the same extension (applied
+in order after it, in the same start; PostgreSQL 0009 alters 0004's table).
 """
 
 from __future__ import annotations
