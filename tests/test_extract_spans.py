@@ -189,3 +189,25 @@ def test_chinese_word_edges_of_a_span(text, words, expected) -> None:
     at = text.index(words)
     s, e = _zh_whole_words(text, at, at + len(words))
     assert text[s:e] == expected
+
+
+# --- two names of a multi-valued field joined by a conjunction ----------------------------------------------
+
+@pytest.mark.parametrize(("text", "span", "second"), [
+    ("our twins Ava and Noah start secondary school in September", ("children", "Ava"), "Noah"),
+    ("我家两只狗，Lucky和Coco，都是柯基", ("pets", "Lucky"), "Coco"),
+    ("我家两只狗，Lucky或者Coco总有一只在叫", ("pets", "Lucky"), "Coco"),
+])
+def test_a_name_joined_to_a_found_name_of_a_multi_valued_field_is_a_second_value(text, span, second) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert span in got and (span[0], second) in got
+
+
+@pytest.mark.parametrize(("text", "span", "not_second"), [
+    ("my daughter Ava and Noah's mum are best friends", ("children", "Ava"), "Noah"),  # not a name of a list
+    ("I use WhatsApp and Telegram", ("contact_channel", "WhatsApp"), "Telegram"),  # one value: the last one wins
+    ("我家的狗叫Lucky，和我一起住", ("pets", "Lucky"), "和我一起住"),
+])
+def test_a_joined_word_is_no_second_value_unless_it_is_a_name_of_a_multi_valued_field(text, span, not_second) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert span in got and not any(k == span[0] and v.startswith(not_second) for k, v in got)

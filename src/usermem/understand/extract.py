@@ -824,6 +824,15 @@ class PatternExtractor:
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
                                     start, end, "model", span=True)
+        # "our twins Ava and Noah", "两只狗，Lucky和Coco": a name of a multi-valued field joined to the next name by
+        # and / or / 和 / 或者 / 、 / "/" — the second one is a value of the same field when nothing else took it
+        for h, _, b, m in list(chosen):
+            if h.key in ACCUMULATE and b > 0 and isinstance(h.value, str) and _NAME_LIKE.fullmatch(h.value):
+                nxt = _COORDINATED.match(masked, b)
+                if nxt and not overlaps(nxt.start(1), nxt.end(1)) and not any(
+                        c[0].key == h.key and normalise(str(c[0].value)) == normalise(nxt.group(1)) for c in chosen):
+                    chosen.append((replace(h, value=nxt.group(1), canonical=_canonical_of(h.key, nxt.group(1))),
+                                   nxt.start(1), nxt.end(1), m))
         # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
@@ -1220,6 +1229,12 @@ def _zh_whole_words(text: str, start: int, end: int) -> tuple[int, int]:
             if a < end < b and b - end == 1:
                 end = b
     return start, end
+
+
+# a capitalised Latin name of up to three words, and one joined after it by a conjunction (Chinese or English)
+_NAME_WORDS = r"[A-Z][A-Za-zÀ-ÖØ-öø-ÿ-]*(?: [A-Z][A-Za-zÀ-ÖØ-öø-ÿ-]*){0,2}(?![A-Za-zÀ-ÖØ-öø-ÿ'’-])"  # no possessive: "Noah's mum"
+_NAME_LIKE = re.compile(_NAME_WORDS)
+_COORDINATED = re.compile(r"(?:\s*(?:或者|还有|和|、|/)\s*|\s+(?:and|or)\s+)(" + _NAME_WORDS + ")")
 
 
 def _cut_word(value: str, source: str, at: int) -> str:
