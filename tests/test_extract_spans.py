@@ -12,6 +12,7 @@ from usermem.understand.extract import (
     _plausible,
     _trim,
     _whole_words,
+    _zh_whole_words,
     extractable,
 )
 from usermem.understand.tagger import Span
@@ -161,3 +162,52 @@ def test_a_rule_value_cut_inside_a_word_loses_the_cut_word() -> None:
     assert _cut_word(value, text, text.index(value)) == "Studio Ghibli and anything with"
     assert _cut_word("Studio Ghibli", text, text.index("Studio")) == "Studio Ghibli"
     assert _cut_word("吃素", "初一十五吃素", 4) == "吃素"
+
+
+# --- a Chinese span cut inside a word by the character tagger ------------------------------------------------
+
+@pytest.mark.parametrize(("text", "span", "value", "not_value"), [
+    # the first character of 上班时间 was left outside: the span takes it back
+    ("上班时间别打我电话，晚上七点以后随时可以", ("contact_hours", "班时间别打我电话"), "上班时间别打我电话",
+     "班时间别打我电话"),
+    # the last character of 政策 was left outside
+    ("新闻我最关注房地产政策", ("news_topics", "房地产政"), "房地产政策", "房地产政"),
+])
+def test_a_chinese_span_cut_one_character_inside_a_word_is_widened_to_it(text, span, value, not_value) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert (span[0], value) in got and (span[0], not_value) not in got
+
+
+@pytest.mark.parametrize(("text", "words", "expected"), [
+    ("上班时间别打我电话", "班时间别打我电话", "上班时间别打我电话"),
+    ("新闻我最关注房地产政策", "房地产政", "房地产政策"),
+    ("有事给我发邮件", "发邮件", "发邮件"),  # "给我|发" leaves two characters outside: another word, kept out
+    ("我只关心房地产政策", "房地产政策", "房地产政策"),  # already whole words
+    ("I usually get a chicken shawarma wrap", "hicken shawarma wra", "hicken shawarma wra"),  # Latin: not here
+])
+def test_chinese_word_edges_of_a_span(text, words, expected) -> None:
+    at = text.index(words)
+    s, e = _zh_whole_words(text, at, at + len(words))
+    assert text[s:e] == expected
+
+
+# --- two names of a multi-valued field joined by a conjunction ----------------------------------------------
+
+@pytest.mark.parametrize(("text", "span", "second"), [
+    ("our twins Ava and Noah start secondary school in September", ("children", "Ava"), "Noah"),
+    ("我家两只狗，Lucky和Coco，都是柯基", ("pets", "Lucky"), "Coco"),
+    ("我家两只狗，Lucky或者Coco总有一只在叫", ("pets", "Lucky"), "Coco"),
+])
+def test_a_name_joined_to_a_found_name_of_a_multi_valued_field_is_a_second_value(text, span, second) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert span in got and (span[0], second) in got
+
+
+@pytest.mark.parametrize(("text", "span", "not_second"), [
+    ("my daughter Ava and Noah's mum are best friends", ("children", "Ava"), "Noah"),  # not a name of a list
+    ("I use WhatsApp and Telegram", ("contact_channel", "WhatsApp"), "Telegram"),  # one value: the last one wins
+    ("我家的狗叫Lucky，和我一起住", ("pets", "Lucky"), "和我一起住"),
+])
+def test_a_joined_word_is_no_second_value_unless_it_is_a_name_of_a_multi_valued_field(text, span, not_second) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert span in got and not any(k == span[0] and v.startswith(not_second) for k, v in got)

@@ -16,7 +16,9 @@ never decided here: every candidate goes through the write pipeline's determinis
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -817,11 +819,20 @@ class PatternExtractor:
                     if base <= sp.start < base + len(clause) and allowed(sp.field, why):
                         p = _calibrate(sp.probability, getattr(self.tagger, "platt", None))
                         if p >= self.tagger_threshold:
-                            end = sp.end
-                            value = _trim(masked[sp.start:end], sp.field)
+                            start, end = _zh_whole_words(masked, sp.start, sp.end)
+                            value = _trim(masked[start:end], sp.field)
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
-                                    sp.start, end, "model", span=True)
+                                    start, end, "model", span=True)
+        # "our twins Ava and Noah", "两只狗，Lucky和Coco": a name of a multi-valued field joined to the next name by
+        # and / or / 和 / 或者 / 、 / "/" — the second one is a value of the same field when nothing else took it
+        for h, _, b, m in list(chosen):
+            if h.key in ACCUMULATE and b > 0 and isinstance(h.value, str) and _NAME_LIKE.fullmatch(h.value):
+                nxt = _COORDINATED.match(masked, b)
+                if nxt and not overlaps(nxt.start(1), nxt.end(1)) and not any(
+                        c[0].key == h.key and normalise(str(c[0].value)) == normalise(nxt.group(1)) for c in chosen):
+                    chosen.append((replace(h, value=nxt.group(1), canonical=_canonical_of(h.key, nxt.group(1))),
+                                   nxt.start(1), nxt.end(1), m))
         # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
@@ -1175,6 +1186,55 @@ def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
     while 0 < end < len(text) and _LATIN.match(text[end - 1]) and _LATIN.match(text[end]):
         end += 1
     return start, end
+
+
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_jieba_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    import jieba  # type: ignore[import-untyped]
+
+    with _jieba_lock:
+        jieba.setLogLevel(logging.WARNING)
+        jieba.initialize()
+    return jieba
+
+
+@lru_cache(maxsize=4096)
+def _zh_word_edges(text: str) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
+    """The positions in `text` between two Chinese characters of one dictionary word (jieba without its HMM guesses
+    for unknown words, which join a verb to its object: "选过|道"), and each such word's (start, end)."""
+    inside: set[int] = set()
+    words: list[tuple[int, int]] = []
+    for run in _CJK_RUN.finditer(text):
+        for _, a, b in _jieba().tokenize(run.group(), HMM=False):
+            if b - a > 1:
+                inside.update(range(run.start() + a + 1, run.start() + b))
+                words.append((run.start() + a, run.start() + b))
+    return frozenset(inside), tuple(words)
+
+
+def _zh_whole_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """A learned span's edge moved out over the one character of a Chinese word it leaves outside ("班时间别打我电话"
+    -> "上班时间别打我电话": the character tagger missed the first character of 上班时间). Only a single orphaned
+    character: a longer remainder ("给我|发邮件") is another word in jieba's dictionary merged with it, and cutting
+    the span's edge fragment off instead lost recall on more-dev."""
+    inside, words = _zh_word_edges(text)
+    if start in inside or end in inside:
+        for a, b in words:
+            if a < start < b and start - a == 1:
+                start = a
+            if a < end < b and b - end == 1:
+                end = b
+    return start, end
+
+
+# a capitalised Latin name of up to three words, and one joined after it by a conjunction (Chinese or English)
+_NAME_WORDS = r"[A-Z][A-Za-zÀ-ÖØ-öø-ÿ-]*(?: [A-Z][A-Za-zÀ-ÖØ-öø-ÿ-]*){0,2}(?![A-Za-zÀ-ÖØ-öø-ÿ'’-])"  # no possessive: "Noah's mum"
+_NAME_LIKE = re.compile(_NAME_WORDS)
+_COORDINATED = re.compile(r"(?:\s*(?:或者|还有|和|、|/)\s*|\s+(?:and|or)\s+)(" + _NAME_WORDS + ")")
 
 
 def _cut_word(value: str, source: str, at: int) -> str:
