@@ -19,9 +19,12 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -49,6 +52,25 @@ def unavailable(reason: str) -> NoReturn:
         pytest.fail(f"{reason} — USERMEM_REQUIRE_BACKENDS=1: a missing backend fails the run instead of skipping",
                     pytrace=False)
     pytest.skip(reason, allow_module_level=True)  # also from a module's import-time check
+
+
+@contextlib.contextmanager
+def pgserver_uri(prefix: str = "usermem-pgvector-") -> Iterator[str]:
+    """A PostgreSQL 16 + pgvector server from the `pgserver` wheel (the local server may lack the extension),
+    started in a temp directory for the block; yields its URI (add `&schema=...`)."""
+    try:
+        import pgserver
+    except ImportError:
+        unavailable("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
+    # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
+    data = Path(tempfile.mkdtemp(prefix=prefix))
+    data.chmod(0o755)
+    srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
+    try:
+        yield srv.get_uri()
+    finally:
+        srv.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def pg_url(database: str = "postgres") -> str:

@@ -5,14 +5,12 @@ without the `vector` extension (Debian's PostgreSQL 15 on 127.0.0.1)."""
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import uuid
-from pathlib import Path
 
 import pytest
 
-from backends import drop_schema, postgres_url, unavailable
+import backends
+from backends import drop_schema, postgres_url
 from usermem import Memory
 from usermem.relevance.hybrid import _NOTICED
 from usermem.relevance.reindex import plan_reindex, run_reindex
@@ -33,23 +31,14 @@ EPISODES = [
 
 @pytest.fixture(scope="module")
 def pgvector_server():
-    try:
-        import pgserver
-    except ImportError:
-        unavailable("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
-    # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
-    data = Path(tempfile.mkdtemp(prefix="usermem-pgvector-"))
-    data.chmod(0o755)
-    srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
-    yield srv
-    srv.cleanup()
-    shutil.rmtree(data, ignore_errors=True)
+    with backends.pgserver_uri() as uri:
+        yield uri
 
 
 @pytest.fixture
 def pgv_memory(pgvector_server):
     schema = "relv_" + uuid.uuid4().hex[:10]
-    m = Memory(pgvector_server.get_uri() + f"&schema={schema}")
+    m = Memory(pgvector_server + f"&schema={schema}")
     yield m
     m.close()
 
@@ -134,7 +123,7 @@ def test_vector_tables_come_from_the_migrations_and_fall_under_row_level_securit
 
     from usermem.store.postgres import PostgresStore
 
-    base = pgvector_server.get_uri()
+    base = pgvector_server
     schema = "relv_" + uuid.uuid4().hex[:10]
     owner = PostgresStore(base + f"&schema={schema}&rls=on")
     assert owner.capabilities.vectors == "pgvector" and owner.capabilities.dialect == "postgres"
@@ -221,7 +210,7 @@ def test_a_warm_query_recall_searches_the_cached_matrix(pgv_memory, pgvector_ser
     assert reference == got
     # after a write by another instance: one more round trip, the rows written since the snapshot (migration
     # 0009's versions)
-    other = Memory(pgvector_server.get_uri() + f"&schema={pgv_memory.store.schema}")
+    other = Memory(pgvector_server + f"&schema={pgv_memory.store.schema}")
     try:
         assert other.write("acme", "u1", "episode", "ep.refund.extra", "refund of the blender again", now=T0).ok
         other.flush()

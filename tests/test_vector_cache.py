@@ -12,9 +12,8 @@ cache can tell: neither sees the other's writes except through the database) and
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backends import unavailable
+import backends
 from props import examples
 from toy_embedder import CrcBow32
 from usermem.config import load_settings
@@ -61,27 +60,17 @@ PGVECTOR_ONLY = pytest.mark.parametrize("pair", ["pgvector"], indirect=True)
 @pytest.fixture(scope="module", params=["sqlite", "pgvector"])
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, Memory]]:
     """Two Memory instances on one store: `a` writes and forgets, `b` too; neither shares a cache."""
-    srv = data = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('vcache')}/m.db"
-    else:
-        try:
-            import pgserver
-        except ImportError:
-            unavailable("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
-        # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
-        data = Path(tempfile.mkdtemp(prefix="usermem-vcache-"))
-        data.chmod(0o755)
-        srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
-        url = srv.get_uri() + f"&schema=vc_{uuid.uuid4().hex[:10]}"
-    a, b = _memory(url), _memory(url)
-    assert type(_index(a)) is (SQLiteVectorIndex if request.param == "sqlite" else PgVectorIndex)
-    yield a, b
-    a.close()
-    b.close()
-    if srv is not None:
-        srv.cleanup()
-        shutil.rmtree(data, ignore_errors=True)  # type: ignore[arg-type]
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path_factory.mktemp('vcache')}/m.db"
+        else:
+            uri = stack.enter_context(backends.pgserver_uri("usermem-vcache-"))
+            url = uri + f"&schema=vc_{uuid.uuid4().hex[:10]}"
+        a, b = _memory(url), _memory(url)
+        assert type(_index(a)) is (SQLiteVectorIndex if request.param == "sqlite" else PgVectorIndex)
+        yield a, b
+        a.close()
+        b.close()
 
 
 def _same(got: dict[str, float], want: dict[str, float], tol: float = 1e-6) -> None:

@@ -13,10 +13,9 @@ above the stale snapshot's version in one statement with the count of the others
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import shutil
 import sqlite3
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backends import unavailable
+import backends
 from props import examples
 from toy_embedder import CrcBow32
 from usermem.config import load_settings
@@ -60,28 +59,18 @@ def _pg(m: Memory) -> bool:
 @pytest.fixture(scope="module", params=["sqlite", "pgvector"])
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, Memory]]:
     """Two Memory instances on one store (two processes as far as their caches can tell)."""
-    srv = data = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('vdelta')}/m.db"
-    else:
-        try:
-            import pgserver
-        except ImportError:
-            unavailable("pgserver (PostgreSQL + pgvector wheel, a dev dependency) is not installed")
-        # Not under pytest's tmp dir: as root, pgserver runs the server as its own user, who needs access.
-        data = Path(tempfile.mkdtemp(prefix="usermem-vdelta-"))
-        data.chmod(0o755)
-        srv = pgserver.get_server(data / "pgdata", cleanup_mode="delete")
-        _SERVER["uri"] = srv.get_uri()
-        url = srv.get_uri() + f"&schema=vd_{uuid.uuid4().hex[:10]}"
-    a, b = _memory(url), _memory(url)
-    assert _pg(a) == (request.param == "pgvector")
-    yield a, b
-    a.close()
-    b.close()
-    if srv is not None:
-        srv.cleanup()
-        shutil.rmtree(data, ignore_errors=True)  # type: ignore[arg-type]
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path_factory.mktemp('vdelta')}/m.db"
+        else:
+            uri = stack.enter_context(backends.pgserver_uri("usermem-vdelta-"))
+            _SERVER["uri"] = uri
+            url = uri + f"&schema=vd_{uuid.uuid4().hex[:10]}"
+        a, b = _memory(url), _memory(url)
+        assert _pg(a) == (request.param == "pgvector")
+        yield a, b
+        a.close()
+        b.close()
 
 
 SQLITE_ONLY = pytest.mark.parametrize("pair", ["sqlite"], indirect=True)
