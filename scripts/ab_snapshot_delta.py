@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -39,29 +38,19 @@ from usermem.bench.relevance import queries
 from usermem.bench.scale import _RepeatedQueries, load_semantic_user
 from usermem.config import load_settings
 from usermem.engine.memory import Memory
-from usermem.relevance.lexical import tokenize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from toy_embedder import CrcBow32  # the tests' helper module
 
 USER = "bench-semantic"
 
 
-class Toy384:
-    """A hashing bag of words with the default model's size (384 float32: 1.5 KB blobs)."""
+class Toy384(CrcBow32):
+    """The tests' hashing bag of words (tests/toy_embedder.py) at the default model's size (384 float32: 1.5 KB
+    blobs)."""
 
     model_id = "toy/hash@384"
     dim = 384
-
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for tok in tokenize(text):
-            v[zlib.crc32(tok.encode()) % self.dim] += 1
-        n = np.linalg.norm(v)
-        return v / n if n else v + np.float32(1 / np.sqrt(self.dim))
-
-    def query(self, text: str) -> np.ndarray:
-        return self._vec(text)
-
-    def passages(self, texts: Any) -> np.ndarray:
-        return np.stack([self._vec(t) for t in texts]) if len(texts) else np.zeros((0, self.dim), np.float32)
 
 
 def _load_from_git(rev: str, file: str, name: str) -> Any:
