@@ -189,15 +189,7 @@ def test_fifth_utterances_are_train_only_and_cover_every_field(select: list[dict
 
     fifth = _jsonl("utterances_fifth.jsonl")
     assert len(fifth) >= 900
-    for r in fifth:
-        assert r["split"] == "train" and re.fullmatch(r"ff-\d{4}", r["id"]), r["id"]
-        _check_utterance(r, fields)
-    langs = Counter(r["lang"] for r in fifth)
-    assert set(langs) == {"zh", "en"} and min(langs.values()) / len(fifth) >= 0.4, langs
-    kinds = Counter(r["negative"] for r in fifth if r["negative"])
-    assert set(kinds) == NEGATIVES and sum(kinds.values()) >= 0.3 * len(fifth), kinds
-    positives = Counter(lab["field"] for r in fifth for lab in r["labels"])
-    assert not {k for k in fields if positives[k] < 15}, positives
+    _check_written_set(fifth, fields, split="train", ids=r"ff-\d{4}", per_field=15)
     items = bank.load_fifth_items()
     assert [i.id for i in items] == [r["id"] for r in fifth] and {i.split for i in items} == {"train"}
     # measured and not used yet (bank.FIFTH_FILE): no model is fitted on it
@@ -210,15 +202,7 @@ def test_the_selection_set_is_scored_never_trained_on(select: list[dict[str, Any
     from usermem.understand import bank
 
     assert len(select) >= 500
-    for r in select:
-        assert r["split"] == bank.SELECT and re.fullmatch(r"hs-\d{4}", r["id"]), r["id"]
-        _check_utterance(r, fields)
-    langs = Counter(r["lang"] for r in select)
-    assert set(langs) == {"zh", "en"} and min(langs.values()) / len(select) >= 0.4, langs
-    kinds = Counter(r["negative"] for r in select if r["negative"])
-    assert set(kinds) == NEGATIVES and sum(kinds.values()) >= 0.3 * len(select), kinds
-    positives = Counter(lab["field"] for r in select for lab in r["labels"])
-    assert not {k for k in fields if positives[k] < 10}, positives
+    _check_written_set(select, fields, split=bank.SELECT, ids=r"hs-\d{4}", per_field=10)
     items = bank.load_select_items()
     assert [i.id for i in items] == [r["id"] for r in select] and {i.split for i in items} == {bank.SELECT}
     ids = {i.id for i in items}
@@ -227,6 +211,21 @@ def test_the_selection_set_is_scored_never_trained_on(select: list[dict[str, Any
     from usermem.understand import templates
 
     assert bank.SELECT not in templates.fit_splits()
+
+
+def _check_written_set(rows: list[dict[str, Any]], fields: dict[str, dict[str, Any]], *, split: str, ids: str,
+                       per_field: int) -> None:
+    """One writer's file: every row valid in its split with its id pattern; both languages (≥ 40 % each); every
+    kind of negative, ≥ 30 % of the rows; at least `per_field` labels for every field."""
+    for r in rows:
+        assert r["split"] == split and re.fullmatch(ids, r["id"]), r["id"]
+        _check_utterance(r, fields)
+    langs = Counter(r["lang"] for r in rows)
+    assert set(langs) == {"zh", "en"} and min(langs.values()) / len(rows) >= 0.4, langs
+    kinds = Counter(r["negative"] for r in rows if r["negative"])
+    assert set(kinds) == NEGATIVES and sum(kinds.values()) >= 0.3 * len(rows), kinds
+    positives = Counter(lab["field"] for r in rows for lab in r["labels"])
+    assert not {k for k in fields if positives[k] < per_field}, positives
 
 
 def _check_utterance(r: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
