@@ -448,8 +448,7 @@ class SQLiteVectorIndex(_CacheMixin):
 
     DELTA_SHARE = 0.5  # a rebuild reads the changed rows alone while they are at most this share, else all
 
-    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None,
-               erased: int | None = None) -> UserIndex:
+    def _build(self, tenant: str, user_id: str, gen: int, stale: UserIndex | None = None) -> UserIndex:
         """The user's snapshot. With the `stale` one it replaces, only the rows written since are read (their
         version is above the stale snapshot's highest, or unversioned); every other row still there is the
         stale snapshot's, unchanged: its vector, index terms and language flag are carried over. A row that
