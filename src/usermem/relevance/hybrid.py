@@ -387,8 +387,9 @@ class HybridRelevance:
             lexical_keys = [ux.keys[i] for i in hits]
         return state, mask, lexical_keys
 
-    def _start_lexical(self, ux: UserIndex, tenant: str, user_id: str, query: str, kind_names: list[str] | None, at_from: float | None,
-                       at_until: float | None, n: int) -> Future[tuple[_QueryState, np.ndarray, list[str]]] | None:
+    def _start_lexical(self, ux: UserIndex, tenant: str, user_id: str, query: str, kind_names: list[str] | None,
+                       at_from: float | None, at_until: float | None, n: int
+                       ) -> Future[tuple[_QueryState, np.ndarray, list[str]]] | None:
         """`_lexical_part` started on a worker thread (`overlap_embedding` on, a user with indexed rows and an
         embedder), or None (the caller runs it). No store read happens there: only the snapshot's arrays."""
         if self.embedder is None or not self.overlap_embedding or not ux.keys:
