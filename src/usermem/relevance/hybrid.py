@@ -37,6 +37,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol
 
@@ -137,6 +138,22 @@ def fuse(dense: Sequence[float | None], lexical: Sequence[float], *, dense_weigh
     return [(r - lo) / (hi - lo) for r in raw]
 
 
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+QUERY_WORKERS = 4  # lexical parts of concurrent recalls run at once, at most
+
+
+def _query_pool() -> ThreadPoolExecutor:
+    """The process's worker threads for the candidates' lexical work run while the caller embeds the query
+    (HybridRelevance.overlap_embedding), created on first use."""
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=QUERY_WORKERS, thread_name_prefix="usermem-query-lexical")
+    return _POOL
+
+
 # The adaptive fusion's shape, chosen on the dev splits (docs/relevance.md, "How the fusion was chosen");
 # the per-language lexical weights and the English corroboration boost come from the settings.
 ADAPTIVE = FusionParams(norm="zscore", adapt_dispersion=True, adapt_agreement=True, agreement_floor=0.5,
@@ -229,6 +246,12 @@ class HybridRelevance:
         # False when some memories can live outside the indexed table (tiered stores route kinds to
         # Redis): every live memory is then scored, with stored vectors where they exist.
         self.use_candidates = use_candidates
+        # Embed the query in this thread while a worker thread computes the candidates' tokens, concept words
+        # and BM25 (the same results as in sequence), for an embedder whose query call releases the GIL (the
+        # bundled engine, an HTTP endpoint). Off by default: on the shared 2-core host it measured 0.2–1.4 ms
+        # slower per recall (median of paired differences, load 10–12: no free core to overlap on); see
+        # docs/relevance.md, "Query threads and the overlap".
+        self.overlap_embedding = False
         self.embedder = embedder
         self.index = index
         self.indexer = indexer
@@ -320,10 +343,21 @@ class HybridRelevance:
     def _new_state(self, tenant: str, user_id: str, query: str, ux: UserIndex | None) -> _QueryState:
         """The query's state: its vector (the one embedding of this recall, computed first so the planner
         reads it too), tokens, concept words and planner fields."""
+        state = self._lexical_state(tenant, user_id, query, ux)
+        self._plan(state)
+        return state
+
+    def _lexical_state(self, tenant: str, user_id: str, query: str, ux: UserIndex | None) -> _QueryState:
+        """The query's state without its vector and planner fields (`_plan` adds them): tokens, concept words."""
         tokens = tokenize(query)
-        state = _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens))
-        state.qvec = self._query_vector(query, state)
+        return _QueryState(tenant, user_id, query, None, tokens, ux, expansion=self.concepts.expand(query, tokens))
+
+    def _plan(self, state: _QueryState, *, embedded: bool = False) -> None:
+        """The query's vector (unless `embedded`: the caller set it) and the planner's fields, which read it."""
+        if not embedded:
+            state.qvec = self._query_vector(state.query, state)
         if self.query_fields is not None:
+            tenant, query = state.tenant, state.query
             try:
                 hint = (self.query_fields(tenant, query, state.qvec) if self._fields_take_vector
                         else self.query_fields(tenant, query))
@@ -333,7 +367,38 @@ class HybridRelevance:
                     state.fields = frozenset(hint)
             except Exception:  # the planner is an aid: a failure must not fail recall
                 log.exception("relevance: the query planner failed; ranking without field hints")
-        return state
+
+    def _lexical_part(self, ux: UserIndex, tenant: str, user_id: str, query: str, kind_names: list[str] | None,
+                      at_from: float | None, at_until: float | None, n: int
+                      ) -> tuple[_QueryState, np.ndarray, list[str]]:
+        """The candidates' work that does not need the query vector: the query's state without its vector
+        (tokens, concept words, BM25 per row), the kind / event-time mask and the best `n` keys by BM25."""
+        state = self._lexical_state(tenant, user_id, query, ux)
+        lexical_keys: list[str] = []
+        mask = np.ones(0, dtype=bool)
+        if ux.keys:
+            lex = self._bm25(ux, state)
+            state.lexical = lex
+            mask = ux.mask(kind_names, at_from, at_until)
+            masked = np.where(mask, lex, 0.0)
+            hits = np.flatnonzero(masked > 0)
+            if len(hits) > n:
+                hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
+            lexical_keys = [ux.keys[i] for i in hits]
+        return state, mask, lexical_keys
+
+    def _start_lexical(self, ux: UserIndex, tenant: str, user_id: str, query: str, kind_names: list[str] | None,
+                       at_from: float | None, at_until: float | None, n: int
+                       ) -> Future[tuple[_QueryState, np.ndarray, list[str]]] | None:
+        """`_lexical_part` started on a worker thread (`overlap_embedding` on, a user with indexed rows and an
+        embedder), or None (the caller runs it). No store read happens there: only the snapshot's arrays."""
+        if self.embedder is None or not self.overlap_embedding or not ux.keys:
+            return None
+        try:
+            return _query_pool().submit(self._lexical_part, ux, tenant, user_id, query, kind_names, at_from,
+                                      at_until, n)
+        except RuntimeError:  # the pool is shut down (interpreter exit)
+            return None
 
     @staticmethod
     def _bm25(ux: UserIndex, state: _QueryState) -> np.ndarray:
@@ -363,19 +428,19 @@ class HybridRelevance:
         pending = self.indexer.pending_keys(tenant, user_id) if self.indexer is not None else []
         ux = self.index.load(tenant, user_id)
         kind_names = [k.value for k in kinds] if kinds is not None else None
-        state = self._new_state(tenant, user_id, query, ux)
+        lexical = self._start_lexical(ux, tenant, user_id, query, kind_names, at_from, at_until, n)
+        if lexical is None:
+            state, mask, lexical_keys = self._lexical_part(ux, tenant, user_id, query, kind_names, at_from,
+                                                           at_until, n)
+            self._plan(state)
+        else:  # the query's embedding in this thread (the engine releases the GIL) while the worker runs BM25
+            probe = _QueryState(tenant, user_id, query, None, (), ux)
+            qvec = self._query_vector(query, probe)
+            state, mask, lexical_keys = lexical.result()
+            state.qvec, state.dense_failed = qvec, probe.dense_failed
+            self._plan(state, embedded=True)
         keys: set[str] = set()
-        lexical_keys: list[str] = []
-        mask = np.ones(0, dtype=bool)
         if ux.keys:
-            lex = self._bm25(ux, state)
-            state.lexical = lex
-            mask = ux.mask(kind_names, at_from, at_until)
-            masked = np.where(mask, lex, 0.0)
-            hits = np.flatnonzero(masked > 0)
-            if len(hits) > n:
-                hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
-            lexical_keys = [ux.keys[i] for i in hits]
             if state.fields or state.widen:  # memories under the planner's fields are always candidates
                 have = set(lexical_keys)
                 lexical_keys += [ux.keys[i] for i in ux.under(state.fields | state.widen)

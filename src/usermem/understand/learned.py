@@ -7,8 +7,8 @@ deterministic) is fitted on the *train* split; a single Platt scaling of the sco
 threshold are fitted on the *dev* split; the test split is never read here.
 
 The fitted model is shipped as a small JSON artifact (`usermem/data/models/<name>.json`) holding the
-feature vocabulary, idf, the non-zero weights and the calibration, so inference needs neither scikit-learn
-nor numpy: a message's score is a sparse dot product (well under a millisecond). `train_*` rebuilds
+feature vocabulary, idf, the non-zero weights and the calibration, so inference needs no scikit-learn: a
+message's score is a dot product (numpy over the weights as a dense matrix, ≈ 0.03 ms). `train_*` rebuilds
 the artifacts (`usermem train`); tests check the shipped artifact equals a rebuild.
 """
 
@@ -19,10 +19,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from usermem.understand.text import normalise
 
@@ -76,15 +78,48 @@ class FieldModel:
     def scores(self, text: str) -> list[float]:
         """Raw logits per field."""
         idx = [self.vocab[f] for f in features(text) if f in self.vocab]
-        z = list(self.intercepts)
         if not idx:
-            return z
+            return list(self.intercepts)
         norm = math.sqrt(sum(self.idf[i] ** 2 for i in idx)) or 1.0
+        dense = self._dense_rows
+        if dense is None:
+            return self.sparse_scores(idx, norm)
+        # The same sums as sparse_scores, to the bit: each field's logit is its intercept plus x·w per feature,
+        # added in the features' order (a reduction over the first axis of a C-ordered array adds row after
+        # row); a field a feature does not vote for adds x·0 = 0. One array operation instead of a Python loop
+        # over every (feature, field) weight (≈ 1,000 per query: the planner runs on every recall with a query).
+        terms = np.empty((len(idx) + 1, dense.shape[1]), dtype=np.float64)
+        terms[0] = self._intercepts
+        np.multiply(dense[idx], (np.asarray([self.idf[i] for i in idx], dtype=np.float64) / norm)[:, None],
+                    out=terms[1:])
+        out: list[float] = np.add.reduce(terms, axis=0).tolist()
+        return out
+
+    def sparse_scores(self, idx: Sequence[int], norm: float) -> list[float]:
+        """The logits from the sparse rows (the reference `scores` equals; also the path of a model whose
+        rows name a field twice)."""
+        z = list(self.intercepts)
         for i in idx:
             x = self.idf[i] / norm
             for f, w in self.rows[i]:
                 z[f] += x * w
         return z
+
+    @cached_property
+    def _intercepts(self) -> np.ndarray:
+        return np.asarray(self.intercepts, dtype=np.float64)
+
+    @cached_property
+    def _dense_rows(self) -> np.ndarray | None:
+        """The rows as a dense (features × fields) matrix, built at first use; None when a row names a field
+        twice (its two weights would be added before the multiplication: not the same sum)."""
+        dense = np.zeros((len(self.rows), len(self.fields)), dtype=np.float64)
+        for i, row in enumerate(self.rows):
+            for f, w in row:
+                if dense[i, f] != 0.0:
+                    return None
+                dense[i, f] = w
+        return dense
 
     def probabilities(self, text: str) -> dict[str, float]:
         a, b = self.platt
