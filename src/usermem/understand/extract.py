@@ -616,7 +616,8 @@ class PatternExtractor:
 
     def __init__(self, allowed: Mapping[str, FieldContract], *, tagger: Any = "default",
                  tagger_threshold: float | None = None, templates: bool = True,
-                 template_similarity: float | None = None, negation_dislikes: bool = False) -> None:
+                 template_similarity: float | None = None, negation_dislikes: bool = False,
+                 veto: Any = None, veto_threshold: float | None = None) -> None:
         from usermem.understand.tagger import load_tagger
 
         self.allowed = allowed
@@ -632,6 +633,14 @@ class PatternExtractor:
         self.templates = index() if templates else None
         self.template_similarity = template_similarity if template_similarity is not None else float(
             meta.get("template_similarity", 0.4))
+        # a veto on each value (understand/veto.py: `vetoes(veto.Context, threshold) -> bool`), e.g. the learned one that
+        # scripts/veto_measure.py measures; None (the default: none is shipped, see docs/understanding.md) keeps every
+        # value the rules, the tagger and the filters let through
+        self.veto = veto
+        self.veto_threshold = veto_threshold
+        # False only to collect the veto's training data (`training.veto_rows`): the clause filters let everything
+        # through, so the veto learns from the traps they catch as well as from the ones they miss
+        self.filters = True
 
     def extract(self, messages: Sequence[Message]) -> list[Candidate]:
         per_message: list[tuple[int, list[Candidate]]] = []
@@ -692,6 +701,9 @@ class PatternExtractor:
                 latest.pop(c.key, None)
                 latest[c.key] = c
         return list(latest.values())
+
+    def _allowed(self, key: str, why: set[str]) -> bool:
+        return allowed(key, why) if self.filters else True
 
     def _corrected(self, previous: list[Candidate], msg: Message, found: list[Candidate]) -> list[Candidate]:
         """"不对，是南宁" / "actually, Katie": a bare value corrects the previous turn's field of its type."""
@@ -775,7 +787,7 @@ class PatternExtractor:
             sentence = masked[s0:s1]
             whole = reasons(sentence, "", sentence)
             for f in rules.sentence_level(sentence):
-                if allowed(f.key, whole):
+                if self._allowed(f.key, whole):
                     add(_Hit(f.key, f.value, f.confidence, f.canonical), s0 + f.start, s0 + f.end, "pattern")
             subject_other = False  # "我姐在伦敦读书，时差七个小时": the second clause is still about her
             inherited: set[str] = set()
@@ -800,7 +812,7 @@ class PatternExtractor:
                             f.key == "preferred_name" and _CALL_ME.search(clause[:f.start]))):
                         # "他在长春我在厦门": 厦门 is said of the user; "the kids at work call me Coach": the user's name
                         fwhy = fwhy - {"third_party", "other_person"}
-                    ok = allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
+                    ok = self._allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
                         add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
@@ -812,11 +824,11 @@ class PatternExtractor:
                     for tp in self.templates.propose(clause, self.template_similarity):
                         t0, t1 = _whole_words(clause, tp.start, tp.end)
                         tvalue = _trim(clause[t0:t1], tp.field) if (t0, t1) != (tp.start, tp.end) else tp.value
-                        if tvalue and allowed(tp.field, why) and _plausible(tp.field, tvalue):
+                        if tvalue and self._allowed(tp.field, why) and _plausible(tp.field, tvalue):
                             add(_Hit(tp.field, tvalue, round(min(0.95, 0.4 + tp.score), 3),
                                      _canonical_of(tp.field, tvalue)), base + t0, base + t1, "model")
                 for sp in spans:
-                    if base <= sp.start < base + len(clause) and allowed(sp.field, why):
+                    if base <= sp.start < base + len(clause) and self._allowed(sp.field, why):
                         p = _calibrate(sp.probability, getattr(self.tagger, "platt", None))
                         if p >= self.tagger_threshold:
                             start, end = _zh_whole_words(masked, sp.start, sp.end)
@@ -867,6 +879,11 @@ class PatternExtractor:
         generic = [c for c in pets if c not in named]
         if named and generic and len(generic) <= len(named):
             chosen = [c for c in chosen if c not in generic]
+        if self.veto is not None:
+            from usermem.understand.veto import Context
+
+            chosen = [c for c in chosen if not self.veto.vetoes(
+                Context(masked, c[0].key, str(c[0].value), c[1], c[2], c[3]), self.veto_threshold)]
         return [Candidate(key=h.key, kind=self.allowed[h.key].kind, value=h.value, confidence=h.confidence,
                           evidence=msg.content, message_index=msg.index, method=method, canonical=h.canonical)
                 for h, _, _, method in chosen]
@@ -890,13 +907,13 @@ class PatternExtractor:
                 if not s:
                     continue
             low = s.lower()
-            if _JOKE_RE.search(low) or HYPOTHETICAL.search(low) or SUPPOSITION.search(low) or _any(low, OTHERS) or \
+            if self.filters and (_JOKE_RE.search(low) or HYPOTHETICAL.search(low) or SUPPOSITION.search(low) or _any(low, OTHERS) or \
                     FICTION.search(low) or \
                     SUBJECT_OTHER.search(low) or \
                     (FILTER_OTHERS.search(low) and not _FIRST_PERSON.search(_OTHER_WORDS.sub("", low))) or \
-                    FILTER_REPORTED.search(low) or SPEAKER.search(low) or OTHERS_PARTICULARS.search(low):
+                    FILTER_REPORTED.search(low) or SPEAKER.search(low) or OTHERS_PARTICULARS.search(low)):
                 continue
-            question = bool(QUESTION.search(original.strip()) or ASKS.search(low))
+            question = self.filters and bool(QUESTION.search(original.strip()) or ASKS.search(low))
             # a standing word said of someone else ("领导喜欢看PPT，这次汇报帮我做成PPT") does not make the user's
             # request standing
             one_off = (_any(low, ONE_OFF) or bool(_ONLY_THIS.search(low))) and not any(
@@ -905,7 +922,7 @@ class PatternExtractor:
             found: list[_Hit] = []
             if not question or _any(low, ("发到", "发给", "发我", "寄到", "send", "forward", "email it", "mail it")):
                 found += _email(s, original)  # "能发到我邮箱 a@b.com 吗" states it; "我的邮箱是X吗" asks
-            if not question and not QUESTION_START.search(low):
+            if not question and not (self.filters and QUESTION_START.search(low)):
                 found += _allergy(s)
                 # "for today's email only, make it formal", "这次发我私人邮箱吧": no standing way to reach the user
                 found += [h for h in _channels(s) if not (one_off and h.key == "contact_channel")]

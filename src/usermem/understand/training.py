@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -402,3 +402,200 @@ def train_all(out_dir: Path | None = None, *, tagger_too: bool = True, refit: bo
         planvec.load_vector_model.cache_clear()
         report["plan_vectors"] = dict(head.meta, mix=head.mix, threshold=head.threshold, model_id=head.model_id)
     return report
+
+
+# --- the learned veto (understand/veto.py) ----------------------------------------------------------------------
+
+VETO_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(6, 20))
+
+
+class _Recorder:
+    """A stand-in veto that vetoes nothing and remembers every value it was asked about (with its context)."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def vetoes(self, ctx: Any, threshold: float | None = None) -> bool:
+        self.seen.append(ctx)
+        return False
+
+
+def veto_rows(extractor: Any, items: Sequence[bank.Item], filters: bool = True) -> list[dict[str, Any]]:
+    """What `extractor` (its veto replaced by a recorder) proposes on `items`: one row per value with its context
+    (`veto.Context` fields), whether it matches a gold label (`training.value_match`, each label once, as
+    `score_item` counts) and the item's negative kind. A value without a context (a bare correction: the veto never
+    sees it) has `text` None. `filters` False: with the clause filters off (`PatternExtractor.filters`)."""
+    rec = _Recorder()
+    saved = extractor.veto
+    extractor.veto = rec
+    extractor.filters = filters
+    rows: list[dict[str, Any]] = []
+    try:
+        for item in items:
+            rec.seen.clear()
+            got = _flatten(extractor.extract(_messages(item)))
+            gold = [(lab.field, lab.value) for lab in item.labels]
+            for key, value in got:
+                hit = next((g for g in gold if g[0] == key and value_match(g[1], value)), None)
+                if hit is not None:
+                    gold.remove(hit)
+                ctx = next((c for c in reversed(rec.seen) if c.key == key and normalise(c.value) == normalise(value)),
+                           None)
+                row: dict[str, Any] = {"id": item.id, "split": item.split, "negative": item.negative, "filtered": filters,
+                                       "match": hit is not None, "key": key, "value": value, "text": None}
+                if ctx is not None:
+                    row.update(text=ctx.text, value=ctx.value, start=ctx.start, end=ctx.end, method=ctx.method)
+                rows.append(row)
+    finally:
+        extractor.veto = saved
+        extractor.filters = True
+    return rows
+
+
+def veto_pool(items: Sequence[bank.Item]) -> list[bank.Item]:
+    """The items the veto learns from: the train split of the training items (bank train, the supplement,
+    more-train) and the fifth writer's set (`utterances_fifth.jsonl`, when it is not already among them)."""
+    pool = [i for i in items if i.split == "train"]
+    have = {i.id for i in pool}
+    return [*pool, *(i for i in bank.load_fifth_items() if i.id not in have)]
+
+
+VETO_FOLDS = 2  # CRF fits take minutes: two folds (each fitted on half the train items) for the veto's rows
+
+
+def _veto_fold(item_id: str, folds: int) -> int:
+    return int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16) % folds
+
+
+def oof_veto_rows(items: Sequence[bank.Item], threshold: float, similarity: float,
+                  folds: int = VETO_FOLDS, log: Any = None) -> list[dict[str, Any]]:
+    """Out-of-fold candidates on the veto pool: for each fold, the tagger, its field model and the value templates
+    are fitted on the training items outside the fold (the shipped recipe, stage 1: train split, dev for the
+    calibrations) and the extractor with them proposes values on the fold's items — with the clause filters on
+    and off (`filtered` in each row)."""
+    import tempfile
+
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.extract import PatternExtractor, extractable
+    from usermem.understand.templates import TemplateIndex
+
+    pool = veto_pool(items)
+    allowed_fields = extractable(ContractSet())
+    rows: list[dict[str, Any]] = []
+    for k in range(folds):
+        fit_items = [i for i in items if not (i.split == "train" and _veto_fold(i.id, folds) == k)]
+        with tempfile.TemporaryDirectory() as tmp:
+            meta = train_tagger_model(Path(tmp), fit_items, ("train",))
+            (Path(tmp) / "tagger.json").write_text(json.dumps(meta) + "\n", encoding="utf-8")
+            ex = PatternExtractor(allowed_fields, tagger=_load_tagger(Path(tmp)), tagger_threshold=threshold,
+                                  template_similarity=similarity, veto=None)
+            ex.templates = TemplateIndex(fit_items, ("train",))
+            held = [i for i in pool if _veto_fold(i.id, folds) == k]
+            rows += veto_rows(ex, held) + veto_rows(ex, held, filters=False)
+        if log is not None:
+            log(f"veto fold {k}: {len(held)} items, {len(rows)} rows so far")
+    return rows
+
+
+VETO_BUDGET = 0.005  # the extraction F1 (more-dev, and dev) the veto may cost against no veto
+
+
+def _veto_label(row: Mapping[str, Any]) -> int | None:
+    """1: not the user's (a value on a trap item that matches no label), 0: the user's (matches a label), None: not
+    a training example (a wrong value on a plain item is an extraction error, not a trap; a bare correction)."""
+    if row.get("text") is None:
+        return None
+    if row["match"]:
+        return 0
+    return 1 if row["negative"] is not None else None
+
+
+def _veto_context(row: Mapping[str, Any]) -> Any:
+    from usermem.understand.veto import Context
+
+    return Context(str(row["text"]), str(row["key"]), str(row["value"]), int(row["start"]), int(row["end"]),
+                   str(row["method"]))
+
+
+def veto_scores(model: Any, rows: Sequence[Mapping[str, Any]], gold: Mapping[str, int],
+                thresholds: Sequence[float]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per threshold and split, the extraction score of the filtered rows once the veto drops what reaches the
+    threshold (F1, non-user values stored as `evals.extraction` counts them, other trap values, true values lost) and,
+    on the unfiltered rows, how many non-user values the veto catches by itself (`caught` of `traps`)."""
+    from usermem.evals.extraction import NON_USER
+
+    probs = [model.probability(_veto_context(r)) if r.get("text") is not None else 0.0 for r in rows]
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for th in thresholds:
+        per: dict[str, dict[str, float]] = {}
+        for split in sorted({str(r["split"]) for r in rows}):
+            tp = fp = nu = trap = lost = caught = traps = 0
+            for r, p in zip(rows, probs, strict=True):
+                if r["split"] != split:
+                    continue
+                vetoed = p >= th
+                if not r["filtered"]:
+                    if not r["match"] and r["negative"] in NON_USER:
+                        traps += 1
+                        caught += vetoed
+                    continue
+                if vetoed:
+                    lost += bool(r["match"])
+                    continue
+                tp += bool(r["match"])
+                fp += not r["match"]
+                nu += not r["match"] and r["negative"] in NON_USER
+                trap += not r["match"] and r["negative"] is not None
+            fn = gold[split] - tp
+            per[split] = {"f1": round(2 * tp / (2 * tp + fp + fn), 4) if tp else 0.0, "non_user": nu,
+                          "trap_values": trap, "true_lost": lost, "caught": caught, "traps": traps}
+        out[str(th)] = per
+    return out
+
+
+def choose_veto_threshold(scores: Mapping[str, Mapping[str, Mapping[str, float]]],
+                          splits: Sequence[str] | None = None) -> float:
+    """The lowest threshold (the most vetoing) whose F1 on each of `splits` (default: all in `scores`, i.e. dev and
+    more-dev) is within `VETO_BUDGET` of no veto (the highest threshold in `scores`, which vetoes nothing); that
+    highest one when none is."""
+    ths = sorted(scores, key=float)
+    base = scores[ths[-1]]
+    for th in ths:
+        if all(scores[th][s]["f1"] >= base[s]["f1"] - VETO_BUDGET for s in (splits or base)):
+            return float(th)
+    return float(ths[-1])
+
+
+VETO_C = 0.3  # the better of (0.3, 1.0) by the selection set's aggregate score (scripts/veto_measure.py)
+VETO_CHOSEN_ON = (bank.MORE_DEV,)  # the budget binds on more-dev (dev is in the tagger's refit: not held out)
+
+
+def train_veto_model(out_dir: Path, items: Sequence[bank.Item], model_dir: Path, threshold: float,
+                     similarity: float, rows: Sequence[dict[str, Any]] | None = None, log: Any = None) -> Any:
+    """Fit the veto (`VETO_C`) on out-of-fold candidates of the veto pool (`oof_veto_rows`, clause filters on and off;
+    or `rows` computed by it before) and choose its threshold on more-dev (`VETO_CHOSEN_ON`, `VETO_BUDGET`) with the
+    extractor of `model_dir` (the tagger it would run with); writes `veto.json` into `out_dir` (scripts/veto_measure.py
+    `--write-model`; nothing loads it by default: no veto is shipped)."""
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand import veto
+    from usermem.understand.extract import PatternExtractor, extractable
+    from usermem.understand.templates import TemplateIndex
+
+    if rows is None:
+        rows = oof_veto_rows(items, threshold, similarity, log=log)
+    train = [(r, y) for r in rows if (y := _veto_label(r)) is not None]
+    model = veto.fit([_veto_context(r) for r, _ in train], [y for _, y in train], c=VETO_C)
+    chosen_on = [i for i in items if i.split in ("dev", bank.MORE_DEV)]
+    ex = PatternExtractor(extractable(ContractSet()), tagger=_load_tagger(model_dir), tagger_threshold=threshold,
+                          template_similarity=similarity, veto=None)
+    ex.templates = TemplateIndex(items, tuple(json.loads(
+        (model_dir / "tagger.json").read_text(encoding="utf-8")).get("fit_splits", ["train"])))
+    sel = veto_rows(ex, chosen_on) + veto_rows(ex, chosen_on, filters=False)
+    gold = {s: sum(len(i.labels) for i in chosen_on if i.split == s) for s in ("dev", bank.MORE_DEV)}
+    scores = veto_scores(model, sel, gold, (*VETO_THRESHOLDS, 1.01))
+    th = choose_veto_threshold(scores, VETO_CHOSEN_ON)
+    model = model.with_threshold(th, bank=bank_digest(*BANK_FILES, bank.FIFTH_FILE), folds=VETO_FOLDS,
+                                 rows=len(rows), chosen_on=list(VETO_CHOSEN_ON), budget=VETO_BUDGET,
+                                 tagger=artifact_digests(model_dir), scores=scores)
+    (out_dir / f"{veto.NAME}.json").write_text(veto.dump(model), encoding="utf-8")
+    return model
