@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from usermem.model import Kind, Op, Reason
+from usermem.understand.bank import NON_USER  # re-exported: the trap kinds counted as non-user
 from usermem.understand.text import estimate_tokens, normalise
 
 PLAN_FILE = "plan_eval.jsonl"
@@ -263,7 +264,6 @@ def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: st
 
 # --- the utterance bank (issue 13): extraction and recall plans, dev and test reported apart ----------------
 
-NON_USER = frozenset({"question", "hypothetical", "third_party", "quote", "joke", "others_plan"})
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -522,8 +522,6 @@ def veto_scores(model: Any, rows: Sequence[Mapping[str, Any]], gold: Mapping[str
     """Per threshold and split, the extraction score of the filtered rows once the veto drops what reaches the
     threshold (F1, non-user values stored as `evals.extraction` counts them, other trap values, true values lost) and,
     on the unfiltered rows, how many non-user values the veto catches by itself (`caught` of `traps`)."""
-    from usermem.evals.extraction import NON_USER
-
     probs = [model.probability(_veto_context(r)) if r.get("text") is not None else 0.0 for r in rows]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for th in thresholds:
@@ -535,7 +533,7 @@ def veto_scores(model: Any, rows: Sequence[Mapping[str, Any]], gold: Mapping[str
                     continue
                 vetoed = p >= th
                 if not r["filtered"]:
-                    if not r["match"] and r["negative"] in NON_USER:
+                    if not r["match"] and r["negative"] in bank.NON_USER:
                         traps += 1
                         caught += vetoed
                     continue
@@ -544,7 +542,7 @@ def veto_scores(model: Any, rows: Sequence[Mapping[str, Any]], gold: Mapping[str
                     continue
                 tp += bool(r["match"])
                 fp += not r["match"]
-                nu += not r["match"] and r["negative"] in NON_USER
+                nu += not r["match"] and r["negative"] in bank.NON_USER
                 trap += not r["match"] and r["negative"] is not None
             fn = gold[split] - tp
             per[split] = {"f1": round(2 * tp / (2 * tp + fp + fn), 4) if tp else 0.0, "non_user": nu,
