@@ -10,6 +10,7 @@ from usermem.understand.extract import (
     PatternExtractor,
     _cut_word,
     _plausible,
+    _sentence_end,
     _trim,
     _whole_words,
     _zh_whole_words,
@@ -273,3 +274,26 @@ def test_a_collection_value_joined_by_conjunctions_is_split_into_items(text, key
 def test_a_value_whose_conjunction_joins_no_items_stays_whole(text, span) -> None:
     got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
     assert span in got
+
+
+# --- a learned span that runs into the next sentence ends at the sentence end --------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a splash of oat milk these days. stomach issues", "a splash of oat milk these days"),
+    ("一周只吃两次肉。其他时候吃素", "一周只吃两次肉"),
+    ("vegan now! no exceptions", "vegan now"),
+    # no sentence end: a dot without a space after it, or after a title, an abbreviation or an initial
+    ("mail me at zhou.yan@example.com now", "mail me at zhou.yan@example.com now"),
+    ("send as plain .txt please", "send as plain .txt please"),
+    ("I'm Dr. Amara Obi", "I'm Dr. Amara Obi"),
+    ("a big J. K. Rowling fan", "a big J. K. Rowling fan"),
+])
+def test_a_span_ends_at_the_first_sentence_end_inside_it(text, expected) -> None:
+    assert text[:_sentence_end(text, 0, len(text))] == expected
+
+
+def test_a_tagger_span_over_two_sentences_keeps_the_first() -> None:
+    text = "well, a splash of oat milk these days. stomach issues"
+    got = _found(text, _Tagger("usual_order", "a splash of oat milk these days. stomach issues", 0.9,
+                               {"usual_order": 0.9}))
+    assert ("usual_order", "a splash of oat milk these days") in got

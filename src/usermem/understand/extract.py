@@ -820,6 +820,7 @@ class PatternExtractor:
                         p = _calibrate(sp.probability, getattr(self.tagger, "platt", None))
                         if p >= self.tagger_threshold:
                             start, end = _zh_whole_words(masked, sp.start, sp.end)
+                            end = _sentence_end(masked, start, end)
                             value = _trim(masked[start:end], sp.field)
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
@@ -1313,6 +1314,22 @@ def _list_items(c: tuple[_Hit, int, int, str]) -> list[tuple[_Hit, int, int, str
         out.append((replace(h, value=item, canonical=_canonical_of(h.key, item)), pos,
                     pos + len(item) if pos >= 0 else -1, method))
     return out if len(out) > 1 or (out and len(parts) > 1 and out[0][0].value != value) else [c]
+
+
+# A sentence end inside a learned span: a full stop, question or exclamation mark followed by a space (so not the dot of
+# an e-mail address, a file type or a decimal), or a Chinese one; not after a title or abbreviation ("Dr. Obi").
+_SENTENCE_END = re.compile(r"[.!?](?=\s+\S)|[。！？]")
+_ABBREVIATION = re.compile(r"(?i)\b(?:dr|mr|mrs|ms|st|mt|jr|sr|vs|no|etc|approx|e\.g|i\.e|[a-z])$")
+
+
+def _sentence_end(text: str, start: int, end: int) -> int:
+    """`end` moved back to the first sentence end inside `text[start:end]` ("a splash of oat milk these days. stomach
+    issues": the character tagger ran into the next sentence); unchanged when there is none."""
+    for m in _SENTENCE_END.finditer(text, start, end):
+        if m.group() == "." and _ABBREVIATION.search(text, start, m.start()):
+            continue
+        return m.start() if m.start() > start else end
+    return end
 
 
 def _cut_word(value: str, source: str, at: int) -> str:
