@@ -297,3 +297,25 @@ def test_a_tagger_span_over_two_sentences_keeps_the_first() -> None:
     got = _found(text, _Tagger("usual_order", "a splash of oat milk these days. stomach issues", 0.9,
                                {"usual_order": 0.9}))
     assert ("usual_order", "a splash of oat milk these days") in got
+
+
+# --- a bare 的话 marks a topic ("as for …"), not a supposition -------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "hypothetical"), [
+    ("新闻的话我只关心房地产政策", False),  # "as for news": a topic
+    ("预算的话，一个人一晚三百左右都行", False),
+    ("如果下雨的话我就不去了", True),  # the condition word still makes it one
+    ("要是我养猫的话，租房会不会很麻烦", True),
+    ("假如我住在北京的话", True),
+])
+def test_a_bare_de_hua_is_a_topic_marker_not_a_supposition(text, hypothetical) -> None:
+    from usermem.understand.filters import reasons
+
+    assert ("hypothetical" in reasons(text, "", text)) is hypothetical
+
+
+def test_a_value_after_a_topic_de_hua_is_kept() -> None:
+    text = "新闻的话我只关心新能源车，别的都不用推"
+    got = _found(text, _Tagger("news_topics", "新能源车", 0.9, {"news_topics": 0.9}))
+    assert ("news_topics", "新能源车") in got
+    assert not _found("如果有新闻的话我只关心新能源车", _Tagger("news_topics", "新能源车", 0.9, {"news_topics": 0.9}))
