@@ -10,6 +10,7 @@ from usermem.understand.extract import (
     PatternExtractor,
     _cut_word,
     _plausible,
+    _sentence_end,
     _trim,
     _whole_words,
     _zh_whole_words,
@@ -205,9 +206,116 @@ def test_a_name_joined_to_a_found_name_of_a_multi_valued_field_is_a_second_value
 
 @pytest.mark.parametrize(("text", "span", "not_second"), [
     ("my daughter Ava and Noah's mum are best friends", ("children", "Ava"), "Noah"),  # not a name of a list
-    ("I use WhatsApp and Telegram", ("contact_channel", "WhatsApp"), "Telegram"),  # one value: the last one wins
     ("我家的狗叫Lucky，和我一起住", ("pets", "Lucky"), "和我一起住"),
 ])
 def test_a_joined_word_is_no_second_value_unless_it_is_a_name_of_a_multi_valued_field(text, span, not_second) -> None:
     got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
     assert span in got and not any(k == span[0] and v.startswith(not_second) for k, v in got)
+
+
+# --- contact channels listed in one statement: one value, a list ------------------------------------------------
+
+@pytest.mark.parametrize(("text", "tagger", "expected"), [
+    ("我在国外，国内的微信不常登，联系我用WhatsApp或者Line", None, ["WhatsApp", "Line"]),  # the rule found WhatsApp
+    ("I use WhatsApp and Telegram", _Tagger("contact_channel", "WhatsApp", 0.9, {"contact_channel": 0.9}),
+     ["WhatsApp", "Telegram"]),
+    ("reach me by email or Slack", None, ["email", "Slack"]),
+    ("有事发微信或者钉钉都行", _Tagger("contact_channel", "微信或者钉钉", 0.9, {"contact_channel": 0.9}), ["微信", "钉钉"]),
+    ("微信、钉钉、邮件都能找到我", _Tagger("contact_channel", "微信", 0.9, {"contact_channel": 0.9}),
+     ["微信", "钉钉", "邮件"]),
+])
+def test_channels_joined_by_a_conjunction_are_one_list_value(text, tagger, expected) -> None:
+    ex = PatternExtractor(extractable(ContractSet()), tagger=tagger, tagger_threshold=0.3, templates=False)
+    [got] = [c for c in ex.extract([Message("user", text, 0)]) if c.key == "contact_channel"]
+    assert got.value == expected
+    assert isinstance(got.canonical, list) and len(got.canonical) == len(expected)
+
+
+@pytest.mark.parametrize("text", [
+    "紧急情况打电话，其他的钉钉留言就好",  # two channels for two purposes, not a list
+    "联系我用微信，和同事沟通用钉钉",  # a conjunction that joins clauses, not channel words
+    "text me on WhatsApp or phone if it's urgent",  # a device word joined after is no channel on its own
+])
+def test_channels_not_joined_as_a_list_stay_single(text) -> None:
+    ex = PatternExtractor(extractable(ContractSet()), tagger=None, templates=False)
+    assert all(not isinstance(c.value, list) for c in ex.extract([Message("user", text, 0)]) if c.key == "contact_channel")
+
+
+def test_a_listed_channel_value_is_stored_as_one_list_and_replaced_by_a_later_statement(mem) -> None:
+    t0 = 1_790_000_000.0
+    mem.understanding.ingest("acme", "u-ch", [{"role": "user", "content": "联系我用WhatsApp或者Line"}], now=t0,
+                             use_llm=False, detect_pushback=False)
+    [rec] = [r for r in mem.recall("acme", "u-ch", k=10, now=t0 + 1) if r.key == "contact_channel"]
+    assert rec.value == ["WhatsApp", "Line"] and rec.canonical == ["whatsapp", "line"]
+    mem.understanding.ingest("acme", "u-ch", [{"role": "user", "content": "以后只用邮件联系我"}], now=t0 + 10,
+                             use_llm=False, detect_pushback=False)
+    [rec] = [r for r in mem.recall("acme", "u-ch", k=10, now=t0 + 11) if r.key == "contact_channel"]
+    assert rec.value == "邮件"  # a channel is a preference that changes, not a collection that grows
+
+
+# --- a value of a collection field that lists items: the items ----------------------------------------------------
+
+@pytest.mark.parametrize(("text", "key", "items"), [
+    ("我对花粉和尘螨过敏", "allergy", ["花粉", "尘螨"]),
+    ("我会说英语、粤语和普通话", "languages_spoken", ["英语", "粤语", "普通话"]),
+    # the rule's value was cut by its length cap after "with": the cut part is no item
+    ("I'm a huge fan of Studio Ghibli and anything with hand-drawn animation", "likes", ["Studio Ghibli"]),
+])
+def test_a_collection_value_joined_by_conjunctions_is_split_into_items(text, key, items) -> None:
+    ex = PatternExtractor(extractable(ContractSet()), tagger=None, templates=False)
+    [got] = [c for c in ex.extract([Message("user", text, 0)]) if c.key == key]
+    assert (got.value if isinstance(got.value, list) else [got.value]) == items
+
+
+@pytest.mark.parametrize(("text", "span"), [
+    ("我喜欢吃和牛", ("likes", "吃和牛")),  # 和 inside a word (和牛) joins nothing
+    ("出差只住全季或者亚朵", ("travel_preferences", "只住全季或者亚朵")),  # one travel choice, not two
+])
+def test_a_value_whose_conjunction_joins_no_items_stays_whole(text, span) -> None:
+    got = _found(text, _Tagger(span[0], span[1], 0.9, {span[0]: 0.9}))
+    assert span in got
+
+
+# --- a learned span that runs into the next sentence ends at the sentence end --------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a splash of oat milk these days. stomach issues", "a splash of oat milk these days"),
+    ("一周只吃两次肉。其他时候吃素", "一周只吃两次肉"),
+    ("vegan now! no exceptions", "vegan now"),
+    # no sentence end: a dot without a space after it, or after a title, an abbreviation or an initial
+    ("mail me at zhou.yan@example.com now", "mail me at zhou.yan@example.com now"),
+    ("send as plain .txt please", "send as plain .txt please"),
+    ("I'm Dr. Amara Obi", "I'm Dr. Amara Obi"),
+    ("a big J. K. Rowling fan", "a big J. K. Rowling fan"),
+])
+def test_a_span_ends_at_the_first_sentence_end_inside_it(text, expected) -> None:
+    assert text[:_sentence_end(text, 0, len(text))] == expected
+
+
+def test_a_tagger_span_over_two_sentences_keeps_the_first() -> None:
+    text = "well, a splash of oat milk these days. stomach issues"
+    got = _found(text, _Tagger("usual_order", "a splash of oat milk these days. stomach issues", 0.9,
+                               {"usual_order": 0.9}))
+    assert ("usual_order", "a splash of oat milk these days") in got
+
+
+# --- a bare 的话 marks a topic ("as for …"), not a supposition -------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "hypothetical"), [
+    ("新闻的话我只关心房地产政策", False),  # "as for news": a topic
+    ("预算的话，一个人一晚三百左右都行", False),
+    ("如果下雨的话我就不去了", True),  # the condition word still makes it one
+    ("要是我养猫的话，租房会不会很麻烦", True),
+    ("假如我住在北京的话", True),
+])
+def test_a_bare_de_hua_is_a_topic_marker_not_a_supposition(text, hypothetical) -> None:
+    from usermem.understand.filters import reasons
+
+    assert ("hypothetical" in reasons(text, "", text)) is hypothetical
+
+
+def test_a_value_after_a_topic_de_hua_is_kept() -> None:
+    text = "新闻的话我只关心新能源车，别的都不用推"
+    got = _found(text, _Tagger("news_topics", "新能源车", 0.9, {"news_topics": 0.9}))
+    assert ("news_topics", "新能源车") in got
+    assert not _found("如果有新闻的话我只关心新能源车", _Tagger("news_topics", "新能源车", 0.9, {"news_topics": 0.9}))

@@ -116,7 +116,10 @@ FOURTH_FILE = "utterances_fourth.jsonl"
 # The fifth writer's train-only file: measured and not used (yet). Training with it (all of it, as the rest of the
 # supplement) moved the fresh selection set's F1 from 0.7319 to 0.7383 with 9 instead of 6 non-user values stored,
 # and more-dev's from 0.7351 to 0.7307 (2026-12-01, stage-1 choices unchanged): within the noise of ~450 labels,
-# and the wrong way for the non-user target — so the shipped models are fitted without it.
+# and the wrong way for the non-user target — so the shipped models are fitted without it. Re-measured with the
+# evening's code (stage-1 fits at the shipped 0.3/0.8, `scripts/ab_fifth_supplement.py --stage1`): more-dev F1 0.7403
+# without it, 0.7287 with its trap items, 0.7360 with all of it (dev 0.7475 / 0.7438 / 0.7438); select 0.7271 /
+# 0.7375 / 0.7515 — chosen on more-dev and dev: still without it (bank README).
 FIFTH_FILE = "utterances_fifth.jsonl"
 # The train-only supplement: every record of these files is training data (never scored, never chosen on).
 SUPPLEMENT_FILES = (EXTRA_FILE, FOURTH_FILE)

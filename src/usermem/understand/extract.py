@@ -832,6 +832,7 @@ class PatternExtractor:
                         p = _calibrate(sp.probability, getattr(self.tagger, "platt", None))
                         if p >= self.tagger_threshold:
                             start, end = _zh_whole_words(masked, sp.start, sp.end)
+                            end = _sentence_end(masked, start, end)
                             value = _trim(masked[start:end], sp.field)
                             if value and _plausible(sp.field, value):
                                 add(_Hit(sp.field, value, round(p, 3), _canonical_of(sp.field, value)),
@@ -845,6 +846,12 @@ class PatternExtractor:
                         c[0].key == h.key and normalise(str(c[0].value)) == normalise(nxt.group(1)) for c in chosen):
                     chosen.append((replace(h, value=nxt.group(1), canonical=_canonical_of(h.key, nxt.group(1))),
                                    nxt.start(1), nxt.end(1), m))
+        # "联系我用WhatsApp或者Line", "email or Slack, either works": channels listed in one statement are all the
+        # user's (one value, a list); a later statement replaces the list like any single value
+        chosen = _listed_channels(chosen, masked)
+        # "Studio Ghibli and anything with…", "花粉和尘螨": a value of a collection field that joins items by a
+        # conjunction is those items (the bank labels each item of a list on its own)
+        chosen = [part for c in chosen for part in _list_items(c)]
         # "my name is Batman. ok fine it's not": a later retraction takes back what came before it
         retracted = max((m.start() for m in _TAKE_BACK.finditer(masked)), default=-1)
         if retracted > 0:
@@ -1252,6 +1259,94 @@ def _zh_whole_words(text: str, start: int, end: int) -> tuple[int, int]:
 _NAME_WORDS = r"[A-Z][A-Za-zÀ-ÖØ-öø-ÿ-]*(?: [A-Z][A-Za-zÀ-ÖØ-öø-ÿ-]*){0,2}(?![A-Za-zÀ-ÖØ-öø-ÿ'’-])"  # no possessive: "Noah's mum"
 _NAME_LIKE = re.compile(_NAME_WORDS)
 _COORDINATED = re.compile(r"(?:\s*(?:或者|还有|和|、|/)\s*|\s+(?:and|or)\s+)(" + _NAME_WORDS + ")")
+
+
+# contact channels joined by a conjunction ("WhatsApp或者Line", "微信、钉钉都行", "email or Slack")
+_CHANNEL_WORDS = "|".join(re.escape(w) for w in sorted(CHANNELS, key=lambda w: (-len(w), w)))
+_CHANNEL_AT = re.compile(r"(?:" + _CHANNEL_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
+_COORDINATED_CHANNEL = re.compile(r"(?:\s*(?:或者|或是|或|还有|和|跟|、|/)\s*|\s*,?\s+(?:and|or)\s+)(?:by\s+|via\s+)?"
+                                  r"(" + _CHANNEL_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
+
+
+def _listed_channels(chosen: list[tuple[_Hit, int, int, str]], text: str) -> list[tuple[_Hit, int, int, str]]:
+    """A contact channel found at `text[start:end]` — a channel word, or a span that is nothing but channel words
+    joined by and / or / 和 / 或者 / 、 / "/" ("微信或者钉钉") — with more channel words joined after it: one value, the
+    list of them as written (canonical forms aligned), in place of the channels it covers. A device word ("手机",
+    "phone") is a channel only next to a contact verb, so it is not taken here."""
+    out: list[tuple[_Hit, int, int, str] | None] = list(chosen)
+    for n, (h, start, end, method) in enumerate(chosen):
+        if h.key != "contact_channel" or start < 0 or not isinstance(h.value, str) or out[n] is None:
+            continue
+        first = _CHANNEL_AT.match(text, start)
+        if first is None or first.group(0).lower() in _DEVICE_WORDS:
+            continue
+        values, canon, at = [first.group(0)], [CHANNELS[first.group(0).lower()]], first.end()
+        while (nxt := _COORDINATED_CHANNEL.match(text, at)) is not None:
+            word = nxt.group(1)
+            if word.lower() in _DEVICE_WORDS or CHANNELS[word.lower()] in canon:
+                break
+            values.append(word)
+            canon.append(CHANNELS[word.lower()])
+            at = nxt.end()
+        if len(values) == 1 or (at < end and text[at:end].strip(_EDGE)):
+            continue  # one channel, or a span with other words than the listed channels
+        out = [None if o is not None and o[0].key == "contact_channel" and start <= o[1] and o[2] <= at else o
+               for o in out]
+        out[n] = (replace(h, value=values, canonical=canon), start, max(at, end), method)
+    return [o for o in out if o is not None]
+
+
+# Collection fields whose values are split into items at a conjunction; a travel preference "全季或者亚朵" is one choice.
+_SPLIT_ITEMS = ACCUMULATE - {"travel_preferences"}
+_ITEM_JOIN = re.compile(r"\s*(?:、|以及|或者|和)\s*|\s*,?\s+(?:and|or|as well as)\s+", re.IGNORECASE)
+_DANGLING = re.compile(r"(?i)\b(?:with|of|for|to|the|a|an|in|on|at|and|or|my|from|about|like)$")
+
+
+def _list_items(c: tuple[_Hit, int, int, str]) -> list[tuple[_Hit, int, int, str]]:
+    """A value of a collection field (`_SPLIT_ITEMS`) joining items by and / or / 和 / 或者 / 以及 / 、 as its items, each
+    with its own position and canonical form; a 和 inside a dictionary word (和牛, 暖和) joins nothing, and a part
+    that is no item on its own (under two characters, or cut after a function word: "anything with") is left out.
+    Anything else unchanged."""
+    h, start, _, method = c
+    if h.key not in _SPLIT_ITEMS or not isinstance(h.value, str) or not _ITEM_JOIN.search(h.value):
+        return [c]
+    value = h.value
+    inside = _zh_word_edges(value)[0] if _CJK_RUN.search(value) else frozenset()
+    cuts = [m for m in _ITEM_JOIN.finditer(value) if m.start() > 0 and m.end() < len(value)
+            and not (m.group().strip() == "和" and (m.start() in inside or m.end() in inside))]
+    if not cuts:
+        return [c]
+    parts: list[tuple[str, int]] = []
+    at = 0
+    for m in cuts:
+        parts.append((value[at:m.start()], at))
+        at = m.end()
+    parts.append((value[at:], at))
+    out = []
+    for words, offset in parts:
+        item = _clean(words)
+        if len(normalise(item)) < 2 or _DANGLING.search(item):
+            continue
+        pos = start + offset + words.find(item) if start >= 0 else -1
+        out.append((replace(h, value=item, canonical=_canonical_of(h.key, item)), pos,
+                    pos + len(item) if pos >= 0 else -1, method))
+    return out if len(out) > 1 or (out and len(parts) > 1 and out[0][0].value != value) else [c]
+
+
+# A sentence end inside a learned span: a full stop, question or exclamation mark followed by a space (so not the dot of
+# an e-mail address, a file type or a decimal), or a Chinese one; not after a title or abbreviation ("Dr. Obi").
+_SENTENCE_END = re.compile(r"[.!?](?=\s+\S)|[。！？]")
+_ABBREVIATION = re.compile(r"(?i)\b(?:dr|mr|mrs|ms|st|mt|jr|sr|vs|no|etc|approx|e\.g|i\.e|[a-z])$")
+
+
+def _sentence_end(text: str, start: int, end: int) -> int:
+    """`end` moved back to the first sentence end inside `text[start:end]` ("a splash of oat milk these days. stomach
+    issues": the character tagger ran into the next sentence); unchanged when there is none."""
+    for m in _SENTENCE_END.finditer(text, start, end):
+        if m.group() == "." and _ABBREVIATION.search(text, start, m.start()):
+            continue
+        return m.start() if m.start() > start else end
+    return end
 
 
 def _cut_word(value: str, source: str, at: int) -> str:

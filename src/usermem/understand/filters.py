@@ -22,7 +22,7 @@ SUPPOSITION = re.compile(r"假使|假若|若是|倘使|如若|假定|设想一�
                          r"\bin my dreams\b|\bdream on\b|\bi dreamt\b|\bi dreamed\b|\bplay a game where\b|\bpretend(?:ing)?\b|"
                          r"\bif only\b|\bwere i\b|\bhad i\b",
                          re.IGNORECASE)
-HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|的话|换[作做]是我|换[作做]我|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
+HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|换[作做]是我|换[作做]我|\bif\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bwhat if\b|"
                           r"\bwould\b|\bwish\b|就好了|\bpretend\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
                           r"\bassuming\b|\bin theory\b|比方说|打个比方|就当|"
                           r"\bhypothetically\b|" + SUPPOSITION.pattern + r"|\bone day\b|\bsomeday\b|\bi'?d love to\b|梦想|\bwonder(?:ing)?\b|\bwhether\b",
