@@ -123,7 +123,7 @@ class FieldModel:
 
     def probabilities(self, text: str) -> dict[str, float]:
         a, b = self.platt
-        return {f: _sigmoid(a * z + b) for f, z in zip(self.fields, self.scores(text), strict=True)}
+        return {f: sigmoid(a * z + b) for f, z in zip(self.fields, self.scores(text), strict=True)}
 
     def detect(self, text: str, threshold: float | None = None) -> dict[str, float]:
         """Fields whose calibrated probability reaches the threshold (chosen on dev)."""
@@ -135,8 +135,8 @@ class FieldModel:
             # cut's logit (a margin absorbs rounding), then the exact test, so the result equals the full one.
             floor = (math.log(cut / (1.0 - cut)) - b) / a - 1e-6
             return {f: p for f, v in zip(self.fields, z, strict=True) if v >= floor
-                    and (p := _sigmoid(a * v + b)) >= cut}
-        return {f: p for f, v in zip(self.fields, z, strict=True) if (p := _sigmoid(a * v + b)) >= cut}
+                    and (p := sigmoid(a * v + b)) >= cut}
+        return {f: p for f, v in zip(self.fields, z, strict=True) if (p := sigmoid(a * v + b)) >= cut}
 
     def to_json(self) -> dict[str, Any]:
         inv = sorted(self.vocab.items(), key=lambda kv: kv[1])
@@ -158,7 +158,8 @@ class FieldModel:
                    float(data["threshold"]), dict(data.get("meta", {})))
 
 
-def _sigmoid(z: float) -> float:
+def sigmoid(z: float) -> float:
+    """The logistic function without overflow for large |z| (shared by the field models and the veto)."""
     if z >= 0:
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)

@@ -18,7 +18,6 @@ but at its threshold it also vetoed plain statements such as "I live in Toronto"
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -131,7 +130,7 @@ class VetoModel:
 
     def probability(self, ctx: Context) -> float:
         z = self.intercept + sum(self.weights[i] for f in features(ctx) if (i := self.vocab.get(f)) is not None)
-        return _sigmoid(z)
+        return learned.sigmoid(z)
 
     def vetoes(self, ctx: Context, threshold: float | None = None) -> bool:
         return self.probability(ctx) >= (self.threshold if threshold is None else threshold)
@@ -151,13 +150,6 @@ class VetoModel:
 
     def with_threshold(self, threshold: float, **meta: Any) -> VetoModel:
         return VetoModel(self.vocab, self.weights, self.intercept, threshold, {**self.meta, **meta})
-
-
-def _sigmoid(z: float) -> float:
-    if z >= 0:
-        return 1.0 / (1.0 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1.0 + e)
 
 
 def dump(model: VetoModel) -> str:
