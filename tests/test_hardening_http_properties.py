@@ -1,6 +1,8 @@
 """Issue 12 "Done when": a hypothesis property over arbitrary JSON numbers AND strings in every write-side field,
 over HTTP — never a 5xx, nothing non-finite stored, and the user is not poisoned (recall, export, history and
-the audit still answer 200 with strict JSON)."""
+the audit still answer 200 with strict JSON). The fields include nested ones (a batch's write, a message of a
+list, a contract's alias, a rule's condition) and the bodies whose values are kept in documents rather than
+memories (signals, pushbacks, onboarding answers, contracts, derivation rules), where probe 7 found 500s."""
 
 from __future__ import annotations
 
@@ -40,9 +42,33 @@ BODIES: dict[str, tuple[str, dict[str, Any]]] = {
                                        "now": T0, "actor": "agent"}),
     "confirm": ("/v1/users/{u}/memories/{m}/confirm", {"now": T0 + 5, "actor": "agent", "source": "user_confirmed"}),
     "revert": ("/v1/users/{u}/memories/city/revert", {"to_version": 1, "now": T0 + 5, "actor": "agent"}),
+    # bodies whose values are kept in documents, not memories (probe 7: a NaN or a lone surrogate here was a 500)
+    "record_signal": ("/v1/users/{u}/signals", {"key": "tone", "value": "warm", "agree": True, "message": "nice",
+                                                "now": T0}),
+    "record_pushback": ("/v1/users/{u}/pushback", {"key": "reply_length", "message": "too long again",
+                                                   "value": "short", "now": T0}),
+    "accept_verification": ("/v1/users/{u}/verifications/v-none/accept", {"value": "short", "now": T0,
+                                                                          "actor": "agent"}),
+    "extract": ("/v1/extract", {"messages": ["我住在杭州", {"role": "user", "content": "I like tea"}]}),
+    "ingest": ("/v1/users/{u}/ingest", {"messages": [{"role": "user", "content": "我住在杭州"}], "now": T0,
+                                        "session_id": "s-1", "change_set_id": "cs-3", "actor": "agent"}),
+    "request_consent": ("/v1/users/{u}/consent-requests", {"fields": ["city"], "purpose": "support",
+                                                          "ttl_seconds": 600.0, "now": T0, "actor": "agent"}),
+    "answer_onboarding": ("/v1/users/{u}/onboarding", {"answers": {"reply_length": "short"}, "now": T0}),
+    "set_contract": ("PUT /v1/contracts/city", {"key": "city", "kind": "fact", "sensitivity": "L1", "enabled": True,
+                                                "description": "home city", "aliases": ["town"], "domain": "general",
+                                                "ttl_seconds": 3600.0, "questions": {"zh": "你住哪？", "en": "Where?"}}),
+    "set_derivation_rule": ("PUT /v1/derivation-rules/r1", {"id": "r1", "when": {"city": ["杭州"]},
+                                                           "then_key": "region", "then": {"zh": "华东", "en": "East"},
+                                                           "status": "active"}),
 }
+# Nested fields fuzzed besides the top-level ones: a path of keys and list positions.
+NESTED = {"extract": ("messages.0", "messages.1.content"), "ingest": ("messages.0.content",),
+          "answer_onboarding": ("answers.reply_length",), "set_contract": ("aliases.0", "questions.zh"),
+          "set_derivation_rule": ("when.city.0", "then.en")}
 FIELDS = sorted({(op, f) for op, (_, body) in BODIES.items() for f in body}
-                | {("write_many", f"writes.{f}") for f in WRITE_ITEM})
+                | {("write_many", f"writes.{f}") for f in WRITE_ITEM}
+                | {(op, f) for op, fields in NESTED.items() for f in fields})
 
 # JSON number literals, written as raw JSON text: huge, tiny, exponent overflow, NaN/Infinity (Python's json
 # and many clients emit them), negative zero — and arbitrary finite ones.
@@ -73,16 +99,20 @@ def _fixtures(user: str) -> dict[str, str]:
     return {"u": user, "s": sid, "m": M.history("acme", user, "city")[-1].id}
 
 
-def _body(op: str, field: str, raw: str, ids: dict[str, str]) -> tuple[str, str]:
-    path, template = BODIES[op]
+def _body(op: str, field: str, raw: str, ids: dict[str, str]) -> tuple[str, str, str]:
+    """(method, path, body text) with `field` (a dotted path; writes.<f> is the batch's first write) set to `raw`."""
+    route, template = BODIES[op]
+    method, path = route.split(" ", 1) if " " in route else ("POST", route)
     marker = "\x00RAW\x00"
     body = json.loads(json.dumps(template).replace("{u}", ids["u"]))
-    if field.startswith("writes."):
-        body["writes"][0][field.split(".", 1)[1]] = marker
-    else:
-        body[field] = marker
+    parts: list[Any] = ["writes", 0, field.split(".", 1)[1]] if field.startswith("writes.") else [
+        int(p) if p.isdigit() else p for p in field.split(".")]
+    target = body
+    for p in parts[:-1]:
+        target = target[p]
+    target[parts[-1]] = marker
     text = json.dumps(body).replace(json.dumps(marker), raw)
-    return path.format(**ids), text
+    return method, path.format(**ids), text
 
 
 # "Infinity" is among the critical literals through "-Infinity" and 1e309 (which JSON parsers read as infinity).
@@ -90,8 +120,8 @@ CRITICAL = ["-Infinity", "NaN", "1e309", '"\\ud800"']
 
 
 def _check(op: str, field: str, raw: str, ids: dict[str, str]) -> None:
-    path, text = _body(op, field, raw, ids)
-    r = API.http.post(path, content=text, headers={**H, "Content-Type": "application/json"})
+    method, path, text = _body(op, field, raw, ids)
+    r = API.http.request(method, path, content=text, headers={**H, "Content-Type": "application/json"})
     assert r.status_code < 500, (op, field, raw, r.status_code, r.text[:300])
     assert r.status_code in (200, 201, 400, 403, 404, 409, 413, 422), (op, field, raw, r.status_code, r.text[:300])
     _strict(r.text)
@@ -145,3 +175,5 @@ def _written_user(field: str, raw: str) -> str | None:
 
 def test_every_write_field_is_fuzzed():
     assert len(FIELDS) >= 45 and ("write", "now") in FIELDS and ("write_many", "writes.ttl_seconds") in FIELDS
+    assert {("record_signal", "value"), ("record_pushback", "value"), ("extract", "messages.0"),
+            ("set_contract", "aliases.0"), ("answer_onboarding", "answers.reply_length")} <= set(FIELDS)

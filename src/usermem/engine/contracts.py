@@ -13,6 +13,7 @@ Documents (tenant-scoped):
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
@@ -24,7 +25,7 @@ from usermem.model import AuditEvent, parse_kind
 from usermem.policy.contracts import ContractSet, FieldContract, UnknownFieldPolicy
 from usermem.policy.guards import ALWAYS_BLOCKED
 from usermem.policy.pii import detect
-from usermem.policy.validate import InputProblem, check_key
+from usermem.policy.validate import MAX_TTL_SECONDS, SURROGATE, InputProblem, check_field_key, check_key
 from usermem.store.base import ReadAhead
 
 NS = "contracts"
@@ -53,8 +54,22 @@ def validate_contract(contract: FieldContract, base: ContractSet) -> FieldContra
                               field="allowed_pii")
     for name in ("ttl_seconds", "half_life_seconds"):
         v = getattr(contract, name)
-        if v is not None and not v > 0:
-            raise ValidationError(f"{name} must be positive", field=name)
+        if v is not None and not (math.isfinite(v) and 0 < v <= MAX_TTL_SECONDS):
+            raise ValidationError(f"{name} must be positive, finite and at most {MAX_TTL_SECONDS:.0f} seconds "
+                                  f"(1000 years)", field=name)
+    try:
+        check_field_key("domain", contract.domain)
+    except (TypeError, InputProblem) as exc:
+        raise ValidationError(str(exc), field="domain") from None
+    for name, texts in (("description", [contract.description]), ("aliases", contract.aliases),
+                        ("questions", list(contract.questions.values()))):
+        for text in texts:
+            if not isinstance(text, str) or SURROGATE.search(text):
+                raise ValidationError(f"{name} must be text (no lone surrogates)", field=name)
+    for alias in contract.aliases:
+        if not alias.strip() or not alias.isprintable():
+            raise ValidationError("aliases are names people use for the field: printable, not empty",
+                                  field="aliases")
     if contract.default_importance is not None and not 0 <= contract.default_importance <= 1:
         raise ValidationError("default_importance must be between 0 and 1", field="default_importance")
     if contract.resolver is not None:
@@ -72,6 +87,11 @@ def validate_contract(contract: FieldContract, base: ContractSet) -> FieldContra
     return contract
 
 
+_BOOL_FIELDS = ("ttl_override", "storable", "live", "enabled", "standing")
+_LIST_FIELDS = ("aliases", "authority", "allowed_pii")
+_MAPPING_FIELDS = ("questions", "labels")
+
+
 def contract_from_input(data: Mapping[str, Any] | FieldContract) -> FieldContract:
     if isinstance(data, FieldContract):
         return data
@@ -82,6 +102,16 @@ def contract_from_input(data: Mapping[str, Any] | FieldContract) -> FieldContrac
         raise ValidationError(f"unknown contract fields: {sorted(unknown)}", field=sorted(unknown)[0])
     if "key" not in data or "kind" not in data:
         raise ValidationError("a contract needs at least 'key' and 'kind'", field="key")
+    # JSON types as written, never coerced: "false" is not False, a string is not a list of its letters
+    for name in _BOOL_FIELDS:
+        if name in data and not isinstance(data[name], bool):
+            raise ValidationError(f"{name} must be true or false, got {type(data[name]).__name__}", field=name)
+    for name in _LIST_FIELDS:
+        if data.get(name) is not None and not isinstance(data[name], list | tuple | set | frozenset):
+            raise ValidationError(f"{name} must be a list, got {type(data[name]).__name__}", field=name)
+    for name in _MAPPING_FIELDS:
+        if data.get(name) is not None and not isinstance(data[name], Mapping):
+            raise ValidationError(f"{name} must be an object, got {type(data[name]).__name__}", field=name)
     try:
         parse_kind(str(data["kind"]))
         return FieldContract.from_dict(data)

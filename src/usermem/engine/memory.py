@@ -299,10 +299,7 @@ class Memory:
             purpose = _purpose_arg(purpose)
         event_from, event_until = time_range_arg(event_from, event_until, ("event_from", "event_until"))
         check_ids(tenant, user_id, actor=actor)
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise InvalidArgument(f"k must be an int, got {type(k).__name__}")
-        if k < 1:
-            raise ValidationError("k must be at least 1", field="k")
+        k = _count_arg("k", k)
         return self._recall.recall(tenant, user_id, k, now=self._ctx.now(now), kinds=_kinds(kinds), keys=keys,
                                    query=query, mark_used=mark_used, event_from=event_from,
                                    event_until=event_until, actor=actor, domain=domain, purpose=purpose)
@@ -340,6 +337,7 @@ class Memory:
               since: float | None = None, until: float | None = None, limit: int = 100,
               after_seq: int | None = None) -> list[AuditEvent]:
         since, until = time_range_arg(since, until)
+        limit = _count_arg("limit", limit)
         after_seq = None if after_seq is None else int_arg("after_seq", after_seq, 0, MAX_SEQ)
         return self._ctx.store.audit_log(AuditQuery(tenant, user_id, action, since, until, limit, after_seq))
 
@@ -619,7 +617,7 @@ class Memory:
     def session_context(self, session_id: str, *, tenant: str | None = None, k: int = 20,
                         now: float | None = None, mark_used: bool = True) -> list[ScoredMemory]:
         """The session's live context memories, best first; empty once it is closed. Counts as activity."""
-        return self._sessions.context(session_id, tenant=tenant, now=now, k=k, mark_used=mark_used)
+        return self._sessions.context(session_id, tenant=tenant, now=now, k=_count_arg("k", k), mark_used=mark_used)
 
     def on_session_closed(self, callback: CloseHook) -> CloseHook:
         """Register `callback(SessionClosed)`, called after each close (explicit or idle). Usable as a decorator."""
@@ -807,6 +805,20 @@ def privacy_excerpt(value: Any, limit: int = 600) -> str:
 
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return redact(text)[:limit]
+
+
+def _count_arg(name: str, value: object) -> int:
+    """How many at most (`k`, an audit `limit`): an int ≥ 1 (bools and floats refused, so a negative or
+    fractional count never reaches a store's LIMIT, where -1 means "no limit"); a count beyond `_MAX_COUNT`
+    means "all" and is clamped to it, so no arithmetic on it overflows a 64-bit LIMIT."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValidationError(f"{name} must be at least 1", field=name)
+    return min(value, _MAX_COUNT)
+
+
+_MAX_COUNT = 1_000_000_000
 
 
 def _purpose_arg(purpose: object) -> str:

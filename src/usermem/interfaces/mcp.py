@@ -33,6 +33,7 @@ from usermem.interfaces.api.middleware import RateLimiter
 from usermem.interfaces.api.problems import STATUS_BY_ERROR, problem_response
 from usermem.interfaces.catalog import OPERATIONS, PARAM_RULES, TIME_PARAMS, Operation, describe
 from usermem.model import Kind, MemoryRecord, ScoredMemory, Source, WriteResult
+from usermem.policy.validate import shown
 from usermem.understand.service import MAX_BUDGET_TOKENS
 
 INSTRUCTIONS = (
@@ -178,6 +179,16 @@ class _Server(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and isinstance(arguments, dict):
+            # An argument the tool does not take is refused, as the REST API refuses an unknown body field
+            # (a misspelt `ttl` must not be silently dropped); a name is quoted only when it is a plain token.
+            unknown = [a for a in arguments if a not in tool.parameters.get("properties", {})]
+            if unknown:
+                allowed = ", ".join(sorted(tool.parameters.get("properties", {})))
+                raise tool_error("validation_error", f"invalid arguments for {name}: "
+                                                     f"{', '.join(shown(a) for a in unknown)}: not an argument of "
+                                                     f"this tool (it takes: {allowed})")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from usermem.errors import ValidationError
+from usermem.policy.validate import SURROGATE, shown
 
 MISS = 0.531
 MAX_INFERENCE_CONFIDENCE = 0.95
@@ -35,6 +36,8 @@ MAX_RULES = 200
 MAX_TEXT = 500
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+# The fields of a derivation rule (DeriveRule.to_dict); set_rule refuses any other.
+RULE_FIELDS: frozenset[str] = frozenset({"id", "when", "then_key", "then", "version", "status", "proposed_by"})
 
 
 def inference_confidence(agree: int, contradict: int = 0) -> float:
@@ -105,10 +108,10 @@ class DeriveRule:
         when: dict[str, tuple[str, ...]] = {}
         for key, values in when_raw.items():
             if not isinstance(key, str) or not _KEY.match(key):
-                raise ValidationError(f"`when` key {key!r} is not a field key", field="when")
+                raise ValidationError(f"`when` key {shown(key)} is not a field key", field="when")
             vals = [values] if isinstance(values, str) else values
             if (not isinstance(vals, Sequence) or not vals or len(vals) > 32
-                    or not all(isinstance(v, str) and 0 < len(v) <= 100 for v in vals)):
+                    or not all(isinstance(v, str) and 0 < len(v) <= 100 and not SURROGATE.search(v) for v in vals)):
                 raise ValidationError(f"`when.{key}` must be 1..32 non-empty strings", field="when")
             when[key] = tuple(vals)
         then_key = d.get("then_key")

@@ -16,8 +16,18 @@ from usermem.model import Kind, Source, parse_kind
 from usermem.policy.pii import detect
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
-ID_PATTERN = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Characters that are not printable, or print as nothing: C0 and C1 controls and DEL, the soft hyphen,
+# bidirectional marks, embeddings, overrides and isolates (which reorder how an audit line reads),
+# zero-width characters and joiners, the line and paragraph separators, the byte-order mark and the
+# interlinear annotation marks. BMP only, written as \uXXXX, so every regex engine that reads the published
+# pattern (OpenAPI / MCP JSON Schema: ECMA, Rust, Python) reads the same class.
+UNPRINTABLE_CLASS = (r"\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+                     r"\ufff9-\ufffb")
+ID_PATTERN = re.compile(rf"^[^{UNPRINTABLE_CLASS}]{{1,128}}$")
+# The same class plus the invisible Unicode tag characters (U+E0000-U+E007F, "ASCII smuggling"), for the
+# checks made in Python (identifiers and short free text such as a grant's purpose).
+_UNPRINTABLE = re.compile(rf"[{UNPRINTABLE_CLASS}\U000e0000-\U000e007f]")
+SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +86,9 @@ def _checked_identifier(name: str, value: str) -> str:
     """The checks of `check_identifier` for a str. A pure function of its arguments, so an identifier that
     passed once (the same tenant and user on every write) is not scanned for personal data again;
     failures raise and are never cached."""
-    if not ID_PATTERN.match(value) or value.strip() == "":
-        raise InputProblem(f"{name} must be 1-128 printable characters, got {shown(value)}", name)
+    if not ID_PATTERN.match(value) or value.strip() == "" or _UNPRINTABLE.search(value):
+        raise InputProblem(f"{name} must be 1-128 printable characters (no control, format or invisible "
+                           f"characters), got {shown(value)}", name)
     check_text(name, value)
     if detect(value):
         raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers, e-mail "
@@ -114,11 +125,16 @@ def _checked_field_key(name: str, value: str) -> str:
 
 def check_free_text(name: str, value: Any) -> Any:
     """Short free text kept in storage or the audit log (a grant's purpose): refused when it holds
-    personal data, rather than stored redacted, because the caller can always say it without. (Its type,
-    emptiness and length are the operation's own checks.)"""
+    personal data, rather than stored redacted, because the caller can always say it without, and when it
+    holds control, format or invisible characters (one line of readable text). (Its type, emptiness and
+    length are the operation's own checks.)"""
     if not isinstance(value, str):
         return value
     check_text(name, value)
+    if _UNPRINTABLE.search(value):
+        raise InputProblem(f"{name} must not contain control, format or invisible characters (NUL, escape "
+                           f"sequences, bidirectional overrides, zero-width characters): it is kept in the audit "
+                           f"log and shown to the user", name)
     if detect(value):
         raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers, e-mail addresses, "
                            f"passwords or keys): it is kept in the audit log", name)
@@ -175,7 +191,7 @@ def check_parameter(name: str, value: Any) -> Any:
 
 def check_text(name: str, value: str) -> str:
     """A string that can be stored and encoded: no lone surrogates (they cannot be written as UTF-8)."""
-    if _SURROGATE.search(value):
+    if SURROGATE.search(value):
         raise InputProblem(f"{name} contains a lone surrogate (\\ud800-\\udfff), which is not valid Unicode text",
                            name)
     return value
@@ -338,6 +354,17 @@ def number_arg(name: str, value: Any, lo: float, hi: float) -> float:
     """`check_number` for engine entry points: raises ValidationError / InvalidArgument."""
     try:
         return check_number(name, value, lo, hi)
+    except (TypeError, InputProblem) as exc:
+        raise typed_error(exc) from None
+
+
+def value_arg(value: Any, limits: Limits = DEFAULT_LIMITS) -> str:
+    """`check_value` for entry points that hold a value outside a write (a signal's or a pushback's
+    hypothesis value, kept in a document): the same rules as a written value (not null or empty, finite
+    numbers, no lone surrogates, at most `max_json_depth` deep and `max_value_bytes` as JSON). Raises
+    ValidationError (field `value`) / InvalidArgument; returns the canonical JSON."""
+    try:
+        return check_value(value, limits)
     except (TypeError, InputProblem) as exc:
         raise typed_error(exc) from None
 

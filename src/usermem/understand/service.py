@@ -29,7 +29,7 @@ from usermem.model import (
 from usermem.policy.contracts import ContractSet
 from usermem.policy.guards import check_guards
 from usermem.policy.injection import instruction_like
-from usermem.policy.validate import InputProblem, check_key
+from usermem.policy.validate import InputProblem, check_key, shown, value_arg
 from usermem.store.base import LiveQuery
 from usermem.understand import onboarding as ob
 from usermem.understand import verification as vf
@@ -273,8 +273,9 @@ class Understanding:
         requests = []
         for qid, answer in answers.items():
             q = questions.get(qid) or by_key.get(qid)
-            if q is None:
-                raise ValidationError(f"unknown onboarding question {qid!r} (known: {sorted(questions)})", field=qid)
+            if q is None:  # the id is not repeated unless it is a plain token (it may be anything, PII included)
+                raise ValidationError(f"unknown onboarding question {shown(qid)} (known: {sorted(questions)})",
+                                      field="answers")
             canonical = ob.option_value(q, answer)  # validates; the option value(s) go beside the user's words
             requests.append(WriteRequest(kind=q.kind, key=q.key, value=ob.answer_words(q, answer),
                                          source="onboarding", canonical=canonical if q.options else None))
@@ -296,6 +297,7 @@ class Understanding:
         if contracts.is_forbidden(key):
             raise ValidationError(f"field {key!r} may never be stored", field="key")
         if value is not None:  # a hypothesis value is held in a document: the write guards apply to it now
+            value_arg(value)
             verdict = check_guards(key, value, contracts.get(key), contracts)
             if verdict is not None or instruction_like(value) is not None:
                 raise ValidationError(verdict.detail if verdict else "value reads as an instruction", field="value")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from usermem.errors import InvalidArgument, ValidationError
-from usermem.policy.validate import DEFAULT_LIMITS
+from usermem.policy.validate import DEFAULT_LIMITS, SURROGATE
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
@@ -98,6 +98,9 @@ def coerce_messages(messages: Any) -> list[Message]:
         if len(content) > limits.max_message_chars:
             raise ValidationError(f"message {i} has {len(content)} characters, over the limit of "
                                   f"{limits.max_message_chars}", field="content")
+        if SURROGATE.search(content):
+            raise ValidationError(f"message {i} contains a lone surrogate (\\ud800-\\udfff), which is not valid "
+                                  f"Unicode text", field="content")
         out.append(Message(role, content, i))
     return out
 
@@ -107,4 +110,7 @@ def check_text(name: str, text: Any, max_chars: int = DEFAULT_LIMITS.max_message
         raise InvalidArgument(f"{name} must be a str, got {type(text).__name__}")
     if len(text) > max_chars:
         raise ValidationError(f"{name} has {len(text)} characters, over the limit of {max_chars}", field=name)
+    if SURROGATE.search(text):
+        raise ValidationError(f"{name} contains a lone surrogate (\\ud800-\\udfff), which is not valid Unicode "
+                              f"text", field=name)
     return text

@@ -34,7 +34,7 @@ from usermem.model import AuditEvent, Kind, ScoredMemory, Source, WriteRequest, 
 from usermem.policy import usermodel as um
 from usermem.policy.guards import check_guards
 from usermem.policy.pii import redact
-from usermem.policy.validate import InputProblem, check_key
+from usermem.policy.validate import InputProblem, check_key, shown, value_arg
 from usermem.store.base import LiveQuery
 from usermem.understand import verification as vf
 from usermem.understand.llm import LLMClient
@@ -206,6 +206,7 @@ class UserModeler:
         return key
 
     def _check_value(self, tenant: str, key: str, value: Any) -> None:
+        value_arg(value)  # the value rules of a write first: it is kept in a document (finite, valid text, sized)
         contracts = self.host.contracts_for(tenant)
         verdict = check_guards(key, value, contracts.get(key), contracts)
         if verdict is not None:
@@ -383,6 +384,10 @@ class UserModeler:
                  now: float | None = None) -> um.DeriveRule:
         """Create or change a rule (a new version; the previous one stays in its history)."""
         self.host.check_ids(tenant, "-")
+        if isinstance(rule, Mapping) and (unknown := set(rule) - um.RULE_FIELDS):
+            # refused, as an unknown contract field is, rather than silently dropped
+            raise ValidationError(f"unknown rule fields: {', '.join(sorted(shown(k) for k in unknown))} (a rule has "
+                                  f"{', '.join(sorted(um.RULE_FIELDS))})", field="rule")
         parsed = rule if isinstance(rule, um.DeriveRule) else um.DeriveRule.from_dict(rule)
         at = self.host.now(now)
         self._check_key(tenant, parsed.then_key, "then_key")
