@@ -120,6 +120,8 @@ FOURTH_FILE = "utterances_fourth.jsonl"
 # evening's code (stage-1 fits at the shipped 0.3/0.8, `scripts/ab_fifth_supplement.py --stage1`): more-dev F1 0.7403
 # without it, 0.7287 with its trap items, 0.7360 with all of it (dev 0.7475 / 0.7438 / 0.7438); select 0.7271 /
 # 0.7375 / 0.7515 — chosen on more-dev and dev: still without it (bank README).
+# The whole `usermem train` with it (refit level, night of 2026-12-01): pooled more-dev + select F1 0.7435 against 0.7534
+# for the shipped models (select alone 0.7296 vs 0.7439): not used (bank README).
 FIFTH_FILE = "utterances_fifth.jsonl"
 # The train-only supplement: every record of these files is training data (never scored, never chosen on).
 SUPPLEMENT_FILES = (EXTRA_FILE, FOURTH_FILE)
