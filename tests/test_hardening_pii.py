@@ -304,3 +304,17 @@ def test_property_every_kind_normalised_equivalent_forms_are_detected(data, case
     for f in found_plain:  # the secret itself is gone, in every script and width
         secret = plain[f.start:f.end].replace(" ", "")
         assert secret not in fold_text(out).replace(" ", ""), (form, out)
+
+
+# --- a mobile number written with dots that also reads as an IPv4 address (found by the property above) ----------
+
+
+@pytest.mark.parametrize("text", ["手机130.000.000.00", "手机1\u200b3\u200b0\u200b.000.000.00", "我的手机131.200.100.99",
+                                  "mobile: 131.200.100.99"])
+def test_a_mobile_number_that_reads_as_an_ipv4_address_is_found_when_it_is_said_to_be_a_phone(text: str) -> None:
+    assert [f.kind for f in detect(text)] == [PIIKind.CN_MOBILE]
+
+
+@pytest.mark.parametrize("text", ["服务器地址131.200.100.99", "the gateway is 177.222.27.140", "ping 131.200.100.99 again"])
+def test_an_ipv4_address_without_a_phone_cue_is_not_a_mobile_number(text: str) -> None:
+    assert detect(text) == []

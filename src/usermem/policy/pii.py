@@ -177,17 +177,22 @@ _IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
 def _is_ipv4(number: str) -> bool:
-    """"177.222.27.140" is an IPv4 address, not a mobile number written with dots."""
-    return _IPV4_RE.fullmatch(number) is not None and all(int(g) <= 255 for g in number.split("."))
+    """"177.222.27.140" is an IPv4 address, not a mobile number written with dots; "130.000.000.00" is not one
+    (dotted-decimal octets have no leading zero)."""
+    return _IPV4_RE.fullmatch(number) is not None and all(
+        int(g) <= 255 and (g == "0" or not g.startswith("0")) for g in number.split("."))
+
+
+_PHONE_CUE = re.compile(r"(手机|电话|联系|mobile|phone|tel|call)", re.I)
 
 
 def _find_mobiles(text: str) -> Iterator[Finding]:
     for m in _MOBILE_RE.finditer(text):
         core = m.group("core")
-        if not core.startswith("(") and (not _separators_ok(core) or _is_ipv4(core)):
-            continue
         before = text[max(0, m.start(1) - 24) : m.start(1)]
-        if _ORDER_CUES.search(before) and not re.search(r"(手机|电话|联系|mobile|phone|tel|call)", before, re.I):
+        if not core.startswith("(") and (not _separators_ok(core) or (_is_ipv4(core) and not _PHONE_CUE.search(before))):
+            continue  # a number that reads as an IPv4 address is one, unless it is said to be a phone number
+        if _ORDER_CUES.search(before) and not _PHONE_CUE.search(before):
             continue
         yield Finding(PIIKind.CN_MOBILE, m.start(1), m.end(1))
 
