@@ -240,3 +240,42 @@ def test_mcp_refuses_unprintable_user_ids_and_purposes():
     anyio.run(go)
     assert m.audit("acme") == []
 
+
+
+# --- after the probe: the remaining contract numbers are typed too, and the library's episodes count is bounded ---
+
+
+@pytest.mark.parametrize("field,value", [("ttl_seconds", "100"), ("half_life_seconds", True),
+                                         ("default_importance", "0.5"), ("version", 1.5), ("version", "2")])
+def test_contract_numbers_are_numbers_as_written(field: str, value: object) -> None:
+    from usermem.engine.contracts import contract_from_input
+    from usermem.errors import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        contract_from_input({"key": "probe_numbers", "kind": "preference", field: value})
+    assert err.value.field == field
+
+
+def test_contract_numbers_written_as_numbers_are_kept() -> None:
+    from usermem.engine.contracts import contract_from_input
+
+    c = contract_from_input({"key": "probe_numbers", "kind": "preference", "ttl_seconds": 100,
+                             "half_life_seconds": 86400.5, "default_importance": 0.5, "version": 2})
+    assert (c.ttl_seconds, c.half_life_seconds, c.default_importance, c.version) == (100.0, 86400.5, 0.5, 2)
+
+
+def test_library_episodes_limit_is_a_bounded_count(tmp_path) -> None:
+    from usermem.config import load_settings
+    from usermem.engine.memory import Memory
+    from usermem.errors import InvalidArgument, ValidationError
+
+    m = Memory(settings=load_settings(env={}, store_url=f"sqlite:///{tmp_path}/e.db", embedder="none"))
+    try:
+        m.write("t", "u", "episode", "e1", "went hiking", now=1_800_000_000.0)
+        assert [r.key for r in m.episodes("t", "u", limit=10**30, now=1_800_000_001.0)] == ["e1"]
+        with pytest.raises(ValidationError):
+            m.episodes("t", "u", limit=0)
+        with pytest.raises(InvalidArgument):
+            m.episodes("t", "u", limit=1.5)  # type: ignore[arg-type]
+    finally:
+        m.close()

@@ -90,6 +90,7 @@ def validate_contract(contract: FieldContract, base: ContractSet) -> FieldContra
 _BOOL_FIELDS = ("ttl_override", "storable", "live", "enabled", "standing")
 _LIST_FIELDS = ("aliases", "authority", "allowed_pii")
 _MAPPING_FIELDS = ("questions", "labels")
+_NUMBER_FIELDS = ("ttl_seconds", "half_life_seconds", "default_importance")
 
 
 def contract_from_input(data: Mapping[str, Any] | FieldContract) -> FieldContract:
@@ -109,6 +110,12 @@ def contract_from_input(data: Mapping[str, Any] | FieldContract) -> FieldContrac
     for name in _LIST_FIELDS:
         if data.get(name) is not None and not isinstance(data[name], list | tuple | set | frozenset):
             raise ValidationError(f"{name} must be a list, got {type(data[name]).__name__}", field=name)
+    for name in _NUMBER_FIELDS:
+        v = data.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ValidationError(f"{name} must be a number, got {type(v).__name__}", field=name)
+    if "version" in data and (isinstance(data["version"], bool) or not isinstance(data["version"], int)):
+        raise ValidationError(f"version must be a whole number, got {type(data['version']).__name__}", field="version")
     for name in _MAPPING_FIELDS:
         if data.get(name) is not None and not isinstance(data[name], Mapping):
             raise ValidationError(f"{name} must be an object, got {type(data[name]).__name__}", field=name)

@@ -629,7 +629,7 @@ class Memory:
         """What happened, most recent event first: episodes whose event time lies in [since, until)."""
         since, until = time_range_arg(since, until)
         return episodes(self._recall, tenant, user_id, now=self._ctx.now(now), since=since, until=until,
-                        limit=limit)
+                        limit=_count_arg("limit", limit))
 
 
     # -- conversations (understand/: recall plans, extraction, assembly, onboarding, verification) -------
