@@ -759,6 +759,10 @@ class PatternExtractor:
             return []
 
         def add(h: _Hit, start: int, end: int, method: str, span: bool = False) -> None:
+            if h.key == "medical_history" and isinstance(h.value, str) and rules.disability(h.value) \
+                    and "accessibility" in self.allowed:
+                # "我有自闭症谱系", "I'm autistic", "左腿装了假肢": a disability is how the user needs things made
+                h = replace(h, key="accessibility", canonical=None)
             if h.key not in self.allowed or h.value in ("", None):
                 return
             if h.key not in NEGATIVE_OK and isinstance(h.value, str) and NEGATED_VALUE.search(h.value):

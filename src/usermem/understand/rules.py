@@ -597,6 +597,22 @@ def money(text: str) -> str | None:
 
 # --- free-text fields: the common phrasings -------------------------------------------------------------
 
+# Conditions that shape how the user reads, hears or gets around (the bank's `accessibility`, not `medical_history`):
+# sight, hearing, mobility aids, reading and autism. `disability` re-keys a medical value that names one.
+DISABILITY = (r"红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|视力不好|老花眼|腿脚不方便|行动不便|"
+              r"自闭症(?:谱系)?|孤独症|阿斯伯格|聋人|耳聋|失聪|听障(?:人士)?|视障(?:人士)?|盲人|失明|读屏(?:软件)?|假肢|义肢|拐杖|助行器|"
+              r"(?i:screen reader|partially sighted|colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
+              r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye|legally blind|autistic|autism|"
+              r"on the (?:autism|autistic) spectrum|asperger'?s|prosthetic (?:leg|arm|limb)|walking stick|crutches|"
+              r"(?:use|walk with) a (?:cane|walker))")
+_DISABILITY = re.compile(DISABILITY)
+
+
+def disability(value: str) -> bool:
+    """Whether a value names a disability ("自闭症谱系", "左腿装了假肢", "autistic"): such a value is `accessibility`."""
+    return _DISABILITY.search(value) is not None
+
+
 _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不过|所以|因为|$)"
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
@@ -614,10 +630,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                                    r"killing|bad|worse|back)\b", re.IGNORECASE), 0.65),
     ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
                                    r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
-    ("accessibility", re.compile(r"(红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|"
-                                 r"视力不好|老花眼|腿脚不方便|行动不便|(?i:screen reader|partially sighted|"
-                                 r"colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
-                                 r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye))"), 0.8),
+    ("accessibility", re.compile(r"(" + DISABILITY + r")"), 0.8),
     ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
                            r"(?:去|喜欢)|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
     ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
