@@ -4,16 +4,21 @@ fresh for these tests (not taken from the bank)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from usermem.policy.contracts import ContractSet
 from usermem.understand import rules
 from usermem.understand.extract import PatternExtractor, extractable
+from usermem.understand.filters import REPLY_FIELDS, allowed, reasons, reply_request
 from usermem.understand.text import Message
+
+_EX = PatternExtractor(extractable(ContractSet()))
 
 
 @pytest.fixture(scope="module")
 def ex() -> PatternExtractor:
-    return PatternExtractor(extractable(ContractSet()))
+    return _EX
 
 
 def _got(ex: PatternExtractor, *turns: str) -> dict[str, object]:
@@ -47,3 +52,51 @@ def test_an_illness_stays_medical_history(value: str) -> None:
 def test_someone_elses_disability_is_not_the_users(ex: PatternExtractor, text: str) -> None:
     got = _got(ex, text)
     assert "accessibility" not in got and "medical_history" not in got
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("你说话能不能幽默一点？", "reply_tone", "幽默一点"),
+    ("以后能用英文回我吗？", "language", "英文"),
+    ("能不能每次都用表格回复？", "reply_format", "表格"),
+    ("could you reply in German from now on?", "language", "German"),
+    ("can you be a bit more blunt with me?", "reply_tone", "more blunt"),
+])
+def test_a_request_for_a_way_of_replying_put_as_a_question_is_a_preference(
+        ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", [
+    "你能用英文回答吗？我就是好奇",  # curiosity about the assistant, no request
+    "can you speak Korean? just curious",
+    "你会说日语吗？",
+    "能不能帮我查下我是不是对花生过敏？",  # a question about a fact stays a question
+    "can you tell me if I live in Paris?",
+])
+def test_a_question_about_the_assistant_or_a_fact_states_nothing(ex: PatternExtractor, text: str) -> None:
+    assert _got(ex, text) == {}
+
+
+@given(st.sampled_from(["你能用{}回答吗？", "能不能用{}跟我说？", "can you answer in {}?", "could you reply in {}?"]),
+       st.sampled_from(["英文", "日语", "粤语", "French", "German", "Spanish"]),
+       st.sampled_from(["就是好奇问问", "我就是好奇", "just curious", "just wondering", "do you speak it?"]))
+@settings(max_examples=40, deadline=None)
+def test_a_reply_request_with_curiosity_anywhere_in_the_message_is_a_question(template: str, language: str,
+                                                                              curious: str) -> None:
+    text = template.format(language) + " " + curious
+    assert not reply_request(text.split("?")[0].split("？")[0] + "？", text)
+    got = {c.key for c in _EX.extract([Message("user", text, 0)])}
+    assert not got & REPLY_FIELDS
+
+
+@given(st.sampled_from(["能不能{}？", "can you {}?", "could you {}?"]),
+       st.sampled_from(["告诉我我是不是住在北京", "帮我看看我对什么过敏", "tell me whether I'm allergic to nuts",
+                        "check if my email is a@example.com", "remind me what my job is"]))
+@settings(max_examples=20, deadline=None)
+def test_a_request_put_as_a_question_frees_only_reply_style_fields(template: str, body: str) -> None:
+    why = reasons(template.format(body), "", template.format(body))
+    assert "question" in why
+    for key in ("city", "allergy", "email", "occupation", "medical_history"):
+        assert not allowed(key, why)
+    got = {c.key for c in _EX.extract([Message("user", template.format(body), 0)])}
+    assert not got & {"city", "allergy", "email", "occupation"}

@@ -37,6 +37,7 @@ from usermem.understand.filters import (
     NEGATED_VALUE,
     NEGATIVE_OK,
     OTHERS_PARTICULARS,
+    REPLY_FIELDS,
     QUESTION_START,
     SPEAKER,
     SUBJECT_OTHER,
@@ -51,6 +52,7 @@ from usermem.understand.filters import (
     mask_quotes,
     not_a_relative,
     reasons,
+    reply_request,
     sentence_spans,
 )
 from usermem.understand.filters import (
@@ -703,6 +705,8 @@ class PatternExtractor:
         return list(latest.values())
 
     def _allowed(self, key: str, why: set[str]) -> bool:
+        if "reply_request" in why:
+            why = why - {"reply_request"} - ({"question"} if key in REPLY_FIELDS else set())
         return allowed(key, why) if self.filters else True
 
     def _corrected(self, previous: list[Candidate], msg: Message, found: list[Candidate]) -> list[Candidate]:
@@ -799,6 +803,8 @@ class PatternExtractor:
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
+                if "question" in why and reply_request(clause, masked):
+                    why.add("reply_request")  # "你说话能不能随意点": its reply-style values are no question
                 if "other_person" in why and _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)):
                     why.discard("other_person")  # "我和同事一起遛我家狗": the user is in it too
                 if "third_party" in why:
@@ -925,6 +931,8 @@ class PatternExtractor:
                     FILTER_REPORTED.search(low) or SPEAKER.search(low) or OTHERS_PARTICULARS.search(low)):
                 continue
             question = self.filters and bool(QUESTION.search(original.strip()) or ASKS.search(low))
+            # "你说话能不能短一点": a request for a way of replying put as a question states that preference
+            asked = question and reply_request(original.strip(), msg.content)
             # a standing word said of someone else ("领导喜欢看PPT，这次汇报帮我做成PPT") does not make the user's
             # request standing
             one_off = (_any(low, ONE_OFF) or bool(_ONLY_THIS.search(low))) and not any(
@@ -950,6 +958,8 @@ class PatternExtractor:
                 if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
                         h.key in ("dislikes", "contact", "reply_length", "contact_channel") for h in found):
                     found += _negations(s)
+            elif asked and not one_off:
+                found += _reply_length(s) + _reply_format(s) + _language(s)
             diets = [f.value.lower() for f in rules.diet(original)]
             if diets:  # "我不吃猪肉" is a diet, not also a dislike of pork (one statement, one meaning)
                 found = [h for h in found if not (h.key == "dislikes" and any(str(h.value).lower() in d for d in diets))]

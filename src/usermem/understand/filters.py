@@ -389,6 +389,26 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     return out
 
 
+# A request about how the assistant replies, put as a question: "你说话能不能随意点", "能用四川话跟我聊吗？", "中英双语回复
+#可以吗", "could you keep it shorter?" — the user asks for a way of replying (a preference), not whether something is
+# true; a question about the assistant's abilities is none ("你会说日语吗", "你能用粤语回答吗？就是好奇问问").
+REPLY_FIELDS = frozenset({"reply_tone", "reply_length", "reply_format", "language"})
+REPLY_REQUEST = re.compile(
+    r"^\s*(?:你|您)?(?:以后|之后|平时|每次)?(?:回答|回复|说话|讲话|聊天|写东西)?(?:能不能|可不可以|能否|可以|能)(?!不能|力)"
+    r"[^，,。；;?？]{1,14}?(?:点|一点|一些|些|回|回复|回答|说|聊|写|讲)[^，,。；;?？]{0,6}?(?:吗|嘛|呀|吧|么)?\s*[?？]?\s*$|"
+    r"^\s*[^，,。；;?？]{1,10}?(?:回复|回答|回我|说|聊)(?:可以|行)吗\s*[?？]?\s*$|"
+    r"^\s*(?i:(?:can|could|would) you (?:please |pls )?(?:be|keep|make|reply|answer|write|talk|respond|stick|switch|go|use)\b"
+    r"[^?]*\??\s*$)")
+CURIOUS = re.compile(r"好奇|问问|会不会|会说|会讲|懂不懂|(?i:\bcurious\b|\bare you able\b|\bdo you (?:speak|know)\b|"
+                     r"\bjust wondering\b)")
+
+
+def reply_request(clause: str, message: str | None = None) -> bool:
+    """Whether a clause put as a question asks for a way of replying (its reply-style values are the user's);
+    `message`: the whole message, where a word of curiosity ("就是好奇问问") makes it a question again."""
+    return REPLY_REQUEST.search(clause.strip().rstrip("，,;；")) is not None and not CURIOUS.search(message if message is not None else clause)
+
+
 def hypothetical_only_after(before: str, clause: str, value_end: int) -> bool:
     """True when the clause's only hypothetical cue is an English "if" after the value (a condition on a
     request, not a supposition about the user)."""
