@@ -100,3 +100,17 @@ def test_a_request_put_as_a_question_frees_only_reply_style_fields(template: str
         assert not allowed(key, why)
     got = {c.key for c in _EX.extract([Message("user", template.format(body), 0)])}
     assert not got & {"city", "allergy", "email", "occupation"}
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("我视力不太好，回答简短一点", "reply_length"),
+    ("keep it brief, I check these on my watch", "reply_length"),
+])
+def test_a_reply_request_with_a_lasting_reason_about_the_user_is_a_standing_preference(
+        ex: PatternExtractor, text: str, key: str) -> None:
+    assert key in _got(ex, text)
+
+
+@pytest.mark.parametrize("text", ["再精简一点", "精简一点", "太长了，再短一点，我看不过来", "make this one shorter, I'm in a hurry"])
+def test_a_request_about_the_reply_in_front_stays_a_signal(ex: PatternExtractor, text: str) -> None:
+    assert "reply_length" not in _got(ex, text)

@@ -607,6 +607,13 @@ def _use_x(s: str) -> list[_Hit]:
 
 # --- the deterministic extractor ----------------------------------------------------------------------------
 
+# The user as the subject of a statement ("我有阅读障碍", "我眼睛做过手术", "I read these on my phone"): beside a request
+# about replies, a lasting reason for it.
+_LASTING_REASON = re.compile(r"我(?!们)|(?<![A-Za-z'])(?i:i|i'm|i've|my)(?![A-Za-z'])")
+# A request that compares with the reply in front of the user: "再精简一点", "更短", "still too long", "even shorter".
+_COMPARED = re.compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again|this one|that one|that last|this time)\b)")
+
+
 class PatternExtractor:
     """Deterministic extraction over user turns (no LLM). Keys outside `allowed` are never proposed.
 
@@ -656,7 +663,10 @@ class PatternExtractor:
                 # "再精简一点" asks about the reply in front of the user: a signal (usermodel.detect_signals),
                 # not a standing preference — repeated, it becomes an inferred one that is verified first.
                 # The rules already ask for a standing cue; this holds the learned tagger to the same.
-                moment = {s.key for s in detect_signals(msg.content)}
+                # A lasting reason about the user beside the request ("我有干眼症，…回复短一点", "keep it short, I read these
+                # on my phone") makes it a standing preference, unless it compares with the reply in front ("再短一点").
+                moment = set() if _LASTING_REASON.search(msg.content) and not _COMPARED.search(msg.content) else {
+                    s.key for s in detect_signals(msg.content)}
                 cands = [c for c in cands if c.key not in moment]
             before = per_message[-1][1] if per_message else []
             theirs: set[tuple[str, str]] = set()
