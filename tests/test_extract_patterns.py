@@ -114,3 +114,18 @@ def test_a_reply_request_with_a_lasting_reason_about_the_user_is_a_standing_pref
 @pytest.mark.parametrize("text", ["再精简一点", "精简一点", "太长了，再短一点，我看不过来", "make this one shorter, I'm in a hurry"])
 def test_a_request_about_the_reply_in_front_stays_a_signal(ex: PatternExtractor, text: str) -> None:
     assert "reply_length" not in _got(ex, text)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("快递到了打我手机13812345678就行", "13812345678"),
+    ("联系电话021-64001234，白天都在", "021-64001234"),
+    ("text me on 07700 900123 when you're outside", "07700 900123"),
+])
+def test_a_phone_number_touching_a_chinese_word_is_found(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("phone") == value
+
+
+@given(st.sampled_from(["订单号", "身份证号", "会员卡号", "快递单号"]), st.from_regex(r"[1-9]\d{9,11}", fullmatch=True))
+@settings(max_examples=30, deadline=None)
+def test_a_number_of_an_order_or_card_is_no_phone_even_beside_a_phone_word(label: str, digits: str) -> None:
+    assert "phone" not in {c.key for c in _EX.extract([Message("user", f"打电话问了{label}{digits}的事", 0)])}

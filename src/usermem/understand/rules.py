@@ -475,7 +475,7 @@ def spoken(clause: str) -> list[Found]:
 
 # --- numbers: phone, birthday, budget -----------------------------------------------------------------------
 
-_PHONE = re.compile(r"(?<![\d\w])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")
+_PHONE = re.compile(r"(?<![\dA-Za-z_])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")  # a Chinese word may touch it: "手机139…"
 _PHONE_CUE = re.compile(r"手机|电话|打我|号码|联系我|call me|phone|mobile|cell|my number|whatsapp|reach me|ring me|text me|"
                         r"(?<![A-Za-z])(?:call|ring|text|tel)(?![A-Za-z])",
                         re.IGNORECASE)
