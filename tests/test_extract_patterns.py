@@ -129,3 +129,26 @@ def test_a_phone_number_touching_a_chinese_word_is_found(ex: PatternExtractor, t
 @settings(max_examples=30, deadline=None)
 def test_a_number_of_an_order_or_card_is_no_phone_even_beside_a_phone_word(label: str, digits: str) -> None:
     assert "phone" not in {c.key for c in _EX.extract([Message("user", f"打电话问了{label}{digits}的事", 0)])}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("we've got two teenage daughters, so the bathroom is always busy", "two teenage daughters"),
+    ("I'm a single mum of a toddler, evenings are chaos", "a toddler"),
+    ("家里有三个娃，周末特别忙", "三个娃"),
+])
+def test_children_the_user_has_counted_without_my_are_children(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("children") == value
+
+
+@pytest.mark.parametrize("text", ["my sister has three kids", "she's got two girls and a dog",
+                                  "if we have two kids someday, we'd need a bigger car"])
+def test_someone_elses_or_supposed_children_are_not_the_users(ex: PatternExtractor, text: str) -> None:
+    assert "children" not in _got(ex, text)
+
+
+def test_named_children_stand_for_the_count(ex: PatternExtractor) -> None:
+    got = _got(ex, "We have two boys, Felix and Arlo")
+    values = got.get("children")
+    assert values and not any(rules.counted_children(v) for v in (values if isinstance(values, list) else [values]))
+    assert rules.counted_children("two boys") and rules.counted_children("twin girls")
+    assert not rules.counted_children("Felix") and not rules.counted_children("my son")

@@ -906,6 +906,10 @@ class PatternExtractor:
         generic = [c for c in pets if c not in named]
         if named and generic and len(generic) <= len(named):
             chosen = [c for c in chosen if c not in generic]
+        # "We have two kids, Maya and Theo": the names are the children; the count only says how many
+        kids = [c for c in chosen if c[0].key == "children" and isinstance(c[0].value, str)]
+        if any(not _names_kind(str(c[0].value), rules.CHILDREN) for c in kids):
+            chosen = [c for c in chosen if not (c in kids and rules.counted_children(str(c[0].value)))]
         if self.veto is not None:
             from usermem.understand.veto import Context
 

@@ -320,8 +320,30 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
 _RELATIONS: Mapping[str, Mapping[str, str]] = {"spouse": SPOUSE, "children": CHILDREN, "pets": PETS}
 
 
+# Children the user has, counted, without my/our: "we have three kids", "I've got twin boys", "a stay-at-home dad to
+# two girls", "mum of a toddler".
+_CHILDREN_EN_HAVE = re.compile(
+    r"(?:\b(?:i|we)(?:'ve| have)?\s+(?:got|have|raised|raising)|\b(?:mum|mom|mother|dad|father|parent)\s+(?:of|to))\s+"
+    r"((?:a|one|two|three|four|five|six|twin|\d)\s+(?:(?:little|young|grown|grown-up|teenage|adult|small)\s+)?"
+    r"(?:kids?|children|child|sons?|daughters?|boys?|girls?|toddlers?|teens?|teenagers?|twins))\b", re.IGNORECASE)
+
+
+def counted_children(value: str) -> bool:
+    """Whether a children value is a count ("three kids", "twin boys") rather than a name or a relation word."""
+    return re.fullmatch(r"(?i:(?:a|one|two|three|four|five|six|twin|\d)\s+\D+)", value) is not None and \
+        _CHILDREN_EN_HAVE.search("we have " + value) is not None
+
+
 def family(clause: str) -> list[Found]:
-    return _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
+    out = _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
+    for m in _CHILDREN_EN_HAVE.finditer(clause):
+        if not any(f.key == "children" and f.start < m.end(1) and m.start(1) < f.end for f in out):
+            word = m.group(1).split()[-1].lower()
+            canonical = "son" if word.startswith(("son", "boy")) and not word.endswith("s") else \
+                "daughter" if word.startswith(("daughter", "girl")) and not word.endswith("s") else \
+                "children" if word.endswith("s") or word == "children" else "child"
+            out.append(Found("children", m.group(1), m.start(1), m.end(1), canonical, 0.7))
+    return out
 
 
 # "we just adopted a bunny", "we've got a couple of chickens", "I have two cats": an animal the user keeps, without my/our.
