@@ -152,3 +152,24 @@ def test_named_children_stand_for_the_count(ex: PatternExtractor) -> None:
     assert values and not any(rules.counted_children(v) for v in (values if isinstance(values, list) else [values]))
     assert rules.counted_children("two boys") and rules.counted_children("twin girls")
     assert not rules.counted_children("Felix") and not rules.counted_children("my son")
+
+
+@pytest.mark.parametrize(("text", "key", "items"), [
+    ("I'm really into bouldering and salsa", "hobbies", ["bouldering", "salsa"]),
+    ("I have a soft spot for jazz and old films", "likes", ["jazz", "old films"]),
+    ("I want updates on Formula 1 and cycling", "news_topics", ["Formula 1", "cycling"]),
+    ("give me headlines about housing and interest rates daily", "news_topics", ["housing", "interest rates"]),
+    ("我平时喜欢徒步和摄影", "hobbies", ["徒步", "摄影"]),
+])
+def test_things_joined_by_and_after_a_liking_or_following_verb_are_all_items(
+        ex: PatternExtractor, text: str, key: str, items: list[str]) -> None:
+    assert _got(ex, text).get(key) == items
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I'm into hiking and I go every weekend", "hobbies", "hiking"),  # "and" starts a clause of its own
+    ("I love hiking and it shows", "hobbies", "hiking"),
+    ("I want news on tennis and it has to be short", "news_topics", "tennis"),
+])
+def test_and_before_a_new_clause_ends_the_list(ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value

@@ -636,6 +636,12 @@ def disability(value: str) -> bool:
 
 
 _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不过|所以|因为|$)"
+# The end of a list of things the user likes or follows: like `_END`, but "X and Y" goes on to Y (the items are split
+# later) unless "and" starts a clause of its own ("…hiking and I go every week", "…and it shows").
+_END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?i:and|or)\s+(?i:i|i'm|i've|we|we're|it|it's|my|"
+             r"they|he|she|you|then|that|this|there|so|also)\b|但|不过|所以|因为|$)")
+# News topics end before how often the user wants them: "news on X and Y each morning".
+_END_NEWS = _END_LIST[:-1] + r"|\s+(?i:each|every|daily|weekly|in the mornings?|please)\b)"
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
@@ -656,7 +662,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
                            r"(?:去|喜欢)|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
     ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
-                           r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
+                           r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END_LIST), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
                            r"fish|skate|box|dance|sing|draw|sew|hike)\b(?!\s+(?:a|an|the|my|our|his|her|their)\b)"), 0.6),
     ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
@@ -664,7 +670,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
     ("likes", re.compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
                          r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
-                         r"(?:\s+(?:lately|these days|recently|right now))?" + _END, re.IGNORECASE), 0.6),
+                         r"(?:\s+(?:lately|these days|recently|right now))?" + _END_LIST, re.IGNORECASE), 0.6),
     ("likes", re.compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
      0.6),
     ("brands", re.compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
@@ -711,10 +717,10 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                              r"(?: [A-Z][\w&'\-]+)?)"), 0.6),
     ("hometown", re.compile(r"(?:老家|家乡|祖籍)(?:是|在)([\u4e00-\u9fff]{2,8}?)(?=的|人|那边|那儿|[，,。.!！\s]|$)"), 0.7),
     ("likes", re.compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
-                         r"([^,.;!?]{2,40}?)" + _END), 0.6),
+                         r"([^,.;!?]{2,40}?)" + _END_LIST), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
     ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
-                               r"([\w][\w' \-]{1,30}?)" + _END), 0.6),
+                               r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
     ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
     ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
                                r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
