@@ -173,3 +173,13 @@ def test_things_joined_by_and_after_a_liking_or_following_verb_are_all_items(
 ])
 def test_and_before_a_new_clause_ends_the_list(ex: PatternExtractor, text: str, key: str, value: str) -> None:
     assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("I usually order a large flat white with an extra shot and oat milk from the kiosk downstairs",
+     "a large flat white with an extra shot and oat milk"),  # longer than 40 characters, ends before "from"
+    ("my go-to is a spicy tuna roll with brown rice and no cucumber", "a spicy tuna roll with brown rice and no cucumber"),
+    ("奶茶我每次都点三分糖的芋泥波波", "三分糖的芋泥波波"),
+])
+def test_a_long_usual_order_is_kept_whole(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("usual_order") == value

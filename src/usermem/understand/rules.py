@@ -723,7 +723,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
     ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
     ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
-                               r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
+                               r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,60}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
     # "每次都点麦辣鸡腿堡套餐", "一般就点燕麦拿铁": what the user always orders
     ("usual_order", re.compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),
