@@ -183,3 +183,21 @@ def test_and_before_a_new_clause_ends_the_list(ex: PatternExtractor, text: str, 
 ])
 def test_a_long_usual_order_is_kept_whole(ex: PatternExtractor, text: str, value: str) -> None:
     assert _got(ex, text).get("usual_order") == value
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("朋友们都叫我小胖哈哈，你也这么叫吧", "preferred_name", "小胖"),  # the laugh is not part of the name
+    ("I've lived in Lisbon for ten years now lol", "city", "Lisbon"),
+])
+def test_a_value_said_with_a_laugh_is_kept_unless_it_is_a_taste_or_a_job(
+        ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@given(st.sampled_from(["我最喜欢加班了{}", "I love Mondays {}", "I'm a professional napper {}", "我是专业睡觉选手{}",
+                        "my hobby is procrastinating {}", "我超爱堵车{}"]),
+       st.sampled_from(["哈哈", "哈哈哈", "lol", "lmao", "😂", "haha"]))
+@settings(max_examples=40, deadline=None)
+def test_a_taste_or_a_job_said_with_a_laugh_is_irony(template: str, laugh: str) -> None:
+    got = {c.key for c in _EX.extract([Message("user", template.format(laugh), 0)])}
+    assert not got & {"likes", "dislikes", "hobbies", "occupation"}

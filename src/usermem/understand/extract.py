@@ -614,6 +614,10 @@ _LASTING_REASON = re.compile(r"我(?!们)|(?<![A-Za-z'])(?i:i|i'm|i've|my)(?![A-
 _COMPARED = re.compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again|this one|that one|that last|this time)\b)")
 
 
+# Laughter written right after a value ("小胖哈哈", "Lisbon lol"): never part of it.
+_LAUGH_TAIL = re.compile(r"(?<=\S)\s*(?:哈{2,}|呵{2,}|嘿{2,}|(?<![A-Za-z])(?i:lol|lmao|haha+|hehe)(?![A-Za-z]))+\s*$")
+
+
 class PatternExtractor:
     """Deterministic extraction over user turns (no LLM). Keys outside `allowed` are never proposed.
 
@@ -773,6 +777,10 @@ class PatternExtractor:
             return []
 
         def add(h: _Hit, start: int, end: int, method: str, span: bool = False) -> None:
+            if isinstance(h.value, str) and _LAUGH_TAIL.search(h.value):
+                value = _LAUGH_TAIL.sub("", h.value)  # "叫我小胖哈哈": the laugh is not part of the name
+                if value:
+                    h, end = replace(h, value=value), (start + len(value) if start >= 0 else end)
             if h.key == "medical_history" and isinstance(h.value, str) and rules.disability(h.value) \
                     and "accessibility" in self.allowed:
                 # "我有自闭症谱系", "I'm autistic", "左腿装了假肢": a disability is how the user needs things made

@@ -114,7 +114,8 @@ ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|明天|明早|明�
                      r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
                      r"funeral|few days)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
-LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
+# Latin laughs are matched by letter edges, not \b: a Chinese character next to one is a word character too ("加班了lol").
+LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|(?<![A-Za-z])(?:lol|lmao|haha|rofl)(?![A-Za-z])", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
 FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
                      r"文章说|据报道|讲一个|讲的是|\b(?:the )?(?:article|documentary|movie|film|news|study|report|book|"
@@ -207,7 +208,8 @@ NEGATED_VALUE = re.compile(r"^\s*(?:not|no|never|none|不是|没有|并非|从�
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
 NEGATIVE_OK = frozenset({"dislikes", "diet", "contact", "contact_hours", "reply_tone", "reply_length", "reply_format",
                          "news_topics", "travel_preferences", "budget", "accessibility", "medical_history", "schedule"})
-# Fields a laugh elsewhere in the sentence turns into irony ("我最喜欢加班了，哈哈哈").
+# Fields a laugh in the clause or elsewhere in the sentence turns into irony ("我最喜欢加班了，哈哈哈"); other fields keep
+# a value said with a laugh.
 IRONY_PRONE = frozenset({"likes", "dislikes", "hobbies", "occupation"})
 # Fields a one-off request never sets.
 LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_tone", "report_format", "preferred_name",
@@ -447,7 +449,9 @@ def allowed(field: str, why: Iterable[str]) -> bool:
         return False
     if "laugh_nearby" in why and field in IRONY_PRONE:
         return False
-    return not ("laugh" in why and field not in FAMILY)
+    # a laugh in the clause makes a taste or a job ironic ("我最喜欢加班了哈哈"), not a name, place, date or brand said with
+    # a smile ("大家都叫我胖虎哈哈", "Ikea is basically my whole apartment lol"); a joke word (开玩笑, jk) still takes it back
+    return not ("laugh" in why and field in IRONY_PRONE)
 
 
 def is_correction(text: str) -> bool:
