@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from usermem.policy.contracts import ContractSet
 from usermem.understand import rules
-from usermem.understand.extract import PatternExtractor, extractable
+from usermem.understand.extract import PatternExtractor, _plausible, extractable
 from usermem.understand.filters import REPLY_FIELDS, allowed, reasons, reply_request
 from usermem.understand.text import Message
 
@@ -201,3 +201,16 @@ def test_a_value_said_with_a_laugh_is_kept_unless_it_is_a_taste_or_a_job(
 def test_a_taste_or_a_job_said_with_a_laugh_is_irony(template: str, laugh: str) -> None:
     got = {c.key for c in _EX.extract([Message("user", template.format(laugh), 0)])}
     assert not got & {"likes", "dislikes", "hobbies", "occupation"}
+
+
+@given(st.sampled_from(["pets", "children", "spouse"]),
+       st.sampled_from(["饿", "跑", "睡", "笑", "哭", "吵", "累", "玩"]), st.sampled_from(["得", "着", "过"]))
+@settings(max_examples=40, deadline=None)
+def test_a_chinese_name_ending_in_a_verb_particle_is_no_name(key: str, verb: str, particle: str) -> None:
+    assert not _plausible(key, verb + particle)
+
+
+@pytest.mark.parametrize(("key", "value"), [("pets", "咪咪"), ("pets", "豆腐"), ("children", "乐乐"), ("children", "小满"),
+                                            ("pets", "Biscuit")])
+def test_names_stay_plausible(key: str, value: str) -> None:
+    assert _plausible(key, value)

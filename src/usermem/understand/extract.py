@@ -1166,6 +1166,10 @@ def _place_like(value: str) -> bool:
 _GRAMMAR_HEAD = re.compile(r"[把被又在和跟给让从向对也都就还很太]")
 
 
+# A Chinese "name" ending in a complement or aspect particle is a verb phrase ("我家咪咪饿得一直叫": 饿得).
+_GRAMMAR_TAIL = re.compile(r"(?<=[\u4e00-\u9fff])[得着过]$")
+
+
 def _plausible(key: str, value: str) -> bool:
     """A learned proposal for a typed field must look like a value of that type (and never like a secret).
 
@@ -1199,7 +1203,7 @@ def _plausible(key: str, value: str) -> bool:
         if any(w in low for w in lexicon) or (key == "spouse" and _SPOUSE_PHRASE.match(v)):
             return True
         return bool(re.fullmatch(r"[A-Z][^\W\d_A-Z]+|[\u4e00-\u9fff]{2,3}", v)) and not OTHERS.search(value) \
-            and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v)
+            and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
     if key in ("city", "work_city", "hometown"):
         return _place_like(value)
     if key == "timezone":
