@@ -214,3 +214,23 @@ def test_a_chinese_name_ending_in_a_verb_particle_is_no_name(key: str, verb: str
                                             ("pets", "Biscuit")])
 def test_names_stay_plausible(key: str, value: str) -> None:
     assert _plausible(key, value)
+
+
+@pytest.mark.parametrize(("turns", "names"), [
+    (("帮我挑个礼物", "我闺女，下周满六岁，叫安安"), ["安安"]),
+    (("给我外甥女和我儿子买点文具，我儿子叫石头",), ["石头"]),
+    (("our little one, Mia, starts nursery next week",), ["Mia"]),
+])
+def test_a_childs_name_stands_for_the_relation_word_beside_it(ex: PatternExtractor, turns: tuple[str, ...],
+                                                               names: list[str]) -> None:
+    got = _got(ex, *turns).get("children")
+    assert (got if isinstance(got, list) else [got]) == names
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("my son Leo and my daughter both hate broccoli", "my daughter"),  # the name is the son's, the daughter stays
+    ("我儿子和女儿都爱画画，儿子叫阿福", "女儿"),  # more relation words than names: all stay
+])
+def test_a_relation_word_no_name_stands_for_is_kept(ex: PatternExtractor, text: str, kept: str) -> None:
+    got = _got(ex, text).get("children")
+    assert kept in (got if isinstance(got, list) else [got])

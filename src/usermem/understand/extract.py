@@ -914,10 +914,21 @@ class PatternExtractor:
         generic = [c for c in pets if c not in named]
         if named and generic and len(generic) <= len(named):
             chosen = [c for c in chosen if c not in generic]
-        # "We have two kids, Maya and Theo": the names are the children; the count only says how many
+        # "We have two kids, Maya and Theo": the names are the children; the count only says how many. "我儿子，刚上三年级，
+        # 叫豆豆": as for pets, names stand for the relation words when there are no more of those than names.
         kids = [c for c in chosen if c[0].key == "children" and isinstance(c[0].value, str)]
-        if any(not _names_kind(str(c[0].value), rules.CHILDREN) for c in kids):
+        named_kids = [c for c in kids if not _names_kind(str(c[0].value), rules.CHILDREN)]
+        if named_kids:
             chosen = [c for c in chosen if not (c in kids and rules.counted_children(str(c[0].value)))]
+            # each name stands for one relation word it may be ("my son Leo and my daughter": the daughter stays)
+            free = list(named_kids)
+            generic_kids = [c for c in chosen if c in kids and c not in named_kids]
+            for g in generic_kids if len(generic_kids) <= len(named_kids) else []:
+                n = next((n for n in free if n[0].canonical in (None, g[0].canonical)
+                          or g[0].canonical in ("child", "children")), None)
+                if n is not None:
+                    free.remove(n)
+                    chosen = [c for c in chosen if c is not g]
         if self.veto is not None:
             from usermem.understand.veto import Context
 
