@@ -234,3 +234,23 @@ def test_a_childs_name_stands_for_the_relation_word_beside_it(ex: PatternExtract
 def test_a_relation_word_no_name_stands_for_is_kept(ex: PatternExtractor, text: str, kept: str) -> None:
     got = _got(ex, text).get("children")
     assert kept in (got if isinstance(got, list) else [got])
+
+
+@pytest.mark.parametrize("text", ["我在准备去墨尔本读书", "I'm planning to move to Oslo next spring",
+                                  "thinking of relocating to Lisbon, any tips?"])
+def test_a_move_only_planned_is_no_city(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert not {"city", "work_city", "hometown"} & set(got)
+
+
+def test_the_place_beside_a_planned_move_is_still_the_users(ex: PatternExtractor) -> None:
+    assert _got(ex, "明年打算搬到成都，现在还在西安").get("city") == "西安"
+
+
+@given(st.sampled_from(["准备去{}读研", "打算搬到{}", "计划去{}工作", "planning to move to {}", "thinking of moving to {}"]),
+       st.sampled_from(["成都", "杭州", "Oslo", "Lisbon", "Toronto", "墨尔本"]))
+@settings(max_examples=30, deadline=None)
+def test_a_planned_move_blocks_place_fields_in_its_clause(template: str, place: str) -> None:
+    text = template.format(place)
+    assert {"hypothetical", "wish"} & reasons(text, "", text)
+    assert not allowed("city", reasons(text, "", text))

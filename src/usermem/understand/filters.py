@@ -30,6 +30,9 @@ HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|换[作做
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市", "我想学日语"), or a
 # stay ("I'm staying at the Hilton"): the user does not live there, work there, speak it or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
 WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也许|说不定|还没定|"
+                  # a move only planned: "在准备去慕尼黑读研", "明年打算搬到成都", "planning to move to Oslo"
+                  r"(?:准备|打算|计划|考虑)(?:要)?(?:去|搬|到|回)|\b(?:planning|plan|hoping|thinking of|thinking about|"
+                  r"considering|going) (?:to )?(?:move|moving|relocate|relocating)\b|"
                   r"等我.{0,6}?(?:有钱|退休|毕业|结婚|买房|搬家|长大|有空|有时间)|想学|打算学|准备学|"
                   r"\bwant(?:s|ed)? to learn\b|\bstay(?:ing)? (?:at|in|with)\b|入住|"
                   r"\b(?:once|when|after) i (?:retire|graduate|get married|have (?:the )?(?:money|time)|make it)\b|"
