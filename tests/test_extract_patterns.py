@@ -254,3 +254,15 @@ def test_a_planned_move_blocks_place_fields_in_its_clause(template: str, place: 
     text = template.format(place)
     assert {"hypothetical", "wish"} & reasons(text, "", text)
     assert not allowed("city", reasons(text, "", text))
+
+
+@pytest.mark.parametrize(("turns", "key", "value"), [
+    (("我公司在朝阳", "不对，是海淀，总是记混"), "work_city", "海淀"),
+    (("our office is in Leeds", "sorry, no — Bradford. it moved last year"), "work_city", "Bradford"),
+    (("I live in Leeds", "no wait, Bradford"), "city", "Bradford"),
+])
+def test_a_corrected_place_keeps_the_field_it_corrects(ex: PatternExtractor, turns: tuple[str, ...], key: str,
+                                                       value: str) -> None:
+    got = _got(ex, *turns)
+    assert got.get(key) == value
+    assert [k for k, v in got.items() if v == value] == [key]

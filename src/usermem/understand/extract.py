@@ -618,6 +618,9 @@ _COMPARED = re.compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again|
 _LAUGH_TAIL = re.compile(r"(?<=\S)\s*(?:哈{2,}|呵{2,}|嘿{2,}|(?<![A-Za-z])(?i:lol|lmao|haha+|hehe)(?![A-Za-z]))+\s*$")
 
 
+_PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
+
+
 class PatternExtractor:
     """Deterministic extraction over user turns (no LLM). Keys outside `allowed` are never proposed.
 
@@ -731,6 +734,9 @@ class PatternExtractor:
             if prev.key in have:
                 continue
             value = _bare_value(msg.content, prev.key)
+            if value is not None and prev.key in _PLACE_KEYS:
+                # "my office is in Manchester" / "no wait, Salford": the corrected place keeps the field it corrects
+                out = [c for c in out if not (c.key in _PLACE_KEYS and normalise(str(c.value)) == normalise(value[0]))]
             if value is not None:
                 out.append(replace(prev, value=value[0], canonical=value[1], evidence=msg.content,
                                    message_index=msg.index))
