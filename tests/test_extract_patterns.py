@@ -266,3 +266,22 @@ def test_a_corrected_place_keeps_the_field_it_corrects(ex: PatternExtractor, tur
     got = _got(ex, *turns)
     assert got.get(key) == value
     assert [k for k, v in got.items() if v == value] == [key]
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("moved to Leeds in 2012 and never left", "Leeds"),
+    ("born in Cork, moved to Dublin for college and never looked back", "Dublin"),
+    ("我2010年搬到武汉就再也没离开过", "武汉"),
+])
+def test_never_leaving_a_place_is_living_there(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("city") == value
+
+
+@given(st.sampled_from(["moved to {} and never left", "came to {} in 2015 and never left", "搬到{}以后就再也没离开"]),
+       st.sampled_from(["Leeds", "Oslo", "成都", "Hobart"]))
+@settings(max_examples=20, deadline=None)
+def test_never_left_is_no_negation_but_never_lived_is(template: str, place: str) -> None:
+    text = template.format(place)
+    assert "negation" not in reasons(text, "", text)
+    for denied in (f"I never lived in {place}", f"I don't live in {place}", f"我从没在{place}住过"):
+        assert "negation" in reasons(denied, "", denied)

@@ -112,6 +112,9 @@ NEGATED_TASTE = re.compile(r"(?:不|并不|并没有|不怎么|不太|不是很|
 TASTE_FIELDS = frozenset({"likes", "hobbies"})
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|不会(?:说|讲|写|用)|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
+# Denying that one left affirms that one stayed: "moved to London for uni and never left", "来了就再也没离开过".
+STAYED = re.compile(r"\bnever (?:left|looked back|moved (?:away|out|back|on))\b|\bhaven'?t left since\b|"
+                    r"再也没(?:离开|走)|就没(?:离开|走|回去)|一直没(?:离开|走)", re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
                      r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
@@ -363,7 +366,7 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("third_party")
         if NON_FAMILY.search(c):
             out.add("other_person")
-    if NEGATION.search(c):
+    if NEGATION.search(STAYED.sub(" ", c)):
         out.add("negation")
     if NOT_IDENTITY.search(c):
         out.add("not_identity")
