@@ -285,3 +285,33 @@ def test_never_left_is_no_negation_but_never_lived_is(template: str, place: str)
     assert "negation" not in reasons(text, "", text)
     for denied in (f"I never lived in {place}", f"I don't live in {place}", f"我从没在{place}住过"):
         assert "negation" in reasons(denied, "", denied)
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I moved to Denver last year and I don't know anyone yet", "city", "Denver"),  # the negation is the next clause's
+    ("I live in Leeds and my sister lives in York", "city", "Leeds"),
+    ("I'm vegan but my kids aren't", "diet", "vegan"),
+])
+def test_a_conjunction_with_a_new_subject_starts_a_clause_of_its_own(ex: PatternExtractor, text: str, key: str,
+                                                                     value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", ["my brother is a nurse and he lives in Boston", "my wife is vegan and I'm not",
+                                  "我老婆是护士，她住在波士顿"])
+def test_the_other_persons_clause_stays_theirs(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert not {"occupation", "city", "diet"} & set(got)
+
+
+@given(st.sampled_from(["I live in Leeds", "I'm a nurse", "I'm vegan"]), st.sampled_from(["and", "but", "so", "because"]),
+       st.sampled_from(["I", "we", "my mum", "she", "they"]),
+       st.sampled_from(["can't drive", "don't like it", "never call", "aren't sure"]))
+@settings(max_examples=40, deadline=None)
+def test_clauses_are_cut_before_a_conjunction_with_a_subject(first: str, conj: str, subject: str, rest: str) -> None:
+    from usermem.understand.filters import clause_spans
+
+    text = f"{first} {conj} {subject} {rest}"
+    spans = clause_spans(text)
+    assert [text[a:b].strip() for a, b in spans] == [first, f"{conj} {subject} {rest}"]
+    assert "negation" not in reasons(text[spans[0][0]:spans[0][1]], "", text)

@@ -309,8 +309,27 @@ def errand_for_other(clause: str) -> bool:
     return ON_BEHALF.search(clause) is not None
 
 
+# An English conjunction that opens a clause with its own subject ("…two years ago and I still can't get used to…",
+# "I live in Leeds but my sister…"): the clauses are judged apart.
+_NEW_SUBJECT = re.compile(r"\s(?=(?:and|but|so|because|while|whereas)\s+(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our|he|"
+                          r"she|they|he's|she's|they're|his|her|their)\b)", re.IGNORECASE)
+
+
+_OPENS_WITH_CONJUNCTION = re.compile(r"\s*(?:and|but|so|because|while|whereas)\b", re.IGNORECASE)
+
+
 def clause_spans(text: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in _CLAUSE.finditer(text) if m.group(0).strip()]
+    out = []
+    for m in _CLAUSE.finditer(text):
+        if not m.group(0).strip():
+            continue
+        start = m.start()
+        for cut in _NEW_SUBJECT.finditer(text, m.start(), m.end()):
+            if text[start:cut.end()].strip():
+                out.append((start, cut.end()))
+                start = cut.end()
+        out.append((start, m.end()))
+    return out
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -350,8 +369,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("question")
     if sentence is not None and DISOWN_TAIL.search(sentence):
         out.add("joke")  # taken back or disowned at the sentence's end: nothing before it stands
-    if UNSAID.search(clause):
-        out.add("reported")  # the user denies saying it
+    if UNSAID.search(clause) or (_OPENS_WITH_CONJUNCTION.match(clause) and UNSAID.search(before)):
+        out.add("reported")  # the user denies saying it (also what "I never said X so I'm Y" goes on to)
     c = clause.strip()
     if OTHERS_FAMILY.search(c) or OTHERS_PARTICULARS.search(c):
         out.add("others_family")
