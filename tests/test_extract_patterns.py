@@ -315,3 +315,19 @@ def test_clauses_are_cut_before_a_conjunction_with_a_subject(first: str, conj: s
     spans = clause_spans(text)
     assert [text[a:b].strip() for a, b in spans] == [first, f"{conj} {subject} {rest}"]
     assert "negation" not in reasons(text[spans[0][0]:spans[0][1]], "", text)
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I speak Cantonese with my grandparents and English at work", "languages_spoken", ["Cantonese", "English"]),
+    ("I live in Bristol with my partner", "city", "Bristol"),
+    ("我和老婆住在苏州", "city", "苏州"),
+])
+def test_others_beside_the_user_as_subject_leave_the_users_doings_theirs(
+        ex: PatternExtractor, text: str, key: str, value: object) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", ["I cook for my son who is allergic to eggs", "I shop for my mum, she's diabetic",
+                                  "我给我儿子做饭，他对鸡蛋过敏"])
+def test_health_said_of_the_one_beside_the_user_stays_theirs(ex: PatternExtractor, text: str) -> None:
+    assert not {"allergy", "medical_history", "diet"} & set(_got(ex, text))

@@ -621,6 +621,23 @@ _LAUGH_TAIL = re.compile(r"(?<=\S)\s*(?:哈{2,}|呵{2,}|嘿{2,}|(?<![A-Za-z])(?i
 _PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
 
 
+# The user as the subject, others only beside them ("I speak Tagalog with my parents", "I've got a standing 1:1 with my
+# manager every Monday", "我每周跟我爸去钓鱼"): the clause is the user's for what the user does, not for health, diet or
+# identity fields ("I cook for my son, who's allergic to eggs" stays his).
+_USER_SUBJECT = re.compile(r"^\s*(?:(?i:i|i'm|i've|i'd|i'll|we|we're|we've)(?![\w'])|我(?!们的)|我们)")
+_COMPANION_BEFORE = re.compile(r"(?:(?i:\b(?:with|for|to|alongside)\s+(?:my|our|the)?)|(?:跟|和|给|陪|带着?)(?:我的?|我们的?)?)"
+                               r"\s*(?:[\w\-]+\s+){0,2}$")
+_COMPANION_OK = frozenset({"schedule", "languages_spoken", "likes", "city", "work_city", "brands"})
+
+
+def _companions_only(clause: str) -> bool:
+    from usermem.understand.filters import OTHERS
+
+    others = list(OTHERS.finditer(clause))
+    return bool(others) and bool(_USER_SUBJECT.match(clause)) and all(
+        _COMPANION_BEFORE.search(clause[:m.start()]) for m in others)
+
+
 class PatternExtractor:
     """Deterministic extraction over user turns (no LLM). Keys outside `allowed` are never proposed.
 
@@ -722,6 +739,8 @@ class PatternExtractor:
         return list(latest.values())
 
     def _allowed(self, key: str, why: set[str]) -> bool:
+        if "companion" in why:
+            why = why - {"companion"} - ({"third_party", "other_person"} if key in _COMPANION_OK else set())
         if "reply_request" in why:
             why = why - {"reply_request"} - ({"question"} if key in REPLY_FIELDS else set())
         return allowed(key, why) if self.filters else True
@@ -829,6 +848,8 @@ class PatternExtractor:
                 why = reasons(clause, sentence[:c0], sentence)
                 if "question" in why and reply_request(clause, masked):
                     why.add("reply_request")  # "你说话能不能随意点": its reply-style values are no question
+                if "third_party" in why and _companions_only(clause):
+                    why.add("companion")  # "I speak Tagalog with my parents": they are with the user, not the subject
                 if "other_person" in why and _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)):
                     why.discard("other_person")  # "我和同事一起遛我家狗": the user is in it too
                 if "third_party" in why:
