@@ -951,10 +951,10 @@ class PatternExtractor:
             free = list(named_kids)
             generic_kids = [c for c in chosen if c in kids and c not in named_kids]
             for g in generic_kids if len(generic_kids) <= len(named_kids) else []:
-                n = next((n for n in free if n[0].canonical in (None, g[0].canonical)
-                          or g[0].canonical in ("child", "children")), None)
-                if n is not None:
-                    free.remove(n)
+                stand = next((k for k in free if k[0].canonical in (None, g[0].canonical)
+                              or g[0].canonical in ("child", "children")), None)
+                if stand is not None:
+                    free.remove(stand)
                     chosen = [c for c in chosen if c is not g]
         if self.veto is not None:
             from usermem.understand.veto import Context
