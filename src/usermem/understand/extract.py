@@ -38,6 +38,7 @@ from usermem.understand.filters import (
     NEGATIVE_OK,
     OTHERS_PARTICULARS,
     QUESTION_START,
+    REPLY_FIELDS,
     SPEAKER,
     SUBJECT_OTHER,
     SUPPOSITION,
@@ -51,6 +52,7 @@ from usermem.understand.filters import (
     mask_quotes,
     not_a_relative,
     reasons,
+    reply_request,
     sentence_spans,
 )
 from usermem.understand.filters import (
@@ -605,6 +607,37 @@ def _use_x(s: str) -> list[_Hit]:
 
 # --- the deterministic extractor ----------------------------------------------------------------------------
 
+# The user as the subject of a statement ("我有阅读障碍", "我眼睛做过手术", "I read these on my phone"): beside a request
+# about replies, a lasting reason for it.
+_LASTING_REASON = re.compile(r"我(?!们)|(?<![A-Za-z'])(?i:i|i'm|i've|my)(?![A-Za-z'])")
+# A request that compares with the reply in front of the user: "再精简一点", "更短", "still too long", "even shorter".
+_COMPARED = re.compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again|this one|that one|that last|this time)\b)")
+
+
+# Laughter written right after a value ("小胖哈哈", "Lisbon lol"): never part of it.
+_LAUGH_TAIL = re.compile(r"(?<=\S)\s*(?:哈{2,}|呵{2,}|嘿{2,}|(?<![A-Za-z])(?i:lol|lmao|haha+|hehe)(?![A-Za-z]))+\s*$")
+
+
+_PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
+
+
+# The user as the subject, others only beside them ("I speak Tagalog with my parents", "I've got a standing 1:1 with my
+# manager every Monday", "我每周跟我爸去钓鱼"): the clause is the user's for what the user does, not for health, diet or
+# identity fields ("I cook for my son, who's allergic to eggs" stays his).
+_USER_SUBJECT = re.compile(r"^\s*(?:(?i:i|i'm|i've|i'd|i'll|we|we're|we've)(?![\w'])|我(?!们的)|我们)")
+_COMPANION_BEFORE = re.compile(r"(?:(?i:\b(?:with|for|to|alongside)\s+(?:my|our|the)?)|(?:跟|和|给|陪|带着?)(?:我的?|我们的?)?)"
+                               r"\s*(?:[\w\-]+\s+){0,2}$")
+_COMPANION_OK = frozenset({"schedule", "languages_spoken", "likes", "city", "work_city", "brands"})
+
+
+def _companions_only(clause: str) -> bool:
+    from usermem.understand.filters import OTHERS
+
+    others = list(OTHERS.finditer(clause))
+    return bool(others) and bool(_USER_SUBJECT.match(clause)) and all(
+        _COMPANION_BEFORE.search(clause[:m.start()]) for m in others)
+
+
 class PatternExtractor:
     """Deterministic extraction over user turns (no LLM). Keys outside `allowed` are never proposed.
 
@@ -654,7 +687,10 @@ class PatternExtractor:
                 # "再精简一点" asks about the reply in front of the user: a signal (usermodel.detect_signals),
                 # not a standing preference — repeated, it becomes an inferred one that is verified first.
                 # The rules already ask for a standing cue; this holds the learned tagger to the same.
-                moment = {s.key for s in detect_signals(msg.content)}
+                # A lasting reason about the user beside the request ("我有干眼症，…回复短一点", "keep it short, I read these
+                # on my phone") makes it a standing preference, unless it compares with the reply in front ("再短一点").
+                moment = set() if _LASTING_REASON.search(msg.content) and not _COMPARED.search(msg.content) else {
+                    s.key for s in detect_signals(msg.content)}
                 cands = [c for c in cands if c.key not in moment]
             before = per_message[-1][1] if per_message else []
             theirs: set[tuple[str, str]] = set()
@@ -703,6 +739,10 @@ class PatternExtractor:
         return list(latest.values())
 
     def _allowed(self, key: str, why: set[str]) -> bool:
+        if "companion" in why:
+            why = why - {"companion"} - ({"third_party", "other_person"} if key in _COMPANION_OK else set())
+        if "reply_request" in why:
+            why = why - {"reply_request"} - ({"question"} if key in REPLY_FIELDS else set())
         return allowed(key, why) if self.filters else True
 
     def _corrected(self, previous: list[Candidate], msg: Message, found: list[Candidate]) -> list[Candidate]:
@@ -713,6 +753,9 @@ class PatternExtractor:
             if prev.key in have:
                 continue
             value = _bare_value(msg.content, prev.key)
+            if value is not None and prev.key in _PLACE_KEYS:
+                # "my office is in Manchester" / "no wait, Salford": the corrected place keeps the field it corrects
+                out = [c for c in out if not (c.key in _PLACE_KEYS and normalise(str(c.value)) == normalise(value[0]))]
             if value is not None:
                 out.append(replace(prev, value=value[0], canonical=value[1], evidence=msg.content,
                                    message_index=msg.index))
@@ -759,6 +802,14 @@ class PatternExtractor:
             return []
 
         def add(h: _Hit, start: int, end: int, method: str, span: bool = False) -> None:
+            if isinstance(h.value, str) and _LAUGH_TAIL.search(h.value):
+                value = _LAUGH_TAIL.sub("", h.value)  # "叫我小胖哈哈": the laugh is not part of the name
+                if value:
+                    h, end = replace(h, value=value), (start + len(value) if start >= 0 else end)
+            if h.key == "medical_history" and isinstance(h.value, str) and rules.disability(h.value) \
+                    and "accessibility" in self.allowed:
+                # "我有自闭症谱系", "I'm autistic", "左腿装了假肢": a disability is how the user needs things made
+                h = replace(h, key="accessibility", canonical=None)
             if h.key not in self.allowed or h.value in ("", None):
                 return
             if h.key not in NEGATIVE_OK and isinstance(h.value, str) and NEGATED_VALUE.search(h.value):
@@ -795,6 +846,10 @@ class PatternExtractor:
             for c0, c1 in clause_spans(sentence):
                 clause = sentence[c0:c1]
                 why = reasons(clause, sentence[:c0], sentence)
+                if "question" in why and reply_request(clause, masked):
+                    why.add("reply_request")  # "你说话能不能随意点": its reply-style values are no question
+                if "third_party" in why and _companions_only(clause):
+                    why.add("companion")  # "I speak Tagalog with my parents": they are with the user, not the subject
                 if "other_person" in why and _FIRST_PERSON.search(_OTHER_WORDS.sub("", clause)):
                     why.discard("other_person")  # "我和同事一起遛我家狗": the user is in it too
                 if "third_party" in why:
@@ -886,6 +941,21 @@ class PatternExtractor:
         generic = [c for c in pets if c not in named]
         if named and generic and len(generic) <= len(named):
             chosen = [c for c in chosen if c not in generic]
+        # "We have two kids, Maya and Theo": the names are the children; the count only says how many. "我儿子，刚上三年级，
+        # 叫豆豆": as for pets, names stand for the relation words when there are no more of those than names.
+        kids = [c for c in chosen if c[0].key == "children" and isinstance(c[0].value, str)]
+        named_kids = [c for c in kids if not _names_kind(str(c[0].value), rules.CHILDREN)]
+        if named_kids:
+            chosen = [c for c in chosen if not (c in kids and rules.counted_children(str(c[0].value)))]
+            # each name stands for one relation word it may be ("my son Leo and my daughter": the daughter stays)
+            free = list(named_kids)
+            generic_kids = [c for c in chosen if c in kids and c not in named_kids]
+            for g in generic_kids if len(generic_kids) <= len(named_kids) else []:
+                stand = next((k for k in free if k[0].canonical in (None, g[0].canonical)
+                              or g[0].canonical in ("child", "children")), None)
+                if stand is not None:
+                    free.remove(stand)
+                    chosen = [c for c in chosen if c is not g]
         if self.veto is not None:
             from usermem.understand.veto import Context
 
@@ -921,6 +991,8 @@ class PatternExtractor:
                     FILTER_REPORTED.search(low) or SPEAKER.search(low) or OTHERS_PARTICULARS.search(low)):
                 continue
             question = self.filters and bool(QUESTION.search(original.strip()) or ASKS.search(low))
+            # "你说话能不能短一点": a request for a way of replying put as a question states that preference
+            asked = question and reply_request(original.strip(), msg.content)
             # a standing word said of someone else ("领导喜欢看PPT，这次汇报帮我做成PPT") does not make the user's
             # request standing
             one_off = (_any(low, ONE_OFF) or bool(_ONLY_THIS.search(low))) and not any(
@@ -946,6 +1018,8 @@ class PatternExtractor:
                 if (self.negation_dislikes or _any(low, _STANDING_NEG)) and not one_off and not any(
                         h.key in ("dislikes", "contact", "reply_length", "contact_channel") for h in found):
                     found += _negations(s)
+            elif asked and not one_off:
+                found += _reply_length(s) + _reply_format(s) + _language(s)
             diets = [f.value.lower() for f in rules.diet(original)]
             if diets:  # "我不吃猪肉" is a diet, not also a dislike of pork (one statement, one meaning)
                 found = [h for h in found if not (h.key == "dislikes" and any(str(h.value).lower() in d for d in diets))]
@@ -1130,6 +1204,10 @@ def _place_like(value: str) -> bool:
 _GRAMMAR_HEAD = re.compile(r"[把被又在和跟给让从向对也都就还很太]")
 
 
+# A Chinese "name" ending in a complement or aspect particle is a verb phrase ("我家咪咪饿得一直叫": 饿得).
+_GRAMMAR_TAIL = re.compile(r"(?<=[\u4e00-\u9fff])[得着过]$")
+
+
 def _plausible(key: str, value: str) -> bool:
     """A learned proposal for a typed field must look like a value of that type (and never like a secret).
 
@@ -1163,7 +1241,7 @@ def _plausible(key: str, value: str) -> bool:
         if any(w in low for w in lexicon) or (key == "spouse" and _SPOUSE_PHRASE.match(v)):
             return True
         return bool(re.fullmatch(r"[A-Z][^\W\d_A-Z]+|[\u4e00-\u9fff]{2,3}", v)) and not OTHERS.search(value) \
-            and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v)
+            and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
     if key in ("city", "work_city", "hometown"):
         return _place_like(value)
     if key == "timezone":

@@ -30,6 +30,9 @@ HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|换[作做
 # A wish or a plan not yet carried out ("想养只狗", "thinking of getting a dog", "想换个城市", "我想学日语"), or a
 # stay ("I'm staying at the Hilton"): the user does not live there, work there, speak it or own the animal yet; who they are with ("我和女朋友想去露营") still stands.
 WISH = re.compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也许|说不定|还没定|"
+                  # a move only planned: "在准备去慕尼黑读研", "明年打算搬到成都", "planning to move to Oslo"
+                  r"(?:准备|打算|计划|考虑)(?:要)?(?:去|搬|到|回)|\b(?:planning|plan|hoping|thinking of|thinking about|"
+                  r"considering|going) (?:to )?(?:move|moving|relocate|relocating)\b|"
                   r"等我.{0,6}?(?:有钱|退休|毕业|结婚|买房|搬家|长大|有空|有时间)|想学|打算学|准备学|"
                   r"\bwant(?:s|ed)? to learn\b|\bstay(?:ing)? (?:at|in|with)\b|入住|"
                   r"\b(?:once|when|after) i (?:retire|graduate|get married|have (?:the )?(?:money|time)|make it)\b|"
@@ -109,12 +112,16 @@ NEGATED_TASTE = re.compile(r"(?:不|并不|并没有|不怎么|不太|不是很|
 TASTE_FIELDS = frozenset({"likes", "hobbies"})
 NEGATION = re.compile(r"不是|不在|没有|没在|没养|从没|从来没|还没|不住|不再|并非|别按|不按|不用按|不会(?:说|讲|写|用)|\bnot\b|n't\b|\bnever\b|\bno longer\b|\banymore\b|\bany more\b",
                       re.IGNORECASE)
+# Denying that one left affirms that one stayed: "moved to London for uni and never left", "来了就再也没离开过".
+STAYED = re.compile(r"\bnever (?:left|looked back|moved (?:away|out|back|on))\b|\bhaven'?t left since\b|"
+                    r"再也没(?:离开|走)|就没(?:离开|走|回去)|一直没(?:离开|走)", re.IGNORECASE)
 ONE_OFF = re.compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
                      r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
                      r"funeral|few days)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
-LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|\blol\b|\blmao\b|\bhaha\b|\brofl\b", re.IGNORECASE)
+# Latin laughs are matched by letter edges, not \b: a Chinese character next to one is a word character too ("加班了lol").
+LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|(?<![A-Za-z])(?:lol|lmao|haha|rofl)(?![A-Za-z])", re.IGNORECASE)
 JOKE = re.compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
 FICTION = re.compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
                      r"文章说|据报道|讲一个|讲的是|\b(?:the )?(?:article|documentary|movie|film|news|study|report|book|"
@@ -207,7 +214,8 @@ NEGATED_VALUE = re.compile(r"^\s*(?:not|no|never|none|不是|没有|并非|从�
 # Fields whose value is itself a negation or limit ("不吃猪肉", "don't call after 9").
 NEGATIVE_OK = frozenset({"dislikes", "diet", "contact", "contact_hours", "reply_tone", "reply_length", "reply_format",
                          "news_topics", "travel_preferences", "budget", "accessibility", "medical_history", "schedule"})
-# Fields a laugh elsewhere in the sentence turns into irony ("我最喜欢加班了，哈哈哈").
+# Fields a laugh in the clause or elsewhere in the sentence turns into irony ("我最喜欢加班了，哈哈哈"); other fields keep
+# a value said with a laugh.
 IRONY_PRONE = frozenset({"likes", "dislikes", "hobbies", "occupation"})
 # Fields a one-off request never sets.
 LASTING_ONLY = frozenset({"language", "reply_length", "reply_format", "reply_tone", "report_format", "preferred_name",
@@ -301,8 +309,27 @@ def errand_for_other(clause: str) -> bool:
     return ON_BEHALF.search(clause) is not None
 
 
+# An English conjunction that opens a clause with its own subject ("…two years ago and I still can't get used to…",
+# "I live in Leeds but my sister…"): the clauses are judged apart.
+_NEW_SUBJECT = re.compile(r"\s(?=(?:and|but|so|because|while|whereas)\s+(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our|he|"
+                          r"she|they|he's|she's|they're|his|her|their)\b)", re.IGNORECASE)
+
+
+_OPENS_WITH_CONJUNCTION = re.compile(r"\s*(?:and|but|so|because|while|whereas)\b", re.IGNORECASE)
+
+
 def clause_spans(text: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in _CLAUSE.finditer(text) if m.group(0).strip()]
+    out = []
+    for m in _CLAUSE.finditer(text):
+        if not m.group(0).strip():
+            continue
+        start = m.start()
+        for cut in _NEW_SUBJECT.finditer(text, m.start(), m.end()):
+            if text[start:cut.end()].strip():
+                out.append((start, cut.end()))
+                start = cut.end()
+        out.append((start, m.end()))
+    return out
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -342,8 +369,8 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("question")
     if sentence is not None and DISOWN_TAIL.search(sentence):
         out.add("joke")  # taken back or disowned at the sentence's end: nothing before it stands
-    if UNSAID.search(clause):
-        out.add("reported")  # the user denies saying it
+    if UNSAID.search(clause) or (_OPENS_WITH_CONJUNCTION.match(clause) and UNSAID.search(before)):
+        out.add("reported")  # the user denies saying it (also what "I never said X so I'm Y" goes on to)
     c = clause.strip()
     if OTHERS_FAMILY.search(c) or OTHERS_PARTICULARS.search(c):
         out.add("others_family")
@@ -358,7 +385,7 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
         out.add("third_party")
         if NON_FAMILY.search(c):
             out.add("other_person")
-    if NEGATION.search(c):
+    if NEGATION.search(STAYED.sub(" ", c)):
         out.add("negation")
     if NOT_IDENTITY.search(c):
         out.add("not_identity")
@@ -387,6 +414,26 @@ def reasons(clause: str, before: str = "", sentence: str | None = None) -> set[s
     elif sentence is not None and LAUGH.search(sentence):  # "我最喜欢加班了，哈哈哈": irony about a preference
         out.add("laugh_nearby")
     return out
+
+
+# A request about how the assistant replies, put as a question: "你说话能不能随意点", "能用四川话跟我聊吗？", "中英双语回复
+#可以吗", "could you keep it shorter?" — the user asks for a way of replying (a preference), not whether something is
+# true; a question about the assistant's abilities is none ("你会说日语吗", "你能用粤语回答吗？就是好奇问问").
+REPLY_FIELDS = frozenset({"reply_tone", "reply_length", "reply_format", "language"})
+REPLY_REQUEST = re.compile(
+    r"^\s*(?:你|您)?(?:以后|之后|平时|每次)?(?:回答|回复|说话|讲话|聊天|写东西)?(?:能不能|可不可以|能否|可以|能)(?!不能|力)"
+    r"[^，,。；;?？]{1,14}?(?:点|一点|一些|些|回|回复|回答|说|聊|写|讲)[^，,。；;?？]{0,6}?(?:吗|嘛|呀|吧|么)?\s*[?？]?\s*$|"
+    r"^\s*[^，,。；;?？]{1,10}?(?:回复|回答|回我|说|聊)(?:可以|行)吗\s*[?？]?\s*$|"
+    r"^\s*(?i:(?:can|could|would) you (?:please |pls )?(?:be|keep|make|reply|answer|write|talk|respond|stick|switch|go|use)\b"
+    r"[^?]*\??\s*$)")
+CURIOUS = re.compile(r"好奇|问问|会不会|会说|会讲|懂不懂|(?i:\bcurious\b|\bare you able\b|\bdo you (?:speak|know)\b|"
+                     r"\bjust wondering\b)")
+
+
+def reply_request(clause: str, message: str | None = None) -> bool:
+    """Whether a clause put as a question asks for a way of replying (its reply-style values are the user's);
+    `message`: the whole message, where a word of curiosity ("就是好奇问问") makes it a question again."""
+    return REPLY_REQUEST.search(clause.strip().rstrip("，,;；")) is not None and not CURIOUS.search(message if message is not None else clause)
 
 
 def hypothetical_only_after(before: str, clause: str, value_end: int) -> bool:
@@ -427,7 +474,9 @@ def allowed(field: str, why: Iterable[str]) -> bool:
         return False
     if "laugh_nearby" in why and field in IRONY_PRONE:
         return False
-    return not ("laugh" in why and field not in FAMILY)
+    # a laugh in the clause makes a taste or a job ironic ("我最喜欢加班了哈哈"), not a name, place, date or brand said with
+    # a smile ("大家都叫我胖虎哈哈", "Ikea is basically my whole apartment lol"); a joke word (开玩笑, jk) still takes it back
+    return not ("laugh" in why and field in IRONY_PRONE)
 
 
 def is_correction(text: str) -> bool:

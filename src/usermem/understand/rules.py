@@ -320,8 +320,30 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
 _RELATIONS: Mapping[str, Mapping[str, str]] = {"spouse": SPOUSE, "children": CHILDREN, "pets": PETS}
 
 
+# Children the user has, counted, without my/our: "we have three kids", "I've got twin boys", "a stay-at-home dad to
+# two girls", "mum of a toddler".
+_CHILDREN_EN_HAVE = re.compile(
+    r"(?:\b(?:i|we)(?:'ve| have)?\s+(?:got|have|raised|raising)|\b(?:mum|mom|mother|dad|father|parent)\s+(?:of|to))\s+"
+    r"((?:a|one|two|three|four|five|six|twin|\d)\s+(?:(?:little|young|grown|grown-up|teenage|adult|small)\s+)?"
+    r"(?:kids?|children|child|sons?|daughters?|boys?|girls?|toddlers?|teens?|teenagers?|twins))\b", re.IGNORECASE)
+
+
+def counted_children(value: str) -> bool:
+    """Whether a children value is a count ("three kids", "twin boys") rather than a name or a relation word."""
+    return re.fullmatch(r"(?i:(?:a|one|two|three|four|five|six|twin|\d)\s+\D+)", value) is not None and \
+        _CHILDREN_EN_HAVE.search("we have " + value) is not None
+
+
 def family(clause: str) -> list[Found]:
-    return _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
+    out = _relation(clause, SPOUSE, "spouse") + _relation(clause, CHILDREN, "children")
+    for m in _CHILDREN_EN_HAVE.finditer(clause):
+        if not any(f.key == "children" and f.start < m.end(1) and m.start(1) < f.end for f in out):
+            word = m.group(1).split()[-1].lower()
+            canonical = "son" if word.startswith(("son", "boy")) and not word.endswith("s") else \
+                "daughter" if word.startswith(("daughter", "girl")) and not word.endswith("s") else \
+                "children" if word.endswith("s") or word == "children" else "child"
+            out.append(Found("children", m.group(1), m.start(1), m.end(1), canonical, 0.7))
+    return out
 
 
 # "we just adopted a bunny", "we've got a couple of chickens", "I have two cats": an animal the user keeps, without my/our.
@@ -475,7 +497,7 @@ def spoken(clause: str) -> list[Found]:
 
 # --- numbers: phone, birthday, budget -----------------------------------------------------------------------
 
-_PHONE = re.compile(r"(?<![\d\w])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")
+_PHONE = re.compile(r"(?<![\dA-Za-z_])(\+?[\d(][\d \-()]{6,18}\d)(?![\d])")  # a Chinese word may touch it: "手机139…"
 _PHONE_CUE = re.compile(r"手机|电话|打我|号码|联系我|call me|phone|mobile|cell|my number|whatsapp|reach me|ring me|text me|"
                         r"(?<![A-Za-z])(?:call|ring|text|tel)(?![A-Za-z])",
                         re.IGNORECASE)
@@ -597,7 +619,29 @@ def money(text: str) -> str | None:
 
 # --- free-text fields: the common phrasings -------------------------------------------------------------
 
+# Conditions that shape how the user reads, hears or gets around (the bank's `accessibility`, not `medical_history`):
+# sight, hearing, mobility aids, reading and autism. `disability` re-keys a medical value that names one.
+DISABILITY = (r"红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|视力不好|老花眼|腿脚不方便|行动不便|"
+              r"自闭症(?:谱系)?|孤独症|阿斯伯格|聋人|耳聋|失聪|听障(?:人士)?|视障(?:人士)?|盲人|失明|读屏(?:软件)?|假肢|义肢|拐杖|助行器|"
+              r"(?i:screen reader|partially sighted|colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
+              r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye|legally blind|autistic|autism|"
+              r"on the (?:autism|autistic) spectrum|asperger'?s|prosthetic (?:leg|arm|limb)|walking stick|crutches|"
+              r"(?:use|walk with) a (?:cane|walker))")
+_DISABILITY = re.compile(DISABILITY)
+
+
+def disability(value: str) -> bool:
+    """Whether a value names a disability ("自闭症谱系", "左腿装了假肢", "autistic"): such a value is `accessibility`."""
+    return _DISABILITY.search(value) is not None
+
+
 _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不过|所以|因为|$)"
+# The end of a list of things the user likes or follows: like `_END`, but "X and Y" goes on to Y (the items are split
+# later) unless "and" starts a clause of its own ("…hiking and I go every week", "…and it shows").
+_END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?i:and|or)\s+(?i:i|i'm|i've|we|we're|it|it's|my|"
+             r"they|he|she|you|then|that|this|there|so|also)\b|但|不过|所以|因为|$)")
+# News topics end before how often the user wants them: "news on X and Y each morning".
+_END_NEWS = _END_LIST[:-1] + r"|\s+(?i:each|every|daily|weekly|in the mornings?|please)\b)"
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
@@ -614,14 +658,11 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                                    r"killing|bad|worse|back)\b", re.IGNORECASE), 0.65),
     ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
                                    r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
-    ("accessibility", re.compile(r"(红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|轮椅|助听器|听力不好|耳背|眼睛不太好|"
-                                 r"视力不好|老花眼|腿脚不方便|行动不便|(?i:screen reader|partially sighted|"
-                                 r"colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
-                                 r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye))"), 0.8),
+    ("accessibility", re.compile(r"(" + DISABILITY + r")"), 0.8),
     ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
                            r"(?:去|喜欢)|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
     ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
-                           r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END), 0.55),
+                           r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END_LIST), 0.55),
     ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
                            r"fish|skate|box|dance|sing|draw|sew|hike)\b(?!\s+(?:a|an|the|my|our|his|her|their)\b)"), 0.6),
     ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
@@ -629,7 +670,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
     ("likes", re.compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
                          r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
-                         r"(?:\s+(?:lately|these days|recently|right now))?" + _END, re.IGNORECASE), 0.6),
+                         r"(?:\s+(?:lately|these days|recently|right now))?" + _END_LIST, re.IGNORECASE), 0.6),
     ("likes", re.compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
      0.6),
     ("brands", re.compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
@@ -676,13 +717,13 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                              r"(?: [A-Z][\w&'\-]+)?)"), 0.6),
     ("hometown", re.compile(r"(?:老家|家乡|祖籍)(?:是|在)([\u4e00-\u9fff]{2,8}?)(?=的|人|那边|那儿|[，,。.!！\s]|$)"), 0.7),
     ("likes", re.compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
-                         r"([^,.;!?]{2,40}?)" + _END), 0.6),
+                         r"([^,.;!?]{2,40}?)" + _END_LIST), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
     ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
-                               r"([\w][\w' \-]{1,30}?)" + _END), 0.6),
+                               r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
     ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
     ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
-                               r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,40}?)(?=[.;!?]|, |\s+from\b|$)"),
+                               r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,60}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
     # "每次都点麦辣鸡腿堡套餐", "一般就点燕麦拿铁": what the user always orders
     ("usual_order", re.compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),

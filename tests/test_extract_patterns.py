@@ -1,0 +1,333 @@
+"""General phrasings the no-LLM extractor used to miss or mislabel (issue 13, seventh round); zh and en, written
+fresh for these tests (not taken from the bank)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from usermem.policy.contracts import ContractSet
+from usermem.understand import rules
+from usermem.understand.extract import PatternExtractor, _plausible, extractable
+from usermem.understand.filters import REPLY_FIELDS, allowed, reasons, reply_request
+from usermem.understand.text import Message
+
+_EX = PatternExtractor(extractable(ContractSet()))
+
+
+@pytest.fixture(scope="module")
+def ex() -> PatternExtractor:
+    return _EX
+
+
+def _got(ex: PatternExtractor, *turns: str) -> dict[str, object]:
+    msgs = [Message("user", t, n) for n, t in enumerate(turns)]
+    return {c.key: c.value for c in ex.extract(msgs)}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("我是听障人士，开会的时候麻烦打字给我", "听障人士"),
+    ("我右腿是假肢，爬山就算了", "假肢"),
+    ("I'm on the autism spectrum, so literal instructions help me", "on the autism spectrum"),
+    ("I walk with a cane these days, so pick hotels with lifts", "walk with a cane"),
+])
+def test_a_disability_is_accessibility_not_medical_history(ex: PatternExtractor, text: str, value: str) -> None:
+    got = _got(ex, text)
+    assert got.get("accessibility") == value
+    assert "medical_history" not in got
+
+
+@pytest.mark.parametrize("value", ["自闭症谱系", "左手装了义肢", "autistic", "legally blind", "uses crutches"])
+def test_a_medical_value_naming_a_disability_is_re_keyed(value: str) -> None:
+    assert rules.disability(value)
+
+
+@pytest.mark.parametrize("value", ["糖尿病", "高血压", "asthma", "a bad back", "migraines"])
+def test_an_illness_stays_medical_history(value: str) -> None:
+    assert not rules.disability(value)
+
+
+@pytest.mark.parametrize("text", ["我弟弟是聋人，他想学手语", "my sister is autistic and hates loud places"])
+def test_someone_elses_disability_is_not_the_users(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert "accessibility" not in got and "medical_history" not in got
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("你说话能不能幽默一点？", "reply_tone", "幽默一点"),
+    ("以后能用英文回我吗？", "language", "英文"),
+    ("能不能每次都用表格回复？", "reply_format", "表格"),
+    ("could you reply in German from now on?", "language", "German"),
+    ("can you be a bit more blunt with me?", "reply_tone", "more blunt"),
+])
+def test_a_request_for_a_way_of_replying_put_as_a_question_is_a_preference(
+        ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", [
+    "你能用英文回答吗？我就是好奇",  # curiosity about the assistant, no request
+    "can you speak Korean? just curious",
+    "你会说日语吗？",
+    "能不能帮我查下我是不是对花生过敏？",  # a question about a fact stays a question
+    "can you tell me if I live in Paris?",
+])
+def test_a_question_about_the_assistant_or_a_fact_states_nothing(ex: PatternExtractor, text: str) -> None:
+    assert _got(ex, text) == {}
+
+
+@given(st.sampled_from(["你能用{}回答吗？", "能不能用{}跟我说？", "can you answer in {}?", "could you reply in {}?"]),
+       st.sampled_from(["英文", "日语", "粤语", "French", "German", "Spanish"]),
+       st.sampled_from(["就是好奇问问", "我就是好奇", "just curious", "just wondering", "do you speak it?"]))
+@settings(max_examples=40, deadline=None)
+def test_a_reply_request_with_curiosity_anywhere_in_the_message_is_a_question(template: str, language: str,
+                                                                              curious: str) -> None:
+    text = template.format(language) + " " + curious
+    assert not reply_request(text.split("?")[0].split("？")[0] + "？", text)
+    got = {c.key for c in _EX.extract([Message("user", text, 0)])}
+    assert not got & REPLY_FIELDS
+
+
+@given(st.sampled_from(["能不能{}？", "can you {}?", "could you {}?"]),
+       st.sampled_from(["告诉我我是不是住在北京", "帮我看看我对什么过敏", "tell me whether I'm allergic to nuts",
+                        "check if my email is a@example.com", "remind me what my job is"]))
+@settings(max_examples=20, deadline=None)
+def test_a_request_put_as_a_question_frees_only_reply_style_fields(template: str, body: str) -> None:
+    why = reasons(template.format(body), "", template.format(body))
+    assert "question" in why
+    for key in ("city", "allergy", "email", "occupation", "medical_history"):
+        assert not allowed(key, why)
+    got = {c.key for c in _EX.extract([Message("user", template.format(body), 0)])}
+    assert not got & {"city", "allergy", "email", "occupation"}
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("我视力不太好，回答简短一点", "reply_length"),
+    ("keep it brief, I check these on my watch", "reply_length"),
+])
+def test_a_reply_request_with_a_lasting_reason_about_the_user_is_a_standing_preference(
+        ex: PatternExtractor, text: str, key: str) -> None:
+    assert key in _got(ex, text)
+
+
+@pytest.mark.parametrize("text", ["再精简一点", "精简一点", "太长了，再短一点，我看不过来", "make this one shorter, I'm in a hurry"])
+def test_a_request_about_the_reply_in_front_stays_a_signal(ex: PatternExtractor, text: str) -> None:
+    assert "reply_length" not in _got(ex, text)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("快递到了打我手机13812345678就行", "13812345678"),
+    ("联系电话021-64001234，白天都在", "021-64001234"),
+    ("text me on 07700 900123 when you're outside", "07700 900123"),
+])
+def test_a_phone_number_touching_a_chinese_word_is_found(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("phone") == value
+
+
+@given(st.sampled_from(["订单号", "身份证号", "会员卡号", "快递单号"]), st.from_regex(r"[1-9]\d{9,11}", fullmatch=True))
+@settings(max_examples=30, deadline=None)
+def test_a_number_of_an_order_or_card_is_no_phone_even_beside_a_phone_word(label: str, digits: str) -> None:
+    assert "phone" not in {c.key for c in _EX.extract([Message("user", f"打电话问了{label}{digits}的事", 0)])}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("we've got two teenage daughters, so the bathroom is always busy", "two teenage daughters"),
+    ("I'm a single mum of a toddler, evenings are chaos", "a toddler"),
+    ("家里有三个娃，周末特别忙", "三个娃"),
+])
+def test_children_the_user_has_counted_without_my_are_children(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("children") == value
+
+
+@pytest.mark.parametrize("text", ["my sister has three kids", "she's got two girls and a dog",
+                                  "if we have two kids someday, we'd need a bigger car"])
+def test_someone_elses_or_supposed_children_are_not_the_users(ex: PatternExtractor, text: str) -> None:
+    assert "children" not in _got(ex, text)
+
+
+def test_named_children_stand_for_the_count(ex: PatternExtractor) -> None:
+    got = _got(ex, "We have two boys, Felix and Arlo")
+    values = got.get("children")
+    assert values and not any(rules.counted_children(v) for v in (values if isinstance(values, list) else [values]))
+    assert rules.counted_children("two boys") and rules.counted_children("twin girls")
+    assert not rules.counted_children("Felix") and not rules.counted_children("my son")
+
+
+@pytest.mark.parametrize(("text", "key", "items"), [
+    ("I'm really into bouldering and salsa", "hobbies", ["bouldering", "salsa"]),
+    ("I have a soft spot for jazz and old films", "likes", ["jazz", "old films"]),
+    ("I want updates on Formula 1 and cycling", "news_topics", ["Formula 1", "cycling"]),
+    ("give me headlines about housing and interest rates daily", "news_topics", ["housing", "interest rates"]),
+    ("我平时喜欢徒步和摄影", "hobbies", ["徒步", "摄影"]),
+])
+def test_things_joined_by_and_after_a_liking_or_following_verb_are_all_items(
+        ex: PatternExtractor, text: str, key: str, items: list[str]) -> None:
+    assert _got(ex, text).get(key) == items
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I'm into hiking and I go every weekend", "hobbies", "hiking"),  # "and" starts a clause of its own
+    ("I love hiking and it shows", "hobbies", "hiking"),
+    ("I want news on tennis and it has to be short", "news_topics", "tennis"),
+])
+def test_and_before_a_new_clause_ends_the_list(ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("I usually order a large flat white with an extra shot and oat milk from the kiosk downstairs",
+     "a large flat white with an extra shot and oat milk"),  # longer than 40 characters, ends before "from"
+    ("my go-to is a spicy tuna roll with brown rice and no cucumber", "a spicy tuna roll with brown rice and no cucumber"),
+    ("奶茶我每次都点三分糖的芋泥波波", "三分糖的芋泥波波"),
+])
+def test_a_long_usual_order_is_kept_whole(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("usual_order") == value
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("朋友们都叫我小胖哈哈，你也这么叫吧", "preferred_name", "小胖"),  # the laugh is not part of the name
+    ("I've lived in Lisbon for ten years now lol", "city", "Lisbon"),
+])
+def test_a_value_said_with_a_laugh_is_kept_unless_it_is_a_taste_or_a_job(
+        ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@given(st.sampled_from(["我最喜欢加班了{}", "I love Mondays {}", "I'm a professional napper {}", "我是专业睡觉选手{}",
+                        "my hobby is procrastinating {}", "我超爱堵车{}"]),
+       st.sampled_from(["哈哈", "哈哈哈", "lol", "lmao", "😂", "haha"]))
+@settings(max_examples=40, deadline=None)
+def test_a_taste_or_a_job_said_with_a_laugh_is_irony(template: str, laugh: str) -> None:
+    got = {c.key for c in _EX.extract([Message("user", template.format(laugh), 0)])}
+    assert not got & {"likes", "dislikes", "hobbies", "occupation"}
+
+
+@given(st.sampled_from(["pets", "children", "spouse"]),
+       st.sampled_from(["饿", "跑", "睡", "笑", "哭", "吵", "累", "玩"]), st.sampled_from(["得", "着", "过"]))
+@settings(max_examples=40, deadline=None)
+def test_a_chinese_name_ending_in_a_verb_particle_is_no_name(key: str, verb: str, particle: str) -> None:
+    assert not _plausible(key, verb + particle)
+
+
+@pytest.mark.parametrize(("key", "value"), [("pets", "咪咪"), ("pets", "豆腐"), ("children", "乐乐"), ("children", "小满"),
+                                            ("pets", "Biscuit")])
+def test_names_stay_plausible(key: str, value: str) -> None:
+    assert _plausible(key, value)
+
+
+@pytest.mark.parametrize(("turns", "names"), [
+    (("帮我挑个礼物", "我闺女，下周满六岁，叫安安"), ["安安"]),
+    (("给我外甥女和我儿子买点文具，我儿子叫石头",), ["石头"]),
+    (("our little one, Mia, starts nursery next week",), ["Mia"]),
+])
+def test_a_childs_name_stands_for_the_relation_word_beside_it(ex: PatternExtractor, turns: tuple[str, ...],
+                                                               names: list[str]) -> None:
+    got = _got(ex, *turns).get("children")
+    assert (got if isinstance(got, list) else [got]) == names
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("my son Leo and my daughter both hate broccoli", "my daughter"),  # the name is the son's, the daughter stays
+    ("我儿子和女儿都爱画画，儿子叫阿福", "女儿"),  # more relation words than names: all stay
+])
+def test_a_relation_word_no_name_stands_for_is_kept(ex: PatternExtractor, text: str, kept: str) -> None:
+    got = _got(ex, text).get("children")
+    assert kept in (got if isinstance(got, list) else [got])
+
+
+@pytest.mark.parametrize("text", ["我在准备去墨尔本读书", "I'm planning to move to Oslo next spring",
+                                  "thinking of relocating to Lisbon, any tips?"])
+def test_a_move_only_planned_is_no_city(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert not {"city", "work_city", "hometown"} & set(got)
+
+
+def test_the_place_beside_a_planned_move_is_still_the_users(ex: PatternExtractor) -> None:
+    assert _got(ex, "明年打算搬到成都，现在还在西安").get("city") == "西安"
+
+
+@given(st.sampled_from(["准备去{}读研", "打算搬到{}", "计划去{}工作", "planning to move to {}", "thinking of moving to {}"]),
+       st.sampled_from(["成都", "杭州", "Oslo", "Lisbon", "Toronto", "墨尔本"]))
+@settings(max_examples=30, deadline=None)
+def test_a_planned_move_blocks_place_fields_in_its_clause(template: str, place: str) -> None:
+    text = template.format(place)
+    assert {"hypothetical", "wish"} & reasons(text, "", text)
+    assert not allowed("city", reasons(text, "", text))
+
+
+@pytest.mark.parametrize(("turns", "key", "value"), [
+    (("我公司在朝阳", "不对，是海淀，总是记混"), "work_city", "海淀"),
+    (("our office is in Leeds", "sorry, no — Bradford. it moved last year"), "work_city", "Bradford"),
+    (("I live in Leeds", "no wait, Bradford"), "city", "Bradford"),
+])
+def test_a_corrected_place_keeps_the_field_it_corrects(ex: PatternExtractor, turns: tuple[str, ...], key: str,
+                                                       value: str) -> None:
+    got = _got(ex, *turns)
+    assert got.get(key) == value
+    assert [k for k, v in got.items() if v == value] == [key]
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("moved to Leeds in 2012 and never left", "Leeds"),
+    ("born in Cork, moved to Dublin for college and never looked back", "Dublin"),
+    ("我2010年搬到武汉就再也没离开过", "武汉"),
+])
+def test_never_leaving_a_place_is_living_there(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("city") == value
+
+
+@given(st.sampled_from(["moved to {} and never left", "came to {} in 2015 and never left", "搬到{}以后就再也没离开"]),
+       st.sampled_from(["Leeds", "Oslo", "成都", "Hobart"]))
+@settings(max_examples=20, deadline=None)
+def test_never_left_is_no_negation_but_never_lived_is(template: str, place: str) -> None:
+    text = template.format(place)
+    assert "negation" not in reasons(text, "", text)
+    for denied in (f"I never lived in {place}", f"I don't live in {place}", f"我从没在{place}住过"):
+        assert "negation" in reasons(denied, "", denied)
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I moved to Denver last year and I don't know anyone yet", "city", "Denver"),  # the negation is the next clause's
+    ("I live in Leeds and my sister lives in York", "city", "Leeds"),
+    ("I'm vegan but my kids aren't", "diet", "vegan"),
+])
+def test_a_conjunction_with_a_new_subject_starts_a_clause_of_its_own(ex: PatternExtractor, text: str, key: str,
+                                                                     value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", ["my brother is a nurse and he lives in Boston", "my wife is vegan and I'm not",
+                                  "我老婆是护士，她住在波士顿"])
+def test_the_other_persons_clause_stays_theirs(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert not {"occupation", "city", "diet"} & set(got)
+
+
+@given(st.sampled_from(["I live in Leeds", "I'm a nurse", "I'm vegan"]), st.sampled_from(["and", "but", "so", "because"]),
+       st.sampled_from(["I", "we", "my mum", "she", "they"]),
+       st.sampled_from(["can't drive", "don't like it", "never call", "aren't sure"]))
+@settings(max_examples=40, deadline=None)
+def test_clauses_are_cut_before_a_conjunction_with_a_subject(first: str, conj: str, subject: str, rest: str) -> None:
+    from usermem.understand.filters import clause_spans
+
+    text = f"{first} {conj} {subject} {rest}"
+    spans = clause_spans(text)
+    assert [text[a:b].strip() for a, b in spans] == [first, f"{conj} {subject} {rest}"]
+    assert "negation" not in reasons(text[spans[0][0]:spans[0][1]], "", text)
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I speak Cantonese with my grandparents and English at work", "languages_spoken", ["Cantonese", "English"]),
+    ("I live in Bristol with my partner", "city", "Bristol"),
+    ("我和老婆住在苏州", "city", "苏州"),
+])
+def test_others_beside_the_user_as_subject_leave_the_users_doings_theirs(
+        ex: PatternExtractor, text: str, key: str, value: object) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", ["I cook for my son who is allergic to eggs", "I shop for my mum, she's diabetic",
+                                  "我给我儿子做饭，他对鸡蛋过敏"])
+def test_health_said_of_the_one_beside_the_user_stays_theirs(ex: PatternExtractor, text: str) -> None:
+    assert not {"allergy", "medical_history", "diet"} & set(_got(ex, text))
