@@ -14,7 +14,7 @@ from usermem.engine.export import export_user
 from usermem.engine.federation import Federation
 from usermem.engine.federation import keep_local as fed_keep_local
 from usermem.engine.federation import notices as fed_notices
-from usermem.engine.grants import Grant
+from usermem.engine.grants import Grant, withhold_stored
 from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
@@ -657,9 +657,14 @@ class Memory:
         """Extract and write (source `extracted`) through the write pipeline, one change set; audited.
 
         Pushback in the user's turns ("太长了", "too long again") is counted for reflexive verification.
+        A result built on a stored L2/L3 value this reader may not read (an allergy added to the stored list)
+        has `memory` None and `detail` "withheld" (engine/grants.withhold_stored).
         """
-        return list(self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
-                                              change_set_id=change_set_id, actor=actor))
+        results = self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
+                                            change_set_id=change_set_id, actor=actor)
+        # what was already stored (a collection the new item was added to) passes the read gate
+        gate = self._grants.gate(tenant, user_id, self._ctx.now(now), actor)
+        return withhold_stored(gate, self._ctx.contracts_for(tenant), results, via="ingest")
 
     def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
                  now: float | None = None, session_id: str | None = None, actor: str | None = None,

@@ -1,0 +1,114 @@
+"""Regression tests for the defects the adversarial probe of tenant isolation, erasure and consent found
+(probe 8, CHANGELOG): one test per defect, through `Memory` (the fix is in the engine) and over HTTP."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apihelp import T0, make_api
+from usermem import Memory
+from usermem.config import load_settings
+from usermem.model import Op
+
+SECRET = "zanzibarquokka"
+
+
+@pytest.fixture()
+def mem(tmp_path: Path) -> Any:
+    m = Memory(f"sqlite:///{tmp_path / 'p.db'}", settings=load_settings(env={}, embedder="none"))
+    yield m
+    m.close()
+
+
+def _deliveries_text(m: Memory, tenant: str = "acme") -> str:
+    return json.dumps([d.to_dict() for d in m.webhook_deliveries(tenant, limit=1000)], ensure_ascii=False)
+
+
+# -- 1. forget(key) / forget_range left the erased values in queued and logged webhook deliveries ------------
+
+def test_forget_key_removes_the_erased_values_from_webhook_deliveries(mem: Memory, tmp_path: Path) -> None:
+    mem.create_webhook("acme", "http://127.0.0.1:9/hook", ["write", "forget"], now=T0)
+    mem.write("acme", "u1", "preference", "hobby", f"collecting {SECRET} stamps", source="user_confirmed", now=T0)
+    mem.write("acme", "u1", "preference", "hobby", f"{SECRET} painting", source="user_confirmed", now=T0 + 1)
+    mem.write("acme", "u1", "preference", "theme", "dark", source="user_confirmed", now=T0 + 2)
+    mem.write("acme", "u2", "preference", "hobby", f"{SECRET} too", source="user_confirmed", now=T0 + 2)
+    assert _deliveries_text(mem).count(SECRET) == 3  # queued with their L1 values
+    assert mem.forget("acme", "u1", "hobby", now=T0 + 10) == 2
+    text = _deliveries_text(mem)
+    assert text.count(SECRET) == 1 and f"{SECRET} too" in text  # another user's delivery keeps its value
+    assert "dark" in text  # the key that was not erased keeps its value
+    assert SECRET not in json.dumps(mem.export("acme", "u1", now=T0 + 11), ensure_ascii=False)
+    erased = [r for d in mem.webhook_deliveries("acme", limit=1000) for r in d.payload["records"]
+              if r.get("value_erased")]
+    assert len(erased) == 2 and all(r["key"] == "hobby" and "value" not in r for r in erased)
+    mem.write("acme", "u1", "preference", "city_note", f"{SECRET} again", source="user_confirmed", now=T0 + 20)
+    assert mem.forget_range("acme", "u1", since=T0 + 15, now=T0 + 21) == 1
+    assert f"{SECRET} again" not in _deliveries_text(mem)
+    # and the bytes: after purge nothing of u1's erased values is left in the file
+    mem.forget("acme", "u2", "hobby", now=T0 + 30)
+    mem.purge(now=T0 + 40, retention_days=0)
+    mem.close()
+    con = sqlite3.connect(tmp_path / "p.db")
+    rows = [repr(r) for (t,) in con.execute("select name from sqlite_master where type='table'")
+            for r in con.execute(f'select * from "{t}"')]
+    con.close()
+    assert not [r for r in rows if SECRET in r]
+
+
+def test_purge_removes_expired_values_from_webhook_deliveries(mem: Memory) -> None:
+    mem.create_webhook("acme", "http://127.0.0.1:9/hook", ["write"], now=T0)
+    mem.write("acme", "u1", "situation", "open_issue", f"{SECRET} refund", source="user_confirmed", now=T0,
+              ttl_seconds=100)
+    mem.write("acme", "u1", "preference", "theme", "dark", source="user_confirmed", now=T0)
+    mem.purge(now=T0 + 50, retention_days=0)  # not expired yet: the value stays
+    assert SECRET in _deliveries_text(mem)
+    mem.purge(now=T0 + 200, retention_days=0)  # expired and purged: so is its value in the (pending) delivery
+    text = _deliveries_text(mem)
+    assert SECRET not in text and "dark" in text
+    assert [d.state for d in mem.webhook_deliveries("acme", limit=1000)] == ["pending", "pending"]
+
+
+# -- 2. ingest returned the stored L3 collection a new item was merged into, without a grant ----------------
+
+def test_ingest_does_not_show_a_stored_l3_value_without_a_grant(mem: Memory) -> None:
+    mem.write("acme", "u1", "fact", "allergy", [SECRET], source="extracted", now=T0)
+    got = mem.ingest("acme", "u1", ["我还对尘螨过敏"], now=T0 + 1)
+    [r] = [r for r in got if r.existing_id is not None]
+    assert r.op is Op.UPDATE and r.memory is None and r.detail == "withheld"  # reported, not dropped
+    assert SECRET not in json.dumps([x.to_dict() for x in got], ensure_ascii=False)
+    # the write happened: the stored list holds both (read under a grant)
+    gid = mem.grant("acme", "u1", ["allergy"], "lunch", now=T0 + 2, grantee="agent-a")
+    assert mem.recall("acme", "u1", keys=["allergy"], now=T0 + 3, actor="agent-a")[0].value == [SECRET, "尘螨"]
+    # another reader's results stay withheld; the grantee sees the stored list and the read is audited
+    again = mem.ingest("acme", "u1", ["I am also allergic to dust mites"], now=T0 + 4, actor="agent-b")
+    assert SECRET not in json.dumps([x.to_dict() for x in again], ensure_ascii=False)
+    seen = mem.ingest("acme", "u1", ["I am also allergic to cats"], now=T0 + 5, actor="agent-a")
+    [shown] = [x for x in seen if x.memory is not None and x.memory.key == "allergy"]
+    assert SECRET in shown.memory.value
+    reads = mem.audit("acme", user_id="u1", action="read_sensitive")
+    assert any(a.detail.get("via") == "ingest" and gid in a.detail.get("grant_ids", []) for a in reads)
+    # revoked: withheld again at once
+    mem.revoke("acme", gid, now=T0 + 6)
+    late = mem.ingest("acme", "u1", ["I am also allergic to wasps"], now=T0 + 7, actor="agent-a")
+    assert SECRET not in json.dumps([x.to_dict() for x in late], ensure_ascii=False)
+
+
+def test_ingest_over_http_and_add_messages_withhold_the_stored_l3_value() -> None:
+    api = make_api()
+    try:
+        h = api.h(api.admin_a)
+        api.memory.write("acme", "alice", "fact", "allergy", [SECRET], source="extracted", now=T0)
+        r = api.http.post("/v1/users/alice/ingest", headers=h,
+                          json={"messages": [{"role": "user", "content": "我还对尘螨过敏"}], "now": T0 + 1})
+        assert r.status_code == 200 and SECRET not in r.text and "withheld" in r.text
+        sid = api.memory.open_session("acme", "alice", now=T0 + 2)
+        added = api.memory.add_messages(sid, [{"role": "user", "content": "我还对芒果过敏"}], tenant="acme",
+                                        extract=True, now=T0 + 3)
+        assert added.results and SECRET not in json.dumps(added.to_dict(), ensure_ascii=False)
+    finally:
+        api.memory.close()
