@@ -112,3 +112,27 @@ def test_ingest_over_http_and_add_messages_withhold_the_stored_l3_value() -> Non
         assert added.results and SECRET not in json.dumps(added.to_dict(), ensure_ascii=False)
     finally:
         api.memory.close()
+
+
+# -- 3. an agent's API key exported a user's L2/L3 values without any grant ---------------------------------
+
+def test_export_over_http_is_for_the_user_or_an_admin_not_an_agent_key() -> None:
+    api = make_api()
+    try:
+        api.memory.write("acme", "alice", "fact", "allergy", SECRET, source="user_confirmed", now=T0)
+        ring = api.app.state.keys
+        bound, _ = ring.create("acme", name="agent-bound", user_id="alice")
+        token, _ = ring.create_user_token("acme", "alice")
+        other_token, _ = ring.create_user_token("acme", "bob")
+        for key in (api.key_a, bound):  # agents read L2/L3 only under a grant (recall): no export
+            r = api.http.get("/v1/users/alice/export", headers=api.h(key), params={"now": T0 + 1})
+            assert r.status_code == 403 and r.json()["code"] == "user_token_required" and SECRET not in r.text
+            listed = api.http.get("/v1/users/alice/memories", headers=api.h(key), params={"now": T0 + 1})
+            assert SECRET not in listed.text and [w["key"] for w in listed.json()["withheld"]] == ["allergy"]
+        assert api.http.get("/v1/users/alice/export", headers=api.h(other_token)).status_code == 404
+        for key in (token, api.admin_a):  # the data subject, or an operator on their behalf
+            r = api.http.get("/v1/users/alice/export", headers=api.h(key), params={"now": T0 + 1})
+            assert r.status_code == 200 and SECRET in r.text
+        assert [a.action for a in api.memory.audit("acme", user_id="alice", action="export")] == ["export"] * 2
+    finally:
+        api.memory.close()
