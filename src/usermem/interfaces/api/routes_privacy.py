@@ -10,7 +10,15 @@ from fastapi.responses import JSONResponse
 from usermem.engine.memory import Memory
 from usermem.errors import NotFound
 from usermem.interfaces.api import schemas as S
-from usermem.interfaces.api.deps import Admin, Mem, Principal, actor_of, answering_user, bound_user, data_subject
+from usermem.interfaces.api.deps import (
+    Admin,
+    Mem,
+    Principal,
+    actor_of,
+    answering_user,
+    bound_user,
+    data_subject,
+)
 from usermem.interfaces.api.keys import ApiKey
 from usermem.interfaces.api.problems import ApiProblem, responses
 from usermem.interfaces.api.routing import COMMON, operation
