@@ -136,3 +136,52 @@ def test_export_over_http_is_for_the_user_or_an_admin_not_an_agent_key() -> None
         assert [a.action for a in api.memory.audit("acme", user_id="alice", action="export")] == ["export"] * 2
     finally:
         api.memory.close()
+
+
+# -- 4. a session's L3 context value was copied into its (L1) episode and returned by the close ---------------
+
+def test_session_close_keeps_l3_context_out_of_the_episode_and_the_close_result(mem: Memory) -> None:
+    mem.set_contract("acme", {"key": "diagnosis_today", "kind": "context", "sensitivity": "L3"})
+    seen: list[Any] = []
+    mem.on_session_closed(seen.append)
+    sid = mem.open_session("acme", "u1", now=T0)
+    mem.write("acme", "u1", "context", "diagnosis_today", SECRET, source="user_confirmed", session_id=sid, now=T0 + 1)
+    mem.write("acme", "u1", "context", "current_task", "lunch order", source="user_confirmed", session_id=sid,
+              now=T0 + 1)
+    closed = mem.close_session(sid, tenant="acme", now=T0 + 2, actor="agent-a")
+    assert [r.key for r in closed.context] == ["current_task"] and closed.withheld == ("diagnosis_today",)
+    assert seen and {r.key for r in seen[0].context} == {"diagnosis_today", "current_task"}  # hooks: all of it
+    [episode] = mem.episodes("acme", "u1", now=T0 + 3)
+    assert episode.value["points"] == ["current_task: lunch order"]
+    for got in (mem.episodes("acme", "u1", now=T0 + 3), mem.recall("acme", "u1", k=50, query=SECRET, now=T0 + 3),
+                mem.assemble("acme", "u1", f"what did I have today? {SECRET}", now=T0 + 3).prompt):
+        assert SECRET not in json.dumps(got, default=lambda o: o.to_dict(), ensure_ascii=False)
+    # with a grant for the closing reader the close shows it (audited); an idle close is read by nobody in particular
+    mem.grant("acme", "u1", ["diagnosis_today"], "care", now=T0 + 10, grantee="agent-a")
+    sid2 = mem.open_session("acme", "u1", now=T0 + 10)
+    mem.write("acme", "u1", "context", "diagnosis_today", SECRET, source="user_confirmed", session_id=sid2,
+              now=T0 + 11)
+    shown = mem.close_session(sid2, tenant="acme", now=T0 + 12, actor="agent-a")
+    assert [r.value for r in shown.context] == [SECRET] and shown.withheld == ()
+    assert any(a.detail.get("via") == "close_session" for a in mem.audit("acme", user_id="u1", action="read_sensitive"))
+    sid3 = mem.open_session("acme", "u1", now=T0 + 20)
+    mem.write("acme", "u1", "context", "diagnosis_today", SECRET, source="user_confirmed", session_id=sid3,
+              now=T0 + 21)
+    [idle] = mem.expire_idle_sessions(now=T0 + 21 + 1801, tenant="acme")
+    assert idle.context == () and idle.withheld == ("diagnosis_today",)
+
+
+def test_session_close_over_http_withholds_l3_context() -> None:
+    api = make_api()
+    try:
+        api.memory.set_contract("acme", {"key": "diagnosis_today", "kind": "context", "sensitivity": "L3"})
+        h = api.h(api.key_a)
+        sid = api.http.post("/v1/users/u1/sessions", headers=h, json={"now": T0}).json()["id"]
+        api.http.post("/v1/memories", headers=h, json={"user_id": "u1", "kind": "context", "key": "diagnosis_today",
+                                                       "value": SECRET, "session_id": sid, "now": T0 + 1})
+        r = api.http.post(f"/v1/sessions/{sid}/close", headers=h, json={"now": T0 + 2})
+        assert r.status_code == 200 and SECRET not in r.text and r.json()["withheld"] == ["diagnosis_today"]
+        eps = api.http.get("/v1/users/u1/episodes", headers=h, params={"now": T0 + 3})
+        assert eps.status_code == 200 and SECRET not in eps.text
+    finally:
+        api.memory.close()
