@@ -74,10 +74,13 @@ def test_grants_lifecycle(api):
 
 def test_export_plan_assemble_redact(api):
     h = api.h(api.key_a)
-    assert api.http.get("/v1/users/ghost/export", headers=h).status_code == 404
+    assert api.http.get("/v1/users/ghost/export", headers=api.h(api.admin_a)).status_code == 404
+    assert api.http.get("/v1/users/ghost/export", headers=h).status_code == 403  # the same for any user
     api.http.post("/v1/memories", headers=h, json={"user_id": "u1", "kind": "fact", "key": "city", "value": "上海",
                                                    "source": "user_confirmed", "now": T0})
-    ex = api.http.get("/v1/users/u1/export", headers=h).json()
+    # an export holds L2/L3 values: the user's token or an admin key (probe 8), not an agent's key
+    assert api.http.get("/v1/users/u1/export", headers=h).status_code == 403
+    ex = api.http.get("/v1/users/u1/export", headers=api.h(api.admin_a)).json()
     assert ex["fields"]["city"]["current"]["value"] == "上海"
     plan = api.http.post("/v1/users/u1/plan", headers=h, json={"message": "我住在哪个城市?"}).json()
     assert set(plan) >= {"fact_recall", "preference_recall", "context_recall", "memory_priority"}

@@ -37,8 +37,9 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver, ma
     m.revert("acme", "u1", "reply_length", now=T0 + 4)
     req = m.request_consent("acme", "u1", ["allergy"], "推荐午餐", now=T0 + 5)
     m.approve_consent("acme", "u1", req.id, actor="user", now=T0 + 6)
+    first = m.webhooks.deliver_due(now=T0 + 6)  # sent before the forget: they carry the L1 values
     m.forget("acme", "u1", "reply_length", now=T0 + 7)
-    sent = m.webhooks.deliver_due(now=T0 + 10)
+    sent = first + m.webhooks.deliver_due(now=T0 + 10)
     assert len(sent) == 7 and all(d.state == "delivered" for d in sent)
     events = receiver.payloads()
     # a revert writes a new version: its `write`, then the `revert` itself
@@ -60,6 +61,10 @@ def test_signed_events_of_every_type_without_l2_l3_values(receiver: Receiver, ma
     log = m.webhook_deliveries("acme", hook.id)
     assert len(log) == 7 and all(len(d.attempts) == 1 and d.attempts[0].status == 200 for d in log)
     assert m.webhook_deliveries("other", other.id) == []
+    # the forget removed reply_length's values from the log (probe 8); the records stay, marked
+    logged = [r for d in log for r in d.payload["records"] if r["key"] == "reply_length"]
+    assert logged and all(r.get("value_erased") and "value" not in r for r in logged)
+    assert "简洁" not in json.dumps([d.to_dict() for d in log], ensure_ascii=False)
     assert "secret" not in json.dumps(hook.to_dict())
     m.forget_user("acme", "u1", now=T0 + 20)  # the log held L1 values of u1: erased with the user
     left = m.webhook_deliveries("acme", hook.id)

@@ -836,6 +836,8 @@ export interface SessionClosedOut {
   already_closed: boolean;
   episode?: MemoryOut | null;
   context: Array<MemoryOut>;
+  /** context fields left out: L2/L3 without a grant */
+  withheld?: Array<string>;
 }
 
 export interface SessionListOut {

@@ -22,7 +22,7 @@ from typing import Any
 from usermem.engine.context import EngineContext, new_id
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, NotFound, PermissionDenied, ValidationError
-from usermem.model import AuditEvent, MemoryRecord
+from usermem.model import AuditEvent, MemoryRecord, Op, WriteResult
 from usermem.policy.contracts import SENSITIVITY_ORDER, ContractSet, FieldContract, Sensitivity, Sharing
 from usermem.policy.pii import detect
 from usermem.policy.validate import InputProblem, check_identifier, check_key
@@ -304,6 +304,34 @@ class AccessGate:
             assert contract is not None
             raise PermissionDenied(f"field {contract.key!r} is {contract.sensitivity.value}: reading it needs an "
                                    "active grant (Memory.grant)")
+
+
+WITHHELD = "withheld"  # WriteResult.detail when the record's value is not shown to this reader
+
+
+def withhold_stored(gate: AccessGate, contracts: ContractSet, results: Sequence[WriteResult], *,
+                    via: str) -> list[WriteResult]:
+    """Write results as a reader may see them. A write whose outcome holds what was already stored (NOOP
+    against a version, or an UPDATE built on one — ingest adds an allergy to the stored list) would show that
+    stored L2/L3 value to a reader without a grant: such a result keeps its op and ids, its `memory` becomes
+    None and `detail` is "withheld". With a grant the read is audited (`read_sensitive`, `via`). A first
+    version (ADD) holds only the caller's own words and is returned as it is."""
+    out: list[WriteResult] = []
+    shown: list[MemoryRecord] = []
+    for r in results:
+        rec = r.memory
+        c = contracts.get(rec.key) if rec is not None else None
+        built_on_stored = r.op is Op.NOOP or (rec is not None and rec.prev_version_id is not None)
+        if rec is None or not built_on_stored or not is_sensitive(c):
+            out.append(r)
+        elif gate.allows(c):
+            out.append(r)
+            shown.append(rec)
+        else:
+            out.append(WriteResult(r.op, r.reason, None, WITHHELD, r.existing_id or rec.prev_version_id))
+    if shown:
+        gate.audit_reads(shown, contracts, via=via)
+    return out
 
 
 def lookup(grants: GrantsPipeline, tenant: str, grant_id: str, now: float | None = None) -> Grant:

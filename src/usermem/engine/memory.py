@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from usermem.config import Settings, load_settings
@@ -14,7 +15,7 @@ from usermem.engine.export import export_user
 from usermem.engine.federation import Federation
 from usermem.engine.federation import keep_local as fed_keep_local
 from usermem.engine.federation import notices as fed_notices
-from usermem.engine.grants import Grant
+from usermem.engine.grants import Grant, withhold_stored
 from usermem.engine.guard import guard_parameters
 from usermem.engine.lifecycle import ChangeSetRevert
 from usermem.engine.resolvers import ResolverFn
@@ -575,7 +576,22 @@ class Memory:
         Pass `tenant` when you have it (the HTTP API always does): the session must then belong to
         it. Without it the id is resolved through the session→tenant index.
         """
-        return self._sessions.close(session_id, transcript, tenant=tenant, now=now, actor=actor)
+        return self._as_read(self._sessions.close(session_id, transcript, tenant=tenant, now=now, actor=actor),
+                             actor, now)
+
+    def _as_read(self, closed: SessionClosed, reader: str | None, now: float | None) -> SessionClosed:
+        """The close as `reader` may see it: context fields it may not read (L2/L3 without a grant) are left
+        out of `context` and named in `withheld` (the close hooks got the whole context)."""
+        if not closed.context:
+            return closed
+        contracts = self._ctx.contracts_for(closed.tenant)
+        gate = self._grants.gate(closed.tenant, closed.user_id, self._ctx.now(now), reader)
+        shown = [r for r in closed.context if gate.allows(contracts.get(r.key))]
+        gate.audit_reads(shown, contracts, via="close_session")
+        if len(shown) == len(closed.context):
+            return closed
+        hidden = tuple(sorted({r.key for r in closed.context} - {r.key for r in shown}))
+        return replace(closed, context=tuple(shown), withheld=hidden)
 
     def add_messages(self, session_id: str, messages: Sequence[Any], *, tenant: str | None = None,
                      extract: bool = False, now: float | None = None, actor: str | None = None) -> MessagesAdded:
@@ -600,7 +616,7 @@ class Memory:
 
     def expire_idle_sessions(self, now: float | None = None, *, tenant: str | None = None) -> list[SessionClosed]:
         """Close (reason "idle") every session idle past its timeout; run this periodically."""
-        return self._sessions.expire_idle(now=now, tenant=tenant)
+        return [self._as_read(c, None, now) for c in self._sessions.expire_idle(now=now, tenant=tenant)]
 
     def touch_session(self, session_id: str, *, tenant: str | None = None, now: float | None = None) -> Session:
         """Count activity in a session (postpones its idle expiry)."""
@@ -657,9 +673,14 @@ class Memory:
         """Extract and write (source `extracted`) through the write pipeline, one change set; audited.
 
         Pushback in the user's turns ("太长了", "too long again") is counted for reflexive verification.
+        A result built on a stored L2/L3 value this reader may not read (an allergy added to the stored list)
+        has `memory` None and `detail` "withheld" (engine/grants.withhold_stored).
         """
-        return list(self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
-                                              change_set_id=change_set_id, actor=actor))
+        results = self.understanding.ingest(tenant, user_id, messages, now=now, session_id=session_id,
+                                            change_set_id=change_set_id, actor=actor)
+        # what was already stored (a collection the new item was added to) passes the read gate
+        gate = self._grants.gate(tenant, user_id, self._ctx.now(now), actor)
+        return withhold_stored(gate, self._ctx.contracts_for(tenant), results, via="ingest")
 
     def assemble(self, tenant: str, user_id: str, message: str, budget_tokens: int = 800, *,
                  now: float | None = None, session_id: str | None = None, actor: str | None = None,

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from usermem.engine.context import EngineContext, new_id
+from usermem.engine.grants import is_sensitive
 from usermem.engine.lifecycle import link, retraction
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
@@ -127,6 +128,9 @@ class SessionClosed:
     episode: MemoryRecord | None = None
     transcript: Transcript | None = None
     already_closed: bool = False
+    # keys of context fields left out of `context` because the reader may not read them (L2/L3 without a grant);
+    # close hooks get the whole context, close_session / expire_idle_sessions return what the reader may see
+    withheld: tuple[str, ...] = ()
 
     @property
     def session_id(self) -> str:
@@ -518,8 +522,12 @@ class SessionManager:
         if not context and not messages:
             return None, None  # nothing happened worth remembering
         budget = self.ctx.settings.max_value_bytes - 1024
+        # The episode is an L1 memory any reader of the user may recall: the value of an L2/L3 context field
+        # (readable only under a grant) is not copied into it (probe 8).
+        contracts = self.ctx.contracts_for(s.tenant)
+        shown = [r for r in context if not is_sensitive(contracts.get(r.key))]
         value: dict[str, Any] = {"session_id": s.id, "opened_at": s.opened_at, "ended_at": ended, "closed_by": reason,
-                                 "points": key_points(context, budget), "messages": messages}
+                                 "points": key_points(shown, budget), "messages": messages}
         if s.client_id:
             value["client_id"] = s.client_id
         request = WriteRequest(kind=Kind.EPISODE.value, key=episode_key(s.id), value=value,

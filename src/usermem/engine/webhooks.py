@@ -244,11 +244,21 @@ class WebhookHub:
 
     def prune(self, deleted_before: float, expired_before: float) -> int:
         """Delete finished deliveries (delivered, failed, skipped) whose last activity is older than
-        `deleted_before` — `purge`'s retention (registered as a purger); pending ones stay. Returns how many."""
+        `deleted_before` — `purge`'s retention (registered as a purger); pending ones stay. Returns how many.
+        Values of versions the purge removes (expired or erased before the cutoffs, or already gone) are
+        first removed from the deliveries that still carry them, pending ones included."""
         cutoff = min(deleted_before, expired_before)
         tenants = [k for k, _ in self._store.list_docs(INDEX_TENANT, INDEX_NS, limit=1_000_000)]
         n = 0
         for ten in tenants:
+            valued = {r["id"] for _, v in self._store.list_docs(ten, DELIVERIES, limit=1_000_000)
+                      for r in v.get("payload", {}).get("records", []) if "value" in r}
+            if valued:
+                held = {r.id: r for r in self._store.get_many(ten, sorted(valued))}
+                gone = {i for i in valued if (r := held.get(i)) is None
+                        or (r.deleted_at is not None and r.deleted_at < deleted_before)
+                        or (r.expires_at is not None and r.expires_at <= expired_before)}
+                self.scrub(ten, None, gone, at=cutoff)
             for did, v in self._store.list_docs(ten, DELIVERIES, limit=1_000_000):
                 last = max([float(v.get("created_at", 0.0))] + [float(a["at"]) for a in v.get("attempts", [])])
                 if v.get("state") != "pending" and last < cutoff:
@@ -257,8 +267,33 @@ class WebhookHub:
 
     # -- events ------------------------------------------------------------------------------------------
 
+    def scrub(self, tenant: str, user_id: str | None, memory_ids: Iterable[str], *, at: float) -> int:
+        """Remove the values of `memory_ids` from the deliveries that carry them (of `user_id`, or of every
+        user): erased versions are not sent later nor kept in the log. A scrubbed record says
+        `"value_erased": true`. Returns how many deliveries changed."""
+        ids = set(memory_ids)
+        if not ids:
+            return 0
+        n = 0
+        for did, v in self._store.list_docs(tenant, DELIVERIES, user_id=user_id, limit=1_000_000):
+            records = v.get("payload", {}).get("records", [])
+            hit = [r for r in records if r.get("id") in ids and "value" in r]
+            if not hit:
+                continue
+            for r in hit:
+                r.pop("value", None)
+                r.pop("canonical", None)
+                r["value_erased"] = True
+            self._store.put_doc(tenant, DELIVERIES, did, v, now=at, user_id=v.get("payload", {}).get("user_id"))
+            n += 1
+        return n
+
     def on_change(self, event: ChangeEvent) -> None:
-        """Listener for Memory.subscribe: queue a delivery per interested subscription (no network here)."""
+        """Listener for Memory.subscribe: queue a delivery per interested subscription (no network here).
+        A `forget` (key or range) first removes the erased versions' values from the user's queued and
+        logged deliveries (forget_user deletes them all with the user's documents)."""
+        if event.action == "forget" and event.memory_ids:
+            self.scrub(event.tenant, event.user_id, event.memory_ids, at=event.at)
         kind = ACTION_TYPES.get(event.action)
         if kind is None:
             return

@@ -404,8 +404,9 @@ def _build() -> dict[str, Operation]:
         _op("grants", "privacy", (V,), Http(
             "GET", "/v1/grants", query=("user_id", "now", "include_expired"), admin=True),
             client="GET /v1/users/{user_id}/grants is kept too"),
-        _op("export", "privacy", (V,), Http("GET", "/v1/users/{user_id}/export", query=("now", "actor")),
-            client="a 404 user is the empty export document, as the embedded engine answers"),
+        _op("export", "privacy", (V, PD), Http("GET", "/v1/users/{user_id}/export", query=("now", "actor")),
+            client="a 404 user is the empty export document, as the embedded engine answers; needs a user token "
+                   "of that user or an admin key (it holds L2/L3 values): an agent's key gets 403"),
         _op("opt_in", "privacy", (V, NF, PD), Http(
             "POST", "/v1/users/{user_id}/consents", body=("fields", "domain", "request_id", "actor", "now")),
             no_mcp="the user's own decision: a model must not opt the user in (an injected instruction could); "

@@ -229,7 +229,8 @@ def _closed(d: Mapping[str, Any], transcript: Transcript | None = None) -> Sessi
     return SessionClosed(session=Session.from_dict(d["session"]), reason=d["reason"],
                          context=tuple(record_from_json(r) for r in d["context"]),
                          episode=record_from_json(d["episode"]) if d.get("episode") else None,
-                         transcript=transcript, already_closed=bool(d["already_closed"]))
+                         transcript=transcript, already_closed=bool(d["already_closed"]),
+                         withheld=tuple(d.get("withheld", ())))
 
 
 def _contract(d: Any) -> FieldContract:

@@ -104,6 +104,17 @@ def actor_of(p: ApiKey, actor: str | None) -> str:
     return f"key:{p.id}" + (f":{actor}" if actor else "")
 
 
+def data_subject(p: ApiKey, user_id: str) -> str:
+    """What is held about a user, L2/L3 values included (export), goes to the user: a user token of that user,
+    or an admin key (an operator acting on the user's request). An agent's key — even one bound to the user —
+    reads L2/L3 fields only under a grant (recall), so it is refused here (403)."""
+    user_id = bound_user(p, user_id)
+    if not (p.admin or (p.user_token and p.user_id == user_id)):
+        raise ApiProblem(403, "user_token_required", "an export is for the user: use a user token of this user "
+                         "(usermem keys create TENANT --user ID --user-token) or an admin key")
+    return user_id
+
+
 def answering_user(p: ApiKey, user_id: str) -> str:
     """Consent is the user's to give: a user token of that user, or an admin key (an operator acting on the
     user's instruction). An agent's key — even one bound to the user — is refused (403)."""

@@ -10,7 +10,15 @@ from fastapi.responses import JSONResponse
 from usermem.engine.memory import Memory
 from usermem.errors import NotFound
 from usermem.interfaces.api import schemas as S
-from usermem.interfaces.api.deps import Admin, Mem, Principal, actor_of, answering_user, bound_user
+from usermem.interfaces.api.deps import (
+    Admin,
+    Mem,
+    Principal,
+    actor_of,
+    answering_user,
+    bound_user,
+    data_subject,
+)
 from usermem.interfaces.api.keys import ApiKey
 from usermem.interfaces.api.problems import ApiProblem, responses
 from usermem.interfaces.api.routing import COMMON, operation
@@ -127,9 +135,10 @@ def opt_out(user_id: S.UserPath, body: S.ConsentIn, p: Principal, m: Mem) -> JSO
 
 
 @operation(router, "export", S.ExportOut,
-           summary="Everything held about a user (memories with history, sessions, grants), as JSON")
+           summary="Everything held about a user (memories with history, sessions, grants), as JSON (the user's "
+                   "token or an admin key: it holds L2/L3 values)")
 def export(user_id: S.UserPath, p: Principal, m: Mem, now: NowQ = None, actor: ActorQ = None) -> JSONResponse:
-    user_id = bound_user(p, user_id)
+    user_id = data_subject(p, user_id)
     out = m.export(p.tenant, user_id, now=now, actor=actor_of(p, actor))
     if not out.get("counts", {}).get("versions") and not out.get("documents"):
         raise ApiProblem(404, "user_not_found", "no such user")

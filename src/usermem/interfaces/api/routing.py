@@ -57,7 +57,7 @@ def session_for(m: Memory, p: ApiKey, session_id: str) -> Session:
 def closed_json(c: SessionClosed) -> dict[str, Any]:
     return {"session": c.session.to_dict(), "reason": c.reason, "already_closed": c.already_closed,
             "episode": record_to_json(c.episode) if c.episode is not None else None,
-            "context": [record_to_json(r) for r in c.context]}
+            "context": [record_to_json(r) for r in c.context], "withheld": list(c.withheld)}
 
 
 def count_decisions(metrics: Metrics, results: Iterable[WriteResult]) -> None:

@@ -297,6 +297,7 @@ class SessionClosedOut(BaseModel):
     already_closed: bool
     episode: MemoryOut | None = None
     context: list[MemoryOut]
+    withheld: list[str] = Field(default_factory=list, description="context fields left out: L2/L3 without a grant")
 
 
 class SessionClosedListOut(BaseModel):
