@@ -7,6 +7,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from usermem.errors import InvalidArgument, ValidationError
@@ -14,6 +15,57 @@ from usermem.policy.validate import DEFAULT_LIMITS, SURROGATE
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
+
+# Chinese (and Japanese, Korean) characters are word characters (\w) to Python's regexes, so `\b` finds no edge
+# between "的" and "boss" in code-switched text ("我的boss说", "加班了lol", "下周去Tokyo出差"). WORD_EDGE is `\b`
+# or the seam between such a character and a Latin letter or digit; every other seam keeps its meaning: still no
+# edge inside an English word ("gift" holds no "if"), none between two Chinese characters, one at a space.
+CJK_CHARS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_NON_CJK_WORD = r"[^\W" + CJK_CHARS + r"]"
+WORD_EDGE = (r"(?:\b|(?<=[" + CJK_CHARS + r"])(?=" + _NON_CJK_WORD + r")|(?<=" + _NON_CJK_WORD + r")(?=["
+             + CJK_CHARS + r"]))")
+
+
+@lru_cache(maxsize=2048)
+def cjk_edges(pattern: str) -> str:
+    r"""`pattern` with every `\b` (outside a character class, not an escaped backslash) turned into WORD_EDGE, so
+    an English cue word glued to Chinese still matches ("我的boss说" holds "boss" for `\bboss\b`). Idempotent: a
+    WORD_EDGE already in the pattern (a compiled pattern's `.pattern` spliced into another) is kept as it is."""
+    out: list[str] = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        if not in_class and pattern.startswith(WORD_EDGE, i):
+            out.append(WORD_EDGE)
+            i += len(WORD_EDGE)
+            continue
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            pair = pattern[i:i + 2]
+            out.append(WORD_EDGE if pair == r"\b" and not in_class else pair)
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            i += 1
+            # a "]" right after "[" or "[^" is a literal member, not the end of the class
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            if i < n and pattern[i] == "]":
+                out.append("]")
+                i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def cjk_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`re.compile(cjk_edges(pattern), flags)`."""
+    return re.compile(cjk_edges(pattern), flags)
 
 
 def normalise(text: str) -> str:
