@@ -1046,7 +1046,7 @@ _I_GOVERN = re.compile(r"(?:^|[^\u4e00-\u9fff])?我(?:现在|目前|一直|也|�
 # one person doing so does not ("他叫我老李，其实我不姓李").
 _CALL_ME = cjk_compile(r"(?i:(?<!\bhe )(?<!\bshe )\bcall me|\bknow me as)\s*$|(?:们|大家|都)(?:叫我|喊我|称呼我)\s*$")
 # The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
-_FIRST_PERSON = cjk_compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
+_FIRST_PERSON = cjk_compile(r"我|\b(?!i人)(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
 _OTHER_WORDS = cjk_compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
                           r"男朋友|女朋友|家人|室友|舍友|邻居|老板|领导|上司|客户|闺蜜|兄弟|组长|经理|主管|导师|教练|师傅|队友|"
                           r"组员|搭档|前任|网友|同桌|发小|死党|学长|学姐|师兄|师姐|师弟|师妹|表[哥姐弟妹]|堂[哥姐弟妹]|舅舅|阿姨|叔叔|姑姑|"

@@ -193,7 +193,7 @@ HYPOTHETICAL_EN_AFTER = cjk_compile(r"\b(?:if|unless|in case)\b", re.IGNORECASE)
 # A person named as the subject ("Lisa is vegan", "Ben from accounting is from Toronto", "小张住在苏州").
 NAMED_SUBJECT = cjk_compile(r"^\s*(?!I\b)[A-Z][a-z]+(?:\s+from\s+\w+)?(?:'s|\s+(?:is|was|has|lives|works|said|says|"
                            r"thinks))\b|^\s*(?:小|老)[\u4e00-\u9fff](?<![家板婆公妈爸])(?:住|在|是|对|喜欢|说|家)")
-_ME = cjk_compile(r"我|\b(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
+_ME = cjk_compile(r"我|\b(?!i人)(?:i|i'm|i've|my|me)\b", re.IGNORECASE)
 # Someone of the user's circle as the subject of the clause ("我们组长每天七点到公司", "my coach runs every morning"):
 # roles a user may also hold themselves ("我是教练") count only in this position.
 # The role may be reached through the user's unit ("我们部门经理", "我们组的组长", "my department head").

@@ -884,7 +884,7 @@ _LEXICONS: Mapping[str, Mapping[str, str]] = {"diet": DIETS, "reply_tone": TONES
 _HOBBY_CUE = cjk_compile(r"喜欢|爱|常|经常|每周|每天|每个|平时|周末|一般|迷上|在学|开始|好多年|坚持|业余|没事|闲|练|玩了|"
                         r"(?i:\b(?:love|enjoy|into|play|do|go|every|weekends?|twice|keen|learning|started|hooked|"
                         r"obsessed|practi[cs]e)\b)")
-_ME = cjk_compile(r"我|(?i:\bi\b|\bi'm\b|\bi've\b|\bmy\b)")
+_ME = cjk_compile(r"我|(?i:\bi(?!人)\b|\bi'm\b|\bi've\b|\bmy\b)")
 _NOT_HOBBY_CLAUSE = cjk_compile(r"帮我|推荐|[?？吗]|(?i:\b(?:can|could) you\b|\bany (?:good |tips|ideas)|\brecommend\b)")
 
 
