@@ -1064,10 +1064,17 @@ _PRONOUN_NAME = cjk_compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名�
                            r"([A-Z][a-z]+)\b")
 
 
+@lru_cache(maxsize=16)
+def _latin_words(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Any of `words` (or its plural) as a whole word, glued to Chinese or not ("我的cat")."""
+    return cjk_compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")s?\b") if words else None
+
+
 def _names_kind(value: str, lexicon: Mapping[str, str]) -> bool:
     """Does `value` hold a relation or species word ("my old tabby", "橘猫") rather than a name ("Gus")?"""
     low = value.lower()
-    return any((re.search(cjk_edges(r"\b" + re.escape(w) + r"s?\b"), low) if w.isascii() else w in low) for w in lexicon)
+    latin = _latin_words(tuple(w for w in lexicon if w.isascii()))
+    return bool(latin and latin.search(low)) or any(w in low for w in lexicon if not w.isascii())
 
 
 def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],
