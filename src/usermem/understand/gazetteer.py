@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from usermem.policy.wordedge import CJK_CHARS
+
 _CN_SUFFIX = re.compile(r"(特别行政区|维吾尔自治区|壮族自治区|回族自治区|自治区|自治州|自治县|地区|省|市|区|县|盟|旗)$")
 # Short names that are everyday words, never taken as places on their own.
 _CJK_STOP = frozenset({"比如", "城区", "市区", "郊区", "新区", "开发区", "矿区", "东区", "西区", "南区", "北区", "中区", "老家",
@@ -123,7 +125,7 @@ def gazetteer() -> _Gazetteer:
 
 _LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
 _BRAND_ALIASES = frozenset({"google"})  # Topeka's 2010 publicity name, in GeoNames' alternate names
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_CJK_CHAR = re.compile("[" + CJK_CHARS + "]")
 
 
 def find_places(text: str, *, lower_ok: bool = True, crf_reading: bool = False) -> list[Place]:
