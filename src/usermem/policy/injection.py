@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from usermem.policy.normalize import confusable_skeleton
+from usermem.policy.wordedge import cjk_compile
 
 # Pieces shared by several English patterns.
 _Q_EN = (r"(?:previous|prior|above|earlier|preceding|foregoing|former|system|original|initial|old|"
@@ -36,7 +37,7 @@ _Q_ZH = r"(?:之前|以上|上面|上述|前面|此前|先前|原来|原有|原�
 _T_ZH = r"(?:指令|指示|提示词?|规则|要求|设定|约束|限制|命令|规定|内容|一切|安全策略)"
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(rx, re.IGNORECASE))
+    (name, cjk_compile(rx, re.IGNORECASE))
     for name, rx in (
         # --- chat markup -----------------------------------------------------------------------------------
         ("prompt_tag", r"</?\s*(?:user_facts|user_preferences|user_context|system|assistant|user|instructions?|"
@@ -141,7 +142,7 @@ _ASCII_PATTERNS = tuple((name, pattern) for name, pattern in _PATTERNS if name n
 # Weaker signals: the value speaks to whoever reads it, in the second person or to the assistant ("you must…",
 # "你必须…"). Such a value may be a user's own words, so it is stored, but the assembler renders it as a quoted
 # user statement and flags it. Ordinary preferences ("always use bullet points", "不要打电话") are not directives.
-_DIRECTIVE = re.compile(
+_DIRECTIVE = cjk_compile(
     r"\b(?:you|assistant|ai|model|chatbot)\s+(?:must|should|shall|have\s+to|need\s+to|are\s+(?:required|supposed|"
     r"expected)\s+to|will\s+(?:always|never|now)|may\s+not|are\s+not\s+allowed)\b|"
     r"(?:你|您)(?:必须|务必|一定要|应该|应当|不许|不准|只能|不得|需要)|(?:请你|你要)(?:永远|始终|一直|每次)",

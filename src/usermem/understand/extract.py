@@ -62,7 +62,7 @@ from usermem.understand.filters import (
     REPORTED as FILTER_REPORTED,
 )
 from usermem.understand.llm import LLMClient
-from usermem.understand.text import Message, coerce_messages, normalise
+from usermem.understand.text import Message, cjk_compile, cjk_edges, coerce_messages, normalise
 from usermem.understand.usermodel import detect_signals
 
 # --- value lexicons (canonical values for enumerable fields) --------------------------------------------
@@ -123,9 +123,9 @@ JOKE = ("开玩笑", "哈哈", "呵呵", "逗你", "骗你", "说着玩", "lol",
 _JOKE_RE = re.compile("|".join(rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w) for w in JOKE))
 JOKE_RETRACT = re.compile(r"^\s*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|哈哈+|just kidding|jk|kidding|"
                           r"i'?m kidding|lol)[\s!！.。~]*", re.IGNORECASE)
-_JOKE_INLINE = re.compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
+_JOKE_INLINE = cjk_compile(r"^.*(?:开玩笑的|开个玩笑|逗你的|骗你的|说着玩的|just kidding|i'?m kidding|\bjk\b)"
                           r"[\s,，!！.。~]*", re.IGNORECASE)
-HYPOTHETICAL = re.compile(r"(如果|假如|假设|要是|万一|梦想|比方说|打个比方|就当|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|"
+HYPOTHETICAL = cjk_compile(r"(如果|假如|假设|要是|万一|梦想|比方说|打个比方|就当|\bif\b|\bsuppose\b|\bimagine\b|\bwhat if\b|"
                           r"\bsomeday\b|\bone day\b|\bi'?d love to\b|\blet'?s say\b|(?:^|[,;:—–-]\s*)say (?:i|i'm|we|my)\b|"
                           r"\bassuming\b|\bin theory\b)", re.IGNORECASE)
 QUESTION = re.compile(r"([?？]\s*$|吗\s*[。.]?$|呢\s*[。.]?$)")
@@ -148,7 +148,7 @@ OCCUPATION_ZH_SUFFIX = re.compile(r"(师|员|生|家|工|者|经理|总监|主�
 CITIES_ZH = tuple(sorted(["北京", "上海", "天津", "重庆", "广州", "深圳", "杭州", "南京", "苏州", "成都", "武汉", "西安", "长沙", "郑州", "青岛", "大连", "宁波", "厦门", "福州", "济南", "合肥", "沈阳", "哈尔滨", "长春", "石家庄", "太原", "南昌", "南宁", "昆明", "贵阳", "兰州", "西宁", "银川", "乌鲁木齐", "拉萨", "呼和浩特", "海口", "三亚", "无锡", "常州", "佛山", "东莞", "珠海", "中山", "惠州", "温州", "绍兴", "嘉兴", "金华", "台州", "扬州", "徐州", "南通", "烟台", "潍坊", "洛阳", "桂林", "香港", "澳门", "台北", "高雄", "新加坡", "东京", "大阪", "首尔", "纽约", "伦敦", "巴黎", "柏林", "悉尼", "墨尔本", "多伦多", "温哥华", "洛杉矶", "旧金山", "西雅图", "芝加哥", "波士顿"], key=len, reverse=True))
 NOT_PLACES = ("公司", "家里", "家", "这里", "那里", "外地", "国外", "国内", "单位", "学校", "路上", "开会", "加班",
               "上班", "出差")
-LIKE_OBJECT_STOP = re.compile(r"^(你|您|它|他|她|这|那|this|that|it|you|your|the idea|them|him|her|to know)\b",
+LIKE_OBJECT_STOP = cjk_compile(r"^(你|您|它|他|她|这|那|this|that|it|you|your|the idea|them|him|her|to know)\b",
                               re.IGNORECASE)
 NEGATION_STOP = ("忘", "担心", "客气", "着急", "急", "管", "怕", "介意", "生气", "难过", "打扰", "动", "走", "知道",
                  "forget", "worry", "mind", "hesitate", "bother", "panic", "be sorry", "be late", "miss", "know",
@@ -233,7 +233,7 @@ def _clean(value: str) -> str:
 def _clause_after(text: str, start: int, limit: int = 24) -> str:
     """The rest of the clause from `start`, up to punctuation or a conjunction."""
     rest = text[start:start + limit * 2]
-    rest = re.split(r"[，,。.!！？?；;\n]|(?:但是|不过|而且|因为|所以|\bbut\b|\band\b|\bbecause\b|\bso\b)", rest)[0]
+    rest = re.split(cjk_edges(r"[，,。.!！？?；;\n]|(?:但是|不过|而且|因为|所以|\bbut\b|\band\b|\bbecause\b|\bso\b)"), rest)[0]
     return rest[:limit]
 
 
@@ -246,24 +246,24 @@ _ALLERGY_ZH4 = re.compile(r"(?:^|[，,、])\s*(?:[^，,。]{0,6}?(?:确认|诊�
                           r"(?:其实|应该|就)?是)?([\u4e00-\u9fff]{1,6}?)(?:严重|轻微)?过敏(?![原体吗么])")
 _NOT_ALLERGY_HEAD = re.compile(r"^[我也还都就又很太更挺]|有点|有些|容易|经常|会|不|没|皮肤|季节|轻微|严重|什么|哪|谁|啥")
 _ALLERGY_ZH2 = re.compile(r"我(?:有|是)?过敏(?:原|体质)?(?:是|有)?[:：]?([^，,。.!！？?；;\s]{1,12})")
-_ALLERGY_EN = re.compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been|i'?m also|also)\s+)(?:very |severely |"
+_ALLERGY_EN = cjk_compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been|i'?m also|also)\s+)(?:very |severely |"
                          r"really |super |deathly |mildly )?allergic to\s+"
                          r"([a-z][a-z \-]{1,40}?)(?=[,.;!?—–]|\s+(?:and\s+i|so|but|though|which|lol)\b|$)")
-_ALLERGY_EN3 = re.compile(r"^\s*([a-z][a-z \-]{1,25}?)\s+(?:makes my (?:mouth|throat|lips|skin|face) (?:itch|swell|tingle)|"
+_ALLERGY_EN3 = cjk_compile(r"^\s*([a-z][a-z \-]{1,25}?)\s+(?:makes my (?:mouth|throat|lips|skin|face) (?:itch|swell|tingle)|"
                           r"gives me hives|makes me break out|makes me swell up)\b")
-_ALLERGY_EN2 = re.compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b")
+_ALLERGY_EN2 = cjk_compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b")
 
 _OCC_ZH = re.compile(r"我(?:现在)?(?:是|是一名|是一个|是个|是名|当|做)(?:一名|一个|个|名)?([^\s，,。.!！？?；;的]{2,10})")
 _OCC_ZH2 = re.compile(r"我(?:的工作|的职业)是([^\s，,。.!！？?；;]{2,10})")
 _OCC_ZH3 = re.compile(r"我(?:在[^\s，,。]{1,12})?(?:当|做|担任)([^\s，,。.!！？?；;]{2,8})")
 _OCC_ZH4 = re.compile(r"我是(?:做|搞)([^\s，,。.!！？?；;]{1,6})的")
-_OCC_EN = re.compile(r"\b(?:i'?m|i am|i work as|i'?m working as|my job is|i'?ve been working as)\s+"
+_OCC_EN = cjk_compile(r"\b(?:i'?m|i am|i work as|i'?m working as|my job is|i'?ve been working as)\s+"
                      r"(?:an? |the )?((?:[a-z\-]+ ){0,3}[a-z\-]+)")
 
 _CITY_ZH = re.compile(r"(?:我(?:现在|目前|一直|最近)?(?:住在|住|生活在|人在|在)|"
                       r"(?:我|最近|刚|刚刚|已经|前不久)*(?:定居在|定居|搬到了|搬到|搬去了|搬去))"
                       r"([\u4e00-\u9fff]{2,8})")
-_CITY_EN = re.compile(r"\b(?i:i live in|i'?m based in|i am based in|i moved to|i'?ve moved to|i'?m living in|"
+_CITY_EN = cjk_compile(r"\b(?i:i live in|i'?m based in|i am based in|i moved to|i'?ve moved to|i'?m living in|"
                       r"i relocated to|i'?m now in|i reside in|i recently moved to|i just moved to)\s+((?:[A-Z][a-zA-Z\-]+)(?:\s+[A-Z][a-zA-Z\-]+){0,2})")
 
 _LIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|真的|一直|比较)?(?:喜欢|爱吃|爱喝|爱看|爱听|偏爱|爱)"
@@ -273,11 +273,11 @@ _DISLIKES_ZH = re.compile(r"我(?:自己)?(?:很|也|还|最|特别|非常|超|�
 # Without 我: "最讨厌别人发六十秒语音", "吃不惯海鲜", "特别怕冷" (at the start of a clause).
 _DISLIKES_ZH2 = re.compile(r"(?:^|[，,])\s*(?:我这人|我)?(?:真的|一直|特别|最|很|超|实在)?(?:讨厌|受不了|吃不惯|喝不惯|看不惯|"
                            r"吃不了|怕)([^，,。.!！？?；;的]{1,16})")
-_LIKES_EN = re.compile(r"\bi (?:really |also |just |absolutely |do )?(?:like|love|enjoy|adore|prefer)\s+"
+_LIKES_EN = cjk_compile(r"\bi (?:really |also |just |absolutely |do )?(?:like|love|enjoy|adore|prefer)\s+"
                        r"([^,.;!?]{1,60})", re.IGNORECASE)
-_FAN_EN = re.compile(r"\bi'?m (?:a )?(?:big |huge )?fan of\s+([^,.;!?]{1,40})", re.IGNORECASE)
-_FAV_EN = re.compile(r"\bmy favou?rite [a-z ]{1,20}? is\s+([^,.;!?]{1,30})", re.IGNORECASE)
-_DISLIKES_EN = re.compile(r"\bi (?:really |also |just )?(?:hate|dislike|can'?t stand|don'?t like|do not like|"
+_FAN_EN = cjk_compile(r"\bi'?m (?:a )?(?:big |huge )?fan of\s+([^,.;!?]{1,40})", re.IGNORECASE)
+_FAV_EN = cjk_compile(r"\bmy favou?rite [a-z ]{1,20}? is\s+([^,.;!?]{1,30})", re.IGNORECASE)
+_DISLIKES_EN = cjk_compile(r"\bi (?:really |also |just )?(?:hate|dislike|can'?t stand|don'?t like|do not like|"
                           r"don'?t eat|never eat)\s+([^,.;!?]{1,40})", re.IGNORECASE)
 # Imperatives only: at the start of a clause ("以后别再推荐X", "不要香菜"), never "要不要", "特别", "别人".
 _NEG_ZH = re.compile(r"(?:^|[，,、；;。!！\s])[^，,、；;。!！？?\s]{0,5}?(?:以后|今后|往后|你|请你)?(?:都|也|千万|请)?"
@@ -291,12 +291,12 @@ _NEG_VERB_STRIP = re.compile(r"^(?:再|给我|跟我|帮我|推荐|推|发|用|�
                              re.IGNORECASE)
 _USE_ZH = re.compile(r"(?:都|就|还是|全部|统一|一律|默认|改|换|请)?(?:用|使用|改成|换成|改为|换为|改用|换用)"
                      r"([^，,。.!！？?；;吧]{1,16})")
-_USE_EN = re.compile(r"\b(?:use|switch to|change to|go with|stick to|stick with|in|as)\s+([a-z][a-z \-]{0,24})")
+_USE_EN = cjk_compile(r"\b(?:use|switch to|change to|go with|stick to|stick with|in|as)\s+([a-z][a-z \-]{0,24})")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}")
 
 
 # Things one is "allergic" to only in jest: habits, work, people, times of day.
-_NOT_ALLERGEN = re.compile(r"早起|起床|上班|加班|开会|工作|学习|考试|周一|星期一|老板|领导|数学|运动|"
+_NOT_ALLERGEN = cjk_compile(r"早起|起床|上班|加班|开会|工作|学习|考试|周一|星期一|老板|领导|数学|运动|"
                            r"\b(?:mondays?|mornings?|work|meetings?|deadlines?|exercise|maths?|people)\b", re.IGNORECASE)
 
 
@@ -385,7 +385,7 @@ def _channel_pattern(word: str) -> re.Pattern[str]:
 _DEVICE_WORDS = frozenset({"手机", "phone"})
 _DEVICE_BEFORE = re.compile(r"(?:打|拨|联系|找|通知|call|ring|text|reach|contact|by|via|over the|on the|on my)\s*(?:我的?|me on (?:my|the)|"
                             r"my|the)?\s*$")
-_DEVICE_AFTER = re.compile(r"\s*(?:联系|找我|打给我|号|number|call|calls?\b|is best|works best|only)")
+_DEVICE_AFTER = cjk_compile(r"\s*(?:联系|找我|打给我|号|number|call|calls?\b|is best|works best|only)")
 
 
 def _channels(s: str) -> list[_Hit]:
@@ -438,7 +438,7 @@ def _reply_length(s: str) -> list[_Hit]:
         return []  # "A Brief History of Time" is a book, not a length preference
     if _any(low, ("太长了", "too long", "又长", "太短了", "too short")) and not _any(low, STANDING):
         return []  # a complaint is pushback (reflexive verification), not yet a stated preference
-    m = re.search(r"\b(?:replies|answers|responses|reply|answer|response|it)\s+(short|brief)\b", low)
+    m = re.search(cjk_edges(r"\b(?:replies|answers|responses|reply|answer|response|it)\s+(short|brief)\b"), low)
     if m:
         return [_Hit("reply_length", m.group(1), _CONF_STATED, "short")]
     word = _first(low, CONCISE)
@@ -476,7 +476,7 @@ def _reply_format(s: str) -> list[_Hit]:
     m = re.search(r"((?:别用|不要用?|不用|no|not|never)\s*(?:\w+\s+)?|(?:markdown|numbered|bulleted|short|simple|简单的?|"
                   r"markdown with)\s+)?" + re.escape(word) + r"(了)?", low)
     value = m.group(0).strip() if m and (m.group(1) or m.group(2)) else word
-    negated = bool(m and m.group(1) and re.match(r"别|不|no\b|not\b|never\b", m.group(1)))
+    negated = bool(m and m.group(1) and re.match(cjk_edges(r"别|不|no\b|not\b|never\b"), m.group(1)))
     # a refused format keeps the user's words but gets no canonical form ("no wide tables" is not "table")
     return [_Hit("reply_format", value, _CONF_STATED, None if negated else found[1])]
 
@@ -507,10 +507,10 @@ def _language(s: str) -> list[_Hit]:
         m = re.search(r"(^|[，,]\s*)(?:请|麻烦|以后|都|就)*(" + _LANG_ZH + r")(回复|回答|回我|跟我聊|和我聊|交流)", low)
     if m and (m.group(3) is not None or _any(low, STANDING + CHANGE)):
         return [_Hit("language", m.group(2), _CONF_EXPLICIT, LANGUAGES[m.group(2)])]
-    m = re.search(r"\b(?:reply|answer|respond|write|speak|talk|talk to me|communicate)\s+(?:to me\s+)?in\s+"
-                  r"(" + _LANG_EN + r")\b", low)
+    m = re.search(cjk_edges(r"\b(?:reply|answer|respond|write|speak|talk|talk to me|communicate)\s+(?:to me\s+)?in\s+"
+                  r"(" + _LANG_EN + r")\b"), low)
     if m is None:  # "Dutch please from now on", "Korean pls"
-        m = re.search(r"^\s*(" + _LANG_EN + r")\s+(?:please|pls|plz)\b", low)
+        m = re.search(cjk_edges(r"^\s*(" + _LANG_EN + r")\s+(?:please|pls|plz)\b"), low)
     if m:
         return [_Hit("language", m.group(1), _CONF_EXPLICIT, LANGUAGES[m.group(1)])]
     m = re.search(r"(?:我更习惯|我习惯|我偏好|i prefer|my language is|i speak)\s*(中文|英文|english|chinese|mandarin)",
@@ -523,7 +523,7 @@ def _language(s: str) -> list[_Hit]:
 # After a value: a quotation it introduces ("一句话是“…”", "the line is '…'", "phrase: \"…\"").
 _INTRODUCES_QUOTE = re.compile(r"\s*(?:是|为|叫|：|:|(?i:is|was|goes|reads|says))?\s*[“\"「『]")
 # A request limited to this once ("for this email only", "today only", "just this once", "仅此一次").
-_ONLY_THIS = re.compile(r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|"
+_ONLY_THIS = cjk_compile(r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|"
                         r"\b(?:today|tonight) only\b|\bonly (?:today|tonight)\b|\bthis once\b|仅此一次|就这一次|只这一次")
 _NOT_BEFORE_TASTE = re.compile(r"(?:不|并不|不怎么|不太|不是很|没那么|不大)$")
 
@@ -555,11 +555,11 @@ def _likes(s: str, original: str) -> list[_Hit]:
             if "是" not in v:
                 continue
             v = _clean(v.split("是", 1)[1])
-        v = re.split(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,", v)[0].strip()
+        v = re.split(cjk_edges(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,"), v)[0].strip()
         if h.key == "dislikes":  # "我受不了榴莲的味道": the durian
             v = re.sub(r"(?<=.)(?:的味道|的气味|的口感)$", "", v)
         v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
-        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(r"^(to |用|让|你们|your |doing|being|it\b)", v) \
+        if v and not LIKE_OBJECT_STOP.match(v) and not re.match(cjk_edges(r"^(to |用|让|你们|your |doing|being|it\b)"), v) \
                 and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
     return [routed for h in cleaned if (routed := _route_like(h)) is not None]
@@ -611,7 +611,7 @@ def _use_x(s: str) -> list[_Hit]:
 # about replies, a lasting reason for it.
 _LASTING_REASON = re.compile(r"我(?!们)|(?<![A-Za-z'])(?i:i|i'm|i've|my)(?![A-Za-z'])")
 # A request that compares with the reply in front of the user: "再精简一点", "更短", "still too long", "even shorter".
-_COMPARED = re.compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again|this one|that one|that last|this time)\b)")
+_COMPARED = cjk_compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again|this one|that one|that last|this time)\b)")
 
 
 # Laughter written right after a value ("小胖哈哈", "Lisbon lol"): never part of it.
@@ -625,7 +625,7 @@ _PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
 # manager every Monday", "我每周跟我爸去钓鱼"): the clause is the user's for what the user does, not for health, diet or
 # identity fields ("I cook for my son, who's allergic to eggs" stays his).
 _USER_SUBJECT = re.compile(r"^\s*(?:(?i:i|i'm|i've|i'd|i'll|we|we're|we've)(?![\w'])|我(?!们的)|我们)")
-_COMPANION_BEFORE = re.compile(r"(?:(?i:\b(?:with|for|to|alongside)\s+(?:my|our|the)?)|(?:跟|和|给|陪|带着?)(?:我的?|我们的?)?)"
+_COMPANION_BEFORE = cjk_compile(r"(?:(?i:\b(?:with|for|to|alongside)\s+(?:my|our|the)?)|(?:跟|和|给|陪|带着?)(?:我的?|我们的?)?)"
                                r"\s*(?:[\w\-]+\s+){0,2}$")
 _COMPANION_OK = frozenset({"schedule", "languages_spoken", "likes", "city", "work_city", "brands"})
 
@@ -862,7 +862,7 @@ class PatternExtractor:
                     subject_other = False
                 base = s0 + c0
                 for f in sorted(rules.typed(clause), key=lambda f: -f.confidence):
-                    fwhy = why - {"other_person"} if re.match(r"(?i:我|my\b|our\b)", f.value) else why
+                    fwhy = why - {"other_person"} if re.match(cjk_edges(r"(?i:我|my\b|our\b)"), f.value) else why
                     if "third_party" in fwhy and (_I_GOVERN.search(clause[:f.start]) or (
                             f.key == "preferred_name" and _CALL_ME.search(clause[:f.start]))):
                         # "他在长春我在厦门": 厦门 is said of the user; "the kids at work call me Coach": the user's name
@@ -930,7 +930,7 @@ class PatternExtractor:
         # A student's year or degree is their education ("I'm a third-year medical student", "我是在职研究生").
         chosen = [(replace(h, key="education", canonical=None), a, b, m)
                   if h.key == "occupation" and "education" in self.allowed and isinstance(h.value, str)
-                  and re.search(r"(?i:\bstudent\b|学生|研究生|博士生|硕士生)", h.value) else (h, a, b, m)
+                  and re.search(cjk_edges(r"(?i:\bstudent\b|学生|研究生|博士生|硕士生)"), h.value) else (h, a, b, m)
                   for h, a, b, m in chosen]
         if _EMAIL.search(text):  # "发我邮箱 a@b.com": the address is what the user gave; "邮箱" is no separate preference
             chosen = [c for c in chosen if not (c[0].key == "contact_channel" and c[0].canonical == "email")]
@@ -1044,10 +1044,10 @@ _I_GOVERN = re.compile(r"(?:^|[^\u4e00-\u9fff])?我(?:现在|目前|一直|也|�
                        r"(?<![A-Za-z])(?i:i'?m|i am|i live|i work|i'm based|i speak)(?: in| at| out of)?\s*$")
 # Many people calling the user something makes it their name ("the kids at work call me Coach", "同事们都叫我老李");
 # one person doing so does not ("他叫我老李，其实我不姓李").
-_CALL_ME = re.compile(r"(?i:(?<!\bhe )(?<!\bshe )\bcall me|\bknow me as)\s*$|(?:们|大家|都)(?:叫我|喊我|称呼我)\s*$")
+_CALL_ME = cjk_compile(r"(?i:(?<!\bhe )(?<!\bshe )\bcall me|\bknow me as)\s*$|(?:们|大家|都)(?:叫我|喊我|称呼我)\s*$")
 # The user as the subject of a clause (after another person's words are taken out: "我姐" is not "我").
-_FIRST_PERSON = re.compile(r"我|\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
-_OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
+_FIRST_PERSON = cjk_compile(r"我|\b(?!i人)(?:i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
+_OTHER_WORDS = cjk_compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|妹妹?|妈妈?|爸爸?|老公|老婆|先生|太太|儿子|女儿|孩子|朋友|同事|同学|"
                           r"男朋友|女朋友|家人|室友|舍友|邻居|老板|领导|上司|客户|闺蜜|兄弟|组长|经理|主管|导师|教练|师傅|队友|"
                           r"组员|搭档|前任|网友|同桌|发小|死党|学长|学姐|师兄|师姐|师弟|师妹|表[哥姐弟妹]|堂[哥姐弟妹]|舅舅|阿姨|叔叔|姑姑|"
                           r"爷爷|奶奶|外婆|外公|公公|婆婆|岳父|岳母|房东)|我们|"
@@ -1059,15 +1059,22 @@ _OTHER_WORDS = re.compile(r"我(?:们)?(?:的|家)?(?:姐姐?|哥哥?|弟弟?|�
 
 # "我要给儿子办生日会" … "他叫豆豆": a pronoun naming the relative or animal just mentioned (the last naming wins,
 # "他叫朵朵——哦不，…他叫豆豆").
-_PRONOUN_NAME = re.compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名叫)([\u4e00-\u9fff]{2,3}?)(?=[，,。.!！?？\s—–-]|$)|"
+_PRONOUN_NAME = cjk_compile(r"(?:他|她|它)(?:叫|名字叫|的名字是|名叫)([\u4e00-\u9fff]{2,3}?)(?=[，,。.!！?？\s—–-]|$)|"
                            r"\b(?:he|she|it)(?:'s| is) (?:called|named) ([A-Z][a-z]+)\b|\b(?:his|her|its) name(?:'s| is) "
                            r"([A-Z][a-z]+)\b")
+
+
+@lru_cache(maxsize=16)
+def _latin_words(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Any of `words` (or its plural) as a whole word, glued to Chinese or not ("我的cat")."""
+    return cjk_compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")s?\b") if words else None
 
 
 def _names_kind(value: str, lexicon: Mapping[str, str]) -> bool:
     """Does `value` hold a relation or species word ("my old tabby", "橘猫") rather than a name ("Gus")?"""
     low = value.lower()
-    return any((re.search(r"\b" + re.escape(w) + r"s?\b", low) if w.isascii() else w in low) for w in lexicon)
+    latin = _latin_words(tuple(w for w in lexicon if w.isascii()))
+    return bool(latin and latin.search(low)) or any(w in low for w in lexicon if not w.isascii())
 
 
 def _name_the_relative(per_message: list[tuple[int, list[Candidate]]],
@@ -1129,7 +1136,7 @@ def _calibrate(p: float, platt: tuple[float, float] | None = None) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
-_TAKE_BACK = re.compile(r"(?:^|[.!?。！？，,]\s*)(?:(?:ok(?:ay)?,?\s*)?(?:fine,?\s*)?(?:it'?s not|not really)"
+_TAKE_BACK = cjk_compile(r"(?:^|[.!?。！？，,]\s*)(?:(?:ok(?:ay)?,?\s*)?(?:fine,?\s*)?(?:it'?s not|not really)"
                         r"\s*[.!。！]*\s*$|just kidding|\bkidding\b|\bjk\b|开玩笑的|骗你的|逗你的|瞎说的)", re.IGNORECASE)
 _FUNCTION_WORDS = frozenset({"我", "你", "他", "她", "它", "我们", "你们", "他们", "这", "那", "这个", "那个", "的", "了",
                              "i", "me", "my", "you", "your", "he", "she", "it", "they", "we", "us", "the", "a", "an",
@@ -1141,7 +1148,7 @@ _PRONOUNS = frozenset({"yours", "mine", "hers", "his", "theirs", "ours", "it", "
 _SECRET_LIKE = re.compile(r"^(?=\S*\d)(?=\S*[A-Za-z])[\x21-\x7e]{6,}$")
 # Street words (Chinese units; English, French, Dutch, German, Spanish, Italian street types), a P.O. box, or a
 # postcode (UK "EH7 4AH", "SG11 2XX"; four or five digits beside a capitalised place: "75011 Paris", "Wellington 6140").
-_ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|层|楼|座|大厦|广场|花园|公寓|"
+_ADDRESS_LIKE = cjk_compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|层|楼|座|大厦|广场|花园|公寓|"
                            r"\d+\w?\s+(?:[\w'-]+\s+){0,3}(?:st|street|rd|road|ave|avenue|lane|ln|drive|dr|way|close|court|"
                            r"place|square|crescent|row|terrace|view|cottages?|gardens?|grove|hill|mews|parade|boulevard|blvd|"
                            r"highway|hwy)\b|"
@@ -1151,14 +1158,14 @@ _ADDRESS_LIKE = re.compile(r"路|街|道|号|栋|室|单元|小区|村|巷|弄|�
                            re.IGNORECASE)
 # A number in any script: digits, Chinese numerals with a unit or a magnitude ("一千五", "两千出头", "八百左右"), or
 # English number words ("fifty bucks", "a couple of grand").
-_NUMBER_LIKE = re.compile(r"\d|[一二两三四五六七八九十几]+\s*[十百千万亿块元]|[十百千万亿]|\b(?:one|two|three|four|five|six|seven|"
+_NUMBER_LIKE = cjk_compile(r"\d|[一二两三四五六七八九十几]+\s*[十百千万亿块元]|[十百千万亿]|\b(?:one|two|three|four|five|six|seven|"
                           r"eight|nine|ten|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|grand|"
                           r"k)\b", re.IGNORECASE)
 # A budget without a figure still names money or spending ("tight budget", "price isn't an issue", "能省则省").
 _MONEY_WORDS = re.compile(r"budget|price|cost|cheap|frugal|afford|spend|splurge|money|expensive|bucks|预算|价|钱|贵|便宜|"
                           r"省|花费|开销|控制在", re.IGNORECASE)
 # A date: a number, a month or weekday, a lunar-calendar word or a festival ("腊月初八", "七夕", "Boxing Day").
-_DATE_LIKE = re.compile(r"\d|january|february|march|april|may|june|july|august|september|october|november|december|"
+_DATE_LIKE = cjk_compile(r"\d|january|february|march|april|may|june|july|august|september|october|november|december|"
                         r"\b(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b|monday|tuesday|wednesday|thursday|"
                         r"friday|saturday|sunday|\beve\b|\bday\b|christmas|new year|[一二三四五六七八九十]+月|正月|腊月|冬月|农历|"
                         r"阴历|初[一二三四五六七八九十]|[一二三四五六七八九十]+[号日]|(?:周|星期|礼拜)[一二三四五六日天]|七夕|除夕|元旦|元宵|中秋|"
@@ -1166,7 +1173,7 @@ _DATE_LIKE = re.compile(r"\d|january|february|march|april|may|june|july|august|s
 # A time zone the lexicon of `rules.timezone` does not hold: an abbreviation ("GMT", "IST", "SAST"), a zone name
 # ("Pacific", "Central European time", "英国时间", "美西") or an offset from a place ("8 hours behind London",
 # "比北京慢一个小时", "跟北京差12个小时").
-_TIMEZONE_LIKE = re.compile(r"^[A-Z]{2,4}T$|^(?i:pacific|central|eastern|mountain|atlantic)$|\b(?i:time|timezone|"
+_TIMEZONE_LIKE = cjk_compile(r"^[A-Z]{2,4}T$|^(?i:pacific|central|eastern|mountain|atlantic)$|\b(?i:time|timezone|"
                             r"time zone)\b|时间$|时区|^美[东西中]|(?i:hours?|hrs?)\s+(?i:ahead|behind)|小时")
 # A place name the gazetteer does not hold: capitalised Latin words ("Bath", "Didsbury", "SF") or a Chinese name with
 # a place suffix ("西二旗", "天府新区"). Diacritics are folded before the gazetteer is asked ("São Paulo").
@@ -1377,7 +1384,7 @@ def _listed_channels(chosen: list[tuple[_Hit, int, int, str]], text: str) -> lis
 # Collection fields whose values are split into items at a conjunction; a travel preference "全季或者亚朵" is one choice.
 _SPLIT_ITEMS = ACCUMULATE - {"travel_preferences"}
 _ITEM_JOIN = re.compile(r"\s*(?:、|以及|或者|和)\s*|\s*,?\s+(?:and|or|as well as)\s+", re.IGNORECASE)
-_DANGLING = re.compile(r"(?i)\b(?:with|of|for|to|the|a|an|in|on|at|and|or|my|from|about|like)$")
+_DANGLING = cjk_compile(r"(?i)\b(?:with|of|for|to|the|a|an|in|on|at|and|or|my|from|about|like)$")
 
 
 def _list_items(c: tuple[_Hit, int, int, str]) -> list[tuple[_Hit, int, int, str]]:
@@ -1486,13 +1493,13 @@ def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
         found = find_places(rest)
         return (found[0].text, found[0].canonical) if found else None
     # the value opens what is left ("no — Central. I keep forgetting I moved to Chicago": Central, not Chicago)
-    m = re.match(r"[\s,，:：—–-]*(?:是|叫|(?i:it'?s|it is|make (?:that|it)|call me|i'?m)\b)?\s*"
-                 r"([^，,。.!！?？；;\s—–][^，,。.!！?？；;—–]{0,20})(?=[，,。.!！?？；;—–]|$)", rest)
+    m = re.match(cjk_edges(r"[\s,，:：—–-]*(?:是|叫|(?i:it'?s|it is|make (?:that|it)|call me|i'?m)\b)?\s*"
+                 r"([^，,。.!！?？；;\s—–][^，,。.!！?？；;—–]{0,20})(?=[，,。.!！?？；;—–]|$)"), rest)
     if m is not None and (len(m.group(1).split()) > 3 or (not m.group(1).isascii() and len(m.group(1)) > 8)):
         m = None
     if m is None:
-        m = re.search(r"(?:是|叫|(?<![A-Za-z])(?i:it'?s|it is|make (?:that|it)|call me|i'?m|to)\b)\s*"
-                      r"([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})", rest)
+        m = re.search(cjk_edges(r"(?:是|叫|(?<![A-Za-z])(?i:it'?s|it is|make (?:that|it)|call me|i'?m|to)\b)\s*"
+                      r"([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})"), rest)
     if m is None:
         m = re.match(r"[\s,，:：]*([^，,。.!！?？；;]{1,24})", rest)
     if m is None:
@@ -1510,7 +1517,7 @@ def normalise_keep_case(text: str) -> str:
 
 def _clauses(text: str) -> list[str]:
     """Sentences, further split at "但是/不过/but" so "我喜欢X，但是不要Y" is judged part by part."""
-    parts = re.split(r"(?<=[。！？!?；;\n])|(?<=\.)\s+|[，,]\s*(?=但是|不过|可是|but\b)", text)
+    parts = re.split(cjk_edges(r"(?<=[。！？!?；;\n])|(?<=\.)\s+|[，,]\s*(?=但是|不过|可是|but\b)"), text)
     return [p for p in (x.strip() for x in parts if x) if p]
 
 

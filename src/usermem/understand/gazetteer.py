@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from usermem.policy.wordedge import CJK_CHARS
+
 _CN_SUFFIX = re.compile(r"(特别行政区|维吾尔自治区|壮族自治区|回族自治区|自治区|自治州|自治县|地区|省|市|区|县|盟|旗)$")
 # Short names that are everyday words, never taken as places on their own.
 _CJK_STOP = frozenset({"比如", "城区", "市区", "郊区", "新区", "开发区", "矿区", "东区", "西区", "南区", "北区", "中区", "老家",
@@ -122,13 +124,19 @@ def gazetteer() -> _Gazetteer:
 
 
 _LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
+_BRAND_ALIASES = frozenset({"google"})  # Topeka's 2010 publicity name, in GeoNames' alternate names
+_CJK_CHAR = re.compile("[" + CJK_CHARS + "]")
 
 
-def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
+def find_places(text: str, *, lower_ok: bool = True, crf_reading: bool = False) -> list[Place]:
     """Every place mention (longest match first, non-overlapping), in text order.
 
     Adjacent Chinese divisions join into one mention ("湖南衡阳", "浙江省杭州市"), keeping the most
     specific canonical name. Latin names must be capitalised unless `lower_ok` (then at least 100k people).
+    A Latin name may follow a Chinese character ("下周去Tokyo出差"), and a brand that a city took as a publicity
+    alias (`_BRAND_ALIASES`: "Google" for Topeka) is not a place. `crf_reading` keeps the older reading — no
+    Latin name right after a Chinese character, the aliases kept — for the tagger's features, which the
+    shipped CRF was trained with (until it is retrained).
     """
     g = gazetteer()
     out: list[Place] = []
@@ -161,7 +169,8 @@ def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
                 continue
             i += 1
             continue
-        if ch.isalpha() and ch.isascii() and (i == 0 or not text[i - 1].isalpha()):
+        if ch.isalpha() and ch.isascii() and (i == 0 or not text[i - 1].isalpha() or (
+                not crf_reading and _CJK_CHAR.match(text[i - 1]) is not None)):
             tokens: list[re.Match[str]] = []
             for m in _LATIN_TOKEN.finditer(text, i):
                 if tokens and text[tokens[-1].end():m.start()] not in (" ", "-"):
@@ -173,7 +182,7 @@ def find_places(text: str, *, lower_ok: bool = True) -> list[Place]:
             for k in range(len(tokens), 0, -1):
                 span = text[i:tokens[k - 1].end()].rstrip(".'")
                 entry = g.latin.get(span.lower())
-                if entry is None:
+                if entry is None or (not crf_reading and span.lower() in _BRAND_ALIASES):
                     continue
                 capital = span[0].isupper()
                 if not capital and not (lower_ok and entry[2] >= 100_000):

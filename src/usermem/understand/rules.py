@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from usermem.understand.gazetteer import find_places
+from usermem.understand.text import cjk_compile, cjk_edges
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,25 +36,25 @@ def _all(pattern: re.Pattern[str], text: str, key: str, group: int = 1, canonica
 
 # --- places ---------------------------------------------------------------------------------------------
 
-_WORK_CUE = re.compile(r"上班|工作|办公|公司在|上班在|\bwork(?:s|ing)?\b|\boffice\b|\bcommute|\bjob\b", re.IGNORECASE)
-_HOME_CUE = re.compile(r"老家|家乡|故乡|出生|长大|\bgrew up\b|\boriginally\b|\bfrom\b|\bborn\b|人，|人$|的人", re.IGNORECASE)
-_LIVE_CUE = re.compile(r"住|人在|在|定居|搬|base|\blive|\bliving\b|\bbased\b|\bmoved\b|\bmove\b|\bin\b|\bhere\b",
+_WORK_CUE = cjk_compile(r"上班|工作|办公|公司在|上班在|\bwork(?:s|ing)?\b|\boffice\b|\bcommute|\bjob\b", re.IGNORECASE)
+_HOME_CUE = cjk_compile(r"老家|家乡|故乡|出生|长大|\bgrew up\b|\boriginally\b|\bfrom\b|\bborn\b|人，|人$|的人", re.IGNORECASE)
+_LIVE_CUE = cjk_compile(r"住|人在|在|定居|搬|base|\blive|\bliving\b|\bbased\b|\bmoved\b|\bmove\b|\bin\b|\bhere\b",
                        re.IGNORECASE)
-_NOT_LIVING = re.compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\b|\bvisit|\bholiday|\bvacation|\bflying\b",
+_NOT_LIVING = cjk_compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\b|\bvisit|\bholiday|\bvacation|\bflying\b",
                          re.IGNORECASE)
 
 
-_THIRD_PERSON_VERB = re.compile(r"\b(?:lives|works|is living|is working|is based|studies)\b", re.IGNORECASE)
+_THIRD_PERSON_VERB = cjk_compile(r"\b(?:lives|works|is living|is working|is based|studies)\b", re.IGNORECASE)
 
 
 # A place inside a postal address (a street and a number follow it, or a street number and a postcode precede it).
 _STREET_AFTER = re.compile(r"[^，,。；;!！?？]{0,14}?(?:路|街|大道|巷|弄|胡同|小区|花园|广场|大厦|园|村|苑|公寓|中心)[^，,。；;]{0,12}?\d+\s*"
                            r"(?:号|栋|幢|室|楼|弄|单元)")
-_STREET_BEFORE = re.compile(r"\b\d+[A-Za-z]?\s+[A-Z][\w' \-]{2,30}\b(?:Street|St|Road|Rd|Avenue|Ave|Lane|Ln|Rue|Drive|Dr|Way|"
+_STREET_BEFORE = cjk_compile(r"\b\d+[A-Za-z]?\s+[A-Z][\w' \-]{2,30}\b(?:Street|St|Road|Rd|Avenue|Ave|Lane|Ln|Rue|Drive|Dr|Way|"
                             r"Court|Ct|Place|Pl|Strasse|Straße|Calle|Via)\b[^.;!?]{0,20}$|\b\d{4,5}\s*$")
 
 
-_INSTITUTION_AFTER = re.compile(r"(?:大学|学院|理工|师范|医科|中学|小学|一中|二中|三中|外国语|研究所|研究院|银行|医院|机场|火车站|"
+_INSTITUTION_AFTER = cjk_compile(r"(?:大学|学院|理工|师范|医科|中学|小学|一中|二中|三中|外国语|研究所|研究院|银行|医院|机场|火车站|"
                                 r"东站|西站|南站|北站|(?i:\s+(?:university|college|airport|station|hospital|school)\b))")
 
 
@@ -63,7 +64,7 @@ def places(clause: str) -> list[Found]:
     for n, p in enumerate(found):
         if p.district and n and found[n - 1].end == p.start:
             continue  # "我住在厦门思明区": the city is 厦门; the district only says where in it
-        if re.match(r"\s*(?:时间|(?i:time)\b)", clause[p.end:p.end + 6]):
+        if re.match(cjk_edges(r"\s*(?:时间|(?i:time)\b)"), clause[p.end:p.end + 6]):
             continue  # "纽约时间", "Moscow time": the place names a time zone
         if _INSTITUTION_AFTER.match(clause, p.end):
             continue  # "武汉大学", "新东方", "合肥一中": the place names an institution, not where the user lives
@@ -76,28 +77,28 @@ def places(clause: str) -> list[Found]:
         window = before + "|" + after
         if _NOT_LIVING.search(clause):
             continue
-        if re.search(r"(?i:\bfrom\s*)$", before) and not re.search(r"(?i:\b(?:remote|remotely|wfh|working|work) from\s*$)",
+        if re.search(cjk_edges(r"(?i:\bfrom\s*)$"), before) and not re.search(cjk_edges(r"(?i:\b(?:remote|remotely|wfh|working|work) from\s*$)"),
                                                                     before) and not re.search(
-                r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally|moved(?: here| over| down)?|"
-                r"relocated)\b)|我", before):
+                cjk_edges(r"(?i:\b(?:i'?m|i am|i come|we'?re|we are|originally|born|grew up|i'm originally|moved(?: here| over| down)?|"
+                r"relocated)\b)|我"), before):
             continue  # "a couple from Melbourne", "a nurse from Leeds": whoever is from there, it is not said of the user
-        remote = re.search(r"(?i:\b(?:remote|remotely|wfh) from\s*$)", before)
+        remote = re.search(cjk_edges(r"(?i:\b(?:remote|remotely|wfh) from\s*$)"), before)
         if remote:
             key = "city"  # "remote from Halifax", "WFH from Porto": where the user lives and works
-        elif re.search(r"(?i:\bwork(?:ing)? from\s*$)", before):
+        elif re.search(cjk_edges(r"(?i:\bwork(?:ing)? from\s*$)"), before):
             key = "work_city"  # "I'm working from Tbilisi for the next few years"
         elif _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
-                re.search(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$", before) or (
+                re.search(cjk_edges(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$"), before) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
-        elif re.match(r"\s*-?\s*based\b", after, re.IGNORECASE) or re.search(r"(?i:\bwfh\b|work(?:ing)? from home|"
+        elif re.match(cjk_edges(r"\s*-?\s*based\b"), after, re.IGNORECASE) or re.search(cjk_edges(r"(?i:\bwfh\b|work(?:ing)? from home|"
                                                                           r"\bremote from\s*$|\bhome is (?:still )?$|"
-                                                                          r"\bhome'?s (?:still )?$)", before) or \
+                                                                          r"\bhome'?s (?:still )?$)"), before) or \
                 re.match(r"\s*[,，]?\s*(?i:that'?s where (?:i|we) live)", clause[p.end:p.end + 30]):
             key = "city"  # "I'm Cape Town based", "WFH from Porto", "home is still Porto", "Shoreditch, that's where I live"
         elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
             key = "work_city"
-        elif re.search(r"住|\blive|\bliving\b", before[-14:], re.IGNORECASE):
+        elif re.search(cjk_edges(r"住|\blive|\bliving\b"), before[-14:], re.IGNORECASE):
             key = "city"
         elif _WORK_CUE.search(clause[max(0, p.start - 30):p.start]):
             key = "work_city"  # "work for a tiny startup in Bangalore"
@@ -132,14 +133,14 @@ _TZ_NAMES: Mapping[str, str] = {
     "brt": "America/Sao_Paulo", "wib": "Asia/Jakarta",
     "东九区": "UTC+9", "东七区": "UTC+7", "西五区": "UTC-5", "西八区": "UTC-8", "东一区": "UTC+1", "零时区": "UTC+0",
 }
-_TZ = re.compile(r"(?<![A-Za-z])(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?(?!\d)|[东西][一二三四五六七八九十]{1,2}区|零时区|"
+_TZ = cjk_compile(r"(?<![A-Za-z])(?:UTC|GMT)\s?[+\-−]\s?\d{1,2}(?::?\d{2})?(?!\d)|[东西][一二三四五六七八九十]{1,2}区|零时区|"
                  r"北京时间|美东时间|美西时间|美中时间|东京时间|伦敦时间|悉尼时间|太平洋时间|美国东部时间|东部时间|中部时间|山地时间|"
                  r"格林尼治时间|欧洲中部时间|中欧时间|新西兰时间|澳洲东部时间|日本时间|韩国时间|新加坡时间|香港时间|"
                  r"\b(?-i:HST|AKST|NZST|NZDT|SGT|HKT|KST|AEDT|BRT|WIB)\b|"
                  r"\b(?:pacific|mountain|central|eastern|hawaii|alaska|atlantic|india|japan|uk|nz|new zealand) time\b|\b(?:PST|PDT|MST|CST|EST|EDT|CET|CEST|EAT|JST|AEST|BST)\b|"
                  r"\b(?-i:America|Europe|Asia|Africa|Australia|Pacific|Atlantic|Indian|Antarctica|Etc)/[A-Z][A-Za-z_]+\b",
                  re.IGNORECASE)
-_TZ_CONTEXT = re.compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
+_TZ_CONTEXT = cjk_compile(r"时区|时间|区|time|zone|tz|utc|gmt|\b[A-Z]{3,4}\b", re.IGNORECASE)
 
 
 def timezone(clause: str) -> list[Found]:
@@ -147,7 +148,7 @@ def timezone(clause: str) -> list[Found]:
     for m in _TZ.finditer(clause):
         word = m.group(0)
         low = word.lower()
-        if low in ("cst", "est", "ist", "bst", "eat") and not re.search(r"时区|time|zone|\bin\b|\bon\b", clause,
+        if low in ("cst", "est", "ist", "bst", "eat") and not re.search(cjk_edges(r"时区|time|zone|\bin\b|\bon\b"), clause,
                                                                              re.IGNORECASE):
             continue
         if low == "eat" and word != "EAT":
@@ -171,11 +172,11 @@ _NAME_ZH = re.compile(r"(?:我|我的|(?<![叫喊])(?:本名|真名|大名|全�
 _NAME_ZH_LATIN = re.compile(r"我(?:叫|是|的名字是|名字叫)\s?([A-Z][a-z]+(?:\s?(?:[A-Z][a-z]+|[\u4e00-\u9fff]{1,2}(?=[，,。.!！\s]|$)))?)"
                             r"(?=[，,。.!！\s]|$)")
 # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy", "I go by Sam".
-_GO_BY_EN = re.compile(r"(?<![A-Za-z])(?i:i go by|go by|goes by|known as)\s+([A-Z][a-z'\-]+)|"
+_GO_BY_EN = cjk_compile(r"(?<![A-Za-z])(?i:i go by|go by|goes by|known as)\s+([A-Z][a-z'\-]+)|"
                        r"(?i:\bname\b).{0,40}?(?i:\bplease use|\bjust use|\buse)\s+([A-Z][a-z'\-]+)(?![A-Za-z])")
-_NAME_BUT_EN = re.compile(r"(?:^|(?i:\bit'?s|\bi'?m|\bname is|\bname's)\s+)([A-Z][a-z'\-]+(?:\s[A-Z][a-z'\-]+)?)[,，]?\s+but\s+"
+_NAME_BUT_EN = cjk_compile(r"(?:^|(?i:\bit'?s|\bi'?m|\bname is|\bname's)\s+)([A-Z][a-z'\-]+(?:\s[A-Z][a-z'\-]+)?)[,，]?\s+but\s+"
                           r"(?:\w+\s+){0,3}?(?i:call me|go by|use)\b")
-_NAME_EN = re.compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
+_NAME_EN = cjk_compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
 _FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
 
 
@@ -215,11 +216,11 @@ def names(clause: str) -> list[Found]:
 
 
 # "hiya, Fionnuala here", "Hi all, Priya Shah here": a greeting and a name; "Wenjie Zhou officially"; "Wen is what I go by"
-_NAME_HERE = re.compile(r"^\s*(?i:hi|hiya|hey|hello|morning|evening)(?:\s+(?i:all|there|everyone))?[,!]?\s+"
+_NAME_HERE = cjk_compile(r"^\s*(?i:hi|hiya|hey|hello|morning|evening)(?:\s+(?i:all|there|everyone))?[,!]?\s+"
                         r"([A-Z][a-z'\-]+(?: [A-Z][a-z'\-]+)?)\s+here\b(?!\s+(?:is|are|was))")
-_NAME_OFFICIALLY = re.compile(r"^\s*(?:(?i:well|but|or)[,]?\s+)?([A-Z][a-z'\-]+ [A-Z][a-z'\-]+)\s+(?i:officially|on paper|"
+_NAME_OFFICIALLY = cjk_compile(r"^\s*(?:(?i:well|but|or)[,]?\s+)?([A-Z][a-z'\-]+ [A-Z][a-z'\-]+)\s+(?i:officially|on paper|"
                               r"on my passport)\b")
-_WHAT_I_GO_BY = re.compile(r"\b([A-Z][a-z'\-]+) is what (?i:i go by|people call me|everyone calls me|my friends call me)")
+_WHAT_I_GO_BY = cjk_compile(r"\b([A-Z][a-z'\-]+) is what (?i:i go by|people call me|everyone calls me|my friends call me)")
 
 
 # --- family and pets --------------------------------------------------------------------------------------
@@ -269,9 +270,9 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     count = r"(?:[一两二三四俩]只|[一两二三四俩]条|[一两二三四]个|只|条)?"
     pat_zh = re.compile(r"(" + _MINE_ZH + r"?" + count + r"(?:" + zh + r"))(?:叫|名叫|名字叫)?"
                         r"([\u4e00-\u9fff]{2}(?=[，,。.!！\s今刚最才也又都是在昨前每总老就把被已还]|$))?")
-    pat_en = re.compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
+    pat_en = cjk_compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
                         r"([A-Z][a-z]+))?")
-    latin = [(w, re.compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
+    latin = [(w, cjk_compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
     return words, pat_zh, pat_en, latin
 
 
@@ -322,7 +323,7 @@ _RELATIONS: Mapping[str, Mapping[str, str]] = {"spouse": SPOUSE, "children": CHI
 
 # Children the user has, counted, without my/our: "we have three kids", "I've got twin boys", "a stay-at-home dad to
 # two girls", "mum of a toddler".
-_CHILDREN_EN_HAVE = re.compile(
+_CHILDREN_EN_HAVE = cjk_compile(
     r"(?:\b(?:i|we)(?:'ve| have)?\s+(?:got|have|raised|raising)|\b(?:mum|mom|mother|dad|father|parent)\s+(?:of|to))\s+"
     r"((?:a|one|two|three|four|five|six|twin|\d)\s+(?:(?:little|young|grown|grown-up|teenage|adult|small)\s+)?"
     r"(?:kids?|children|child|sons?|daughters?|boys?|girls?|toddlers?|teens?|teenagers?|twins))\b", re.IGNORECASE)
@@ -347,14 +348,14 @@ def family(clause: str) -> list[Found]:
 
 
 # "we just adopted a bunny", "we've got a couple of chickens", "I have two cats": an animal the user keeps, without my/our.
-_PET_EN_KEEP = re.compile(r"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:adopted|got|have|own|rescued|"
+_PET_EN_KEEP = cjk_compile(r"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:adopted|got|have|own|rescued|"
                           r"keep|foster)\s+((?:a|an|two|three|four|some)\b[\w ]{0,30})", re.IGNORECASE)
 # "我家布丁是只萨摩耶": the name before the species.
 _PET_ZH_NAMED = re.compile(r"(?:我家|我们家|家里|我的)([\u4e00-\u9fff]{2})是(?:一)?(?:只|条|头)")
 
 
 def pets(clause: str) -> list[Found]:
-    if not re.search(r"养|家|我|my|our|have|got|\bi\b|\bwe\b", clause, re.IGNORECASE):
+    if not re.search(cjk_edges(r"养|家|我|my|our|have|got|\bi\b|\bwe\b"), clause, re.IGNORECASE):
         return []
     # "猫毛过敏", "狗粮", "cat hair": the animal word names a material or a product, not an animal of the user's
     out = [f for f in _relation(clause, PETS, "pets", pet=True) if not _PET_MATERIAL.match(clause, f.end)]
@@ -387,7 +388,7 @@ def pets(clause: str) -> list[Found]:
     return out
 
 
-_PET_MATERIAL = re.compile(r"毛|粮|砂|咖|罐头|零食|(?i:\s*(?:hair|fur|food|litter|dander|cafe|café)\b)")
+_PET_MATERIAL = cjk_compile(r"毛|粮|砂|咖|罐头|零食|(?i:\s*(?:hair|fur|food|litter|dander|cafe|café)\b)")
 
 
 # --- enumerable preferences ----------------------------------------------------------------------------
@@ -465,9 +466,9 @@ def tone(clause: str) -> list[Found]:
     out = []
     for f in _lexicon_hits(clause, TONES, "reply_tone", 0.7):
         # the words around the tone word are the user's request: "语气要正式", "随意点", "be blunt", "emojis welcome"
-        head = re.search(r"(?:语气|口吻|说话)(?:要|再|可以)?(?:更|稍微|尽量)?$|(?i:\b(?:be|keep it|more|a bit|a little)\s+)$",
+        head = re.search(cjk_edges(r"(?:语气|口吻|说话)(?:要|再|可以)?(?:更|稍微|尽量)?$|(?i:\b(?:be|keep it|more|a bit|a little)\s+)$"),
                          clause[max(0, f.start - 8):f.start])
-        tail = re.match(r"(?:一点|一些|点|些)|(?i:\s+(?:welcome|please|pls|is fine|are fine|ok))\b", clause[f.end:])
+        tail = re.match(cjk_edges(r"(?:一点|一些|点|些)|(?i:\s+(?:welcome|please|pls|is fine|are fine|ok))\b"), clause[f.end:])
         start = f.start - len(head.group(0)) if head else f.start
         end = f.end + (len(tail.group(0)) if tail else 0)
         out.append(Found(f.key, clause[start:end], start, end, f.canonical, f.confidence))
@@ -477,7 +478,7 @@ def tone(clause: str) -> list[Found]:
 _SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
                     r"my native language is|native|fluent in|learning)\s*", re.IGNORECASE)
 # How well the user speaks it, said after the language: "日语只会一点点", "法语也能凑合", "my Mandarin is rusty".
-_LEVEL = re.compile(r"会一点|一点点|能凑合|凑合|还行|还可以|流利|不太好|一般般|过了?[四六]级|N[1-5]\b|HSK ?\d|母语|"
+_LEVEL = cjk_compile(r"会一点|一点点|能凑合|凑合|还行|还可以|流利|不太好|一般般|过了?[四六]级|N[1-5]\b|HSK ?\d|母语|"
                     r"(?<![A-Za-z])(?:fluent|rusty|conversational|basic|native|bilingual|trilingual|heritage speaker|"
                     r"my (?:first|second|mother) (?:language|tongue)|i sign|i can get by|get by in|"
                     r"is (?:ok|okay|decent|good|great|terrible|bad|poor|so-so))(?![A-Za-z])", re.IGNORECASE)
@@ -515,7 +516,7 @@ _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on
 _NOT_MONEY_UNIT = (r"(?!\s*(?:字|段|句|行|条|页|个|次|遍|天|周|小时|分钟|公里|米|斤|克|卡|大卡|千卡|人|岁|年|号|楼|层|步|"
                    r"(?i:words?|pages?|lines?|paragraphs?|calories|cals?|kcal|km|kms|miles?|steps|minutes?|mins?|hours?|"
                    r"days?|people|years?|sq|square|ft|feet|meters?|metres?)\b))")
-_MONEY = re.compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|顶多|不超过|不要超过|"
+_MONEY = cjk_compile(r"((?:(?:around|about|roughly|under|below|up to|no more than|at most|max|大概|大约|最多|顶多|不超过|不要超过|"
                     r"别超过|控制在)\s*)?"
                     r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:[百千万](?:[一二两三四五六七八九](?![十百千万]))?"
                     r"(?:块钱?|元)?|块钱?|元))" + _NOT_MONEY_UNIT + "|"
@@ -643,9 +644,9 @@ _END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?
 # News topics end before how often the user wants them: "news on X and Y each morning".
 _END_NEWS = _END_LIST[:-1] + r"|\s+(?i:each|every|daily|weekly|in the mornings?|please)\b)"
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
-    ("medical_history", re.compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
+    ("medical_history", cjk_compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
-    ("medical_history", re.compile(r"(?:diagnosed with|i have|i've got|i suffer from|i'm|had an?|i had)\s+((?:type \d |"
+    ("medical_history", cjk_compile(r"(?:diagnosed with|i have|i've got|i suffer from|i'm|had an?|i had)\s+((?:type \d |"
                                    r"chronic |mild |severe )?(?:diabetes|asthma|ibs|crohn's|coeliac|celiac|epilepsy|adhd|"
                                    r"migraines?|hypertension|high blood pressure|arthritis|eczema|anxiety|"
                                    r"depression|a pacemaker|lactose intolerant|pregnant|\d+ weeks pregnant|"
@@ -653,29 +654,29 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                                    r"hypothyroidism|hyperthyroidism|endometriosis|pcos|fibromyalgia|ms|copd|glaucoma|"
                                    r"heart condition|bad back|slipped disc|herniated disc|insomnia|vertigo))\b",
                                    re.IGNORECASE), 0.75),
-    ("medical_history", re.compile(r"^\s*((?:my )?(?:migraines?|asthma|eczema|arthritis|back pain|insomnia|vertigo|"
+    ("medical_history", cjk_compile(r"^\s*((?:my )?(?:migraines?|asthma|eczema|arthritis|back pain|insomnia|vertigo|"
                                    r"anxiety|ibs|gout|tinnitus))\s+(?:is|are|has been|have been)\s+(?:my|acting|flaring|"
                                    r"killing|bad|worse|back)\b", re.IGNORECASE), 0.65),
     ("medical_history", re.compile(r"((?:我)?(?:在)?备孕|怀孕[\u4e00-\u9fff0-9]{0,4}|孕[早中晚]期|哺乳期|糖尿病|高血压|"
                                    r"痛风|哮喘|甲减|甲亢|胃溃疡|晕车)"), 0.7),
     ("accessibility", re.compile(r"(" + DISABILITY + r")"), 0.8),
-    ("hobbies", re.compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
+    ("hobbies", cjk_compile(r"(?:迷上了?|爱好是|爱好就是|业余(?:时间)?(?:喜欢|爱)?|平时(?:喜欢|爱)|周末(?:一般|常|都|会)"
                            r"(?:去|喜欢)|热衷于?)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.65),
-    ("hobbies", re.compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
+    ("hobbies", cjk_compile(r"(?i:in my (?:free|spare) time i|my hobby is|my hobbies are|i'm really into|i'm into|"
                            r"i'm obsessed with|i do|i play|i love)\s+([a-z][a-z\- ]{1,30}?)" + _END_LIST), 0.55),
-    ("hobbies", re.compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
+    ("hobbies", cjk_compile(r"^\s*(?i:i)\s+(knit|paint(?: \w+)?|climb|surf|run|swim|cycle|crochet|bake|garden|"
                            r"fish|skate|box|dance|sing|draw|sew|hike)\b(?!\s+(?:a|an|the|my|our|his|her|their)\b)"), 0.6),
-    ("hobbies", re.compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
+    ("hobbies", cjk_compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
                            r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
-    ("likes", re.compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
+    ("likes", cjk_compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
                          r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
                          r"(?:\s+(?:lately|these days|recently|right now))?" + _END_LIST, re.IGNORECASE), 0.6),
-    ("likes", re.compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
+    ("likes", cjk_compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
      0.6),
-    ("brands", re.compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
+    ("brands", cjk_compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
                           r"loyalist|user|man|woman)\b"), 0.65),
-    ("brands", re.compile(r"^\s*([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?) is the only (?:\w+ )?brand\b"), 0.7),
+    ("brands", cjk_compile(r"^\s*([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?) is the only (?:\w+ )?brand\b"), 0.7),
     ("brands", re.compile(r"(?i:shop at|do our (?:big |weekly )?shop at|i buy from|i always buy|only buy)\s+"
                           r"([A-Z][\w&'\-]+)"), 0.6),
     ("brands", re.compile(r"我(?:自己)?(?:一直)?用的是([A-Za-z\u4e00-\u9fff]{2,8}?)的"), 0.6),
@@ -689,15 +690,15 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("brands", re.compile(r"(?i:i always (?:book (?:through|with|on)|fly(?: with)?|use|order from|get|wear|drive)|"
                           r"my go-to at|my usual (?:from|at)|i only (?:fly|use|wear|drive|buy))\s+"
                           r"([A-Z][\w&'\-]+(?: [A-Z][\w&'\-]+)?)"), 0.6),
-    ("travel_preferences", re.compile(r"(?:i'?d (?:always )?rather take|i (?:always )?prefer|always book|i always take)\s+"
+    ("travel_preferences", cjk_compile(r"(?:i'?d (?:always )?rather take|i (?:always )?prefer|always book|i always take)\s+"
                                       r"((?:the |an? )?[\w\- ]{2,25}?)\s+(?:than|over|to)\s+(?:fly|flying|driving|"
                                       r"the train|a train|trains|planes?|buses|the bus)\b", re.IGNORECASE), 0.6),
-    ("travel_preferences", re.compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
+    ("travel_preferences", cjk_compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
                                       r"([\u4e00-\u9fff]{1,6}?)" + _END), 0.6),
-    ("education", re.compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{2,10}?)" + _END), 0.65),
+    ("education", cjk_compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{2,10}?)" + _END), 0.65),
     ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
-    ("education", re.compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
-    ("education", re.compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
+    ("education", cjk_compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
+    ("education", cjk_compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
                              r"((?:my |an? |a part-time |part-time )?(?:[\w'\-]+ ){0,3}?(?:degree|masters?|master's|"
                              r"phd|mba|bachelor's|a-levels|gcses|bootcamp|course|diploma)(?: (?:in|at) [\w' \-]{2,30})?)"
                              + _END), 0.65),
@@ -708,27 +709,27 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                              r"大[一二三四]|高[一二三])(?![\u4e00-\u9fff]{2}))"), 0.6),
     ("education", re.compile(r"(?:本科|硕士|研究生|博士|读研|读博|大学)(?:是|都是)?(?:在|去了|考到了?|读的是)"
                              r"([\u4e00-\u9fffA-Za-z]{1,10}?(?:大学|学院|大|中科院|研究所))(?=读|念|学|[，,。.!！\s]|$)"), 0.65),
-    ("education", re.compile(r"(?:大学|学院|大)(?:读的|念的|学的)([\u4e00-\u9fff]{2,8}?)" + _END), 0.6),
-    ("education", re.compile(r"(?<![A-Za-z])((?:a |an )?(?:part-time |full-time )?(?:BA|BSc|BS|MA|MSc|MS|MBA|PhD|MPhil|BEng|MEng|JD|LLB|LLM|"
+    ("education", cjk_compile(r"(?:大学|学院|大)(?:读的|念的|学的)([\u4e00-\u9fff]{2,8}?)" + _END), 0.6),
+    ("education", cjk_compile(r"(?<![A-Za-z])((?:a |an )?(?:part-time |full-time )?(?:BA|BSc|BS|MA|MSc|MS|MBA|PhD|MPhil|BEng|MEng|JD|LLB|LLM|"
                              r"BFA|MFA|DPhil)(?: (?:in|from|at) [\w'&\- ]{2,30}?)?)(?=[,.;!?]|\s+(?:through|which|and|but|so|"
                              r"last|this|next|in \d|from|at)\b|$)"), 0.65),
     ("education", re.compile(r"((?i:(?:first|second|third|fourth|final|1st|2nd|3rd|4th)[- ]year (?:[\w\-]+ ){0,2}student)|"
                              r"(?i:sophomore|freshman|junior|senior|grad student|undergrad|postgrad) at [A-Z][\w&'\-]+"
                              r"(?: [A-Z][\w&'\-]+)?)"), 0.6),
     ("hometown", re.compile(r"(?:老家|家乡|祖籍)(?:是|在)([\u4e00-\u9fff]{2,8}?)(?=的|人|那边|那儿|[，,。.!！\s]|$)"), 0.7),
-    ("likes", re.compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
+    ("likes", cjk_compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
                          r"([^,.;!?]{2,40}?)" + _END_LIST), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
-    ("news_topics", re.compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
+    ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
     ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
-    ("usual_order", re.compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
+    ("usual_order", cjk_compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
                                r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,60}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
     # "每次都点麦辣鸡腿堡套餐", "一般就点燕麦拿铁": what the user always orders
-    ("usual_order", re.compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),
-    ("occupation", re.compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
-    ("occupation", re.compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
+    ("usual_order", cjk_compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),
+    ("occupation", cjk_compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
+    ("occupation", cjk_compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
                               + _END), 0.7),
     ("occupation", re.compile(r"(?:我在[\u4e00-\u9fffA-Za-z0-9]{1,10}?|我)(?:当|做|干)([\u4e00-\u9fffA-Za-z]{1,8}?)"
                               r"(?=[，,。.!！?？；;]|的|$)"), 0.6),
@@ -741,7 +742,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                             r"(?:just )?started (?:a new job )?at|i(?:'ve| have)? (?:just )?joined|i'm now at|now working at)\s+"
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     # "senior SWE at Stripe", "I'm a nurse at St Mary's": a job word, then "at" and a capitalised name
-    ("employer", re.compile(r"(?i:(?:^\s*|\bi'?m |\bi am )(?:an? )?(?:[\w\-]+ ){0,3}?(?:engineer|developer|dev|swe|sde|sre|"
+    ("employer", cjk_compile(r"(?i:(?:^\s*|\bi'?m |\bi am )(?:an? )?(?:[\w\-]+ ){0,3}?(?:engineer|developer|dev|swe|sde|sre|"
                             r"designer|manager|nurse|teacher|doctor|analyst|consultant|scientist|researcher|lawyer|"
                             r"accountant|intern|student|sophomore|freshman|fresher|pm|architect|editor|writer|chef|"
                             r"barista|lecturer|professor|recruiter|paralegal|pharmacist)s?\s+at\s+)"
@@ -754,27 +755,27 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
      0.65),
     ("contact_hours", re.compile(r"((?:晚上|早上|上午|下午|中午|凌晨)?[\d一二三四五六七八九十两]{1,2}点半?(?:到[\d一二三四五六七八九十两]{1,2}点半?)?"
                                  r"(?:以?后|以?前|之前|之后)?)[，, ]*(?:别|不要|请勿|勿)(?:联系|打电话|打扰|发消息|找我)"), 0.65),
-    ("contact_hours", re.compile(r"(?i:\b((?:do not|don't|dont|never) (?:call|message|text|ping|email|contact|bother) me "
+    ("contact_hours", cjk_compile(r"(?i:\b((?:do not|don't|dont|never) (?:call|message|text|ping|email|contact|bother) me "
                                  r"(?:before|after|on|during|at|in the)\s[^,.;!?]{1,25}?)" + _END + r")"), 0.65),
-    ("contact_hours", re.compile(r"(?i:\b(?:reachable|available|around|free|contactable)\s+|\b(?:call|text|message|ping|reach|"
+    ("contact_hours", cjk_compile(r"(?i:\b(?:reachable|available|around|free|contactable)\s+|\b(?:call|text|message|ping|reach|"
                                  r"contact) me\s+)((?:any ?time |only )?(?:before|after|between|on|during|from|in the)\s"
                                  r"[^,.;!?]{1,30}?|(?:evenings?|mornings?|weekdays?|weekends?)[^,.;!?]{0,30}?)" + _END), 0.65),
-    ("contact_hours", re.compile(r"(?i:\b(any ?time (?:before|after) \d{1,2}(?::\d{2})?\s?(?:am|pm)?))"), 0.6),
-    ("contact_hours", re.compile(r"(?i:\b((?:after|before) \d{1,2}(?::\d{2})?\s?(?:am|pm)?) i'?m (?:offline|unavailable|asleep))"),
+    ("contact_hours", cjk_compile(r"(?i:\b(any ?time (?:before|after) \d{1,2}(?::\d{2})?\s?(?:am|pm)?))"), 0.6),
+    ("contact_hours", cjk_compile(r"(?i:\b((?:after|before) \d{1,2}(?::\d{2})?\s?(?:am|pm)?) i'?m (?:offline|unavailable|asleep))"),
      0.65),
-    ("schedule", re.compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
-    ("schedule", re.compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
+    ("schedule", cjk_compile(r"((?:每天|每周[一二三四五六日天]?|每个?月|工作日|周末|平时|一般)[^，,。.!！?？；;]{2,20}?)" + _END), 0.55),
+    ("schedule", cjk_compile(r"(?i:i'm off|i work|i'm usually|i get up at|i wake up at|up at)\s+([^,.;!?]{2,30}?)" + _END),
      0.55),
 )
-_TIME_WORD = re.compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|凌晨|周[一二三四五六日末]|月[初底]|am\b|pm\b|morning|"
+_TIME_WORD = cjk_compile(r"\d|[点号]|小时|早上|晚上|上午|下午|中午|凌晨|周[一二三四五六日末]|月[初底]|am\b|pm\b|morning|"
                         r"evening|night|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday|shift",
                         re.IGNORECASE)
-_REQUEST = re.compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做什么|吃什么|(?i:\b(?:can you|could you|please find|"
+_REQUEST = cjk_compile(r"帮我|帮忙|看看|查一?下|查查|推荐|天气|做什么|吃什么|(?i:\b(?:can you|could you|please find|"
                       r"what's the weather|forecast)\b)")
 _NOT_HOBBY = re.compile(r"^(?:你|您|我|他|她|这|那|什么|哪|it|that|this|you|the idea)", re.IGNORECASE)
 
 
-_USUAL = re.compile(r"^\s*(?:去[^，,。\s]{1,6}?)?(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*"
+_USUAL = cjk_compile(r"^\s*(?:去[^，,。\s]{1,6}?)?(?:还是|按|照)?(?:老样子|老规矩|照旧|老三样|(?i:\bthe usual\b|\bmy usual\b))\s*[，,：:]\s*"
                     r"(?:还是|就)?(?!帮|给|来一?份|再|也|吧|please|pls|thanks)([^，,。.!！?？；;]{2,24}?(?:[，,]\s*[^，,。.!！?？；;]{1,12}?){0,2}?)"
                     r"(?=[，,]\s*(?:谢谢|谢啦|thanks|thank you|ta\b|cheers|你记一下|记一下|麻烦了|去|在|到|送到|from\b|at\b)|"
                     r"[。.!！?？；;]|$)|"
@@ -795,8 +796,8 @@ def sentence_level(sentence: str) -> list[Found]:
     if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
         for p in find_places(sentence):
             before = sentence[max(0, p.start - 4):p.start]
-            if re.search(r"(?:[，,]\s*|\bin\s+|^\s*)$", before) and not _WORK_CUE.search(sentence) and not re.match(
-                    r"\s*(?:时间|(?i:time)\b)", sentence[p.end:p.end + 6]):
+            if re.search(cjk_edges(r"(?:[，,]\s*|\bin\s+|^\s*)$"), before) and not _WORK_CUE.search(sentence) and not re.match(
+                    cjk_edges(r"\s*(?:时间|(?i:time)\b)"), sentence[p.end:p.end + 6]):
                 out.append(Found("city", p.text, p.start, p.end, p.canonical, 0.7))
     return out
 
@@ -810,15 +811,15 @@ _NEWS_LEAD = re.compile(r"^.*(?:推送|推荐|推|关注|发我|发|看|给我|�
 # "一般点鸳鸯锅", "每天早上都要看").
 _CLOCK = (r"\d{1,2}[:：.]\d{2}|\d{1,2}\s?点|[一二两三四五六七八九十]{1,3}点|\d{1,2}\s?(?i:am|pm)\b|半小时|小时|分钟|"
           r"\d+号|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|每周[一二三四五六日天]")
-_ROUTINE = re.compile(r"(?:" + _CLOCK + r")|^(?:每天|每周|每个?月|工作日)(?!.{0,8}(?:看|推|发|点|打|路上|通勤|都在|愉快|累))|"
+_ROUTINE = cjk_compile(r"(?:" + _CLOCK + r")|^(?:每天|每周|每个?月|工作日)(?!.{0,8}(?:看|推|发|点|打|路上|通勤|都在|愉快|累))|"
                       r"^(?!周末|平时|一般)[A-Za-z]")
 
 
 # What a "like" is about decides its field: the way answers are written is a reply preference (other rules read it),
 # a seat, a stay or a pace of travel is a travel preference, a listed pastime ("打羽毛球", "钓鱼") a hobby.
-_LIKE_ABOUT_REPLIES = re.compile(r"回答|回复|解释|讲解|说话|例子|总结|语气|(?i:\b(?:answers?|replies|reply|feedback|reports?|"
+_LIKE_ABOUT_REPLIES = cjk_compile(r"回答|回复|解释|讲解|说话|例子|总结|语气|(?i:\b(?:answers?|replies|reply|feedback|reports?|"
                                  r"explanations?|examples?|emails?)\b)")
-_LIKE_ABOUT_TRAVEL = re.compile(r"住|酒店|民宿|靠窗|过道|节奏|景点|(?i:\b(?:hotels?|hostels?|flights?|seats?|aisle|window|airbnbs?|"
+_LIKE_ABOUT_TRAVEL = cjk_compile(r"住|酒店|民宿|靠窗|过道|节奏|景点|(?i:\b(?:hotels?|hostels?|flights?|seats?|aisle|window|airbnbs?|"
                                 r"trains?)\b)")
 
 
@@ -847,9 +848,9 @@ def free_text(clause: str) -> list[Found]:
                 continue
             if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
                 continue  # "I moved to Chicago" names a place, not an employer
-            if key == "occupation" and re.match(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob|"
+            if key == "occupation" and re.match(cjk_edges(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob|"
                                                 r"(?:i|we|you|it|they|he|she|moved|live[sd]?|living|born|been|from|came|"
-                                                r"got|am|is|are|was|were)\b", value, re.I):
+                                                r"got|am|is|are|was|were)\b"), value, re.I):
                 continue  # "帮我做个预算表" is a request, "early bird here" a habit
             if key == "schedule" and not _TIME_WORD.search(value):
                 continue  # "每天挤地铁" is a complaint, "每天早上七点起" a routine
@@ -880,11 +881,11 @@ _LEXICONS: Mapping[str, Mapping[str, str]] = {"diet": DIETS, "reply_tone": TONES
 
 # A habit said about oneself ("我平时喜欢弹吉他", "I do pottery classes on Wednesdays") around a listed activity
 # (`word_classes.json`, class "hobby").
-_HOBBY_CUE = re.compile(r"喜欢|爱|常|经常|每周|每天|每个|平时|周末|一般|迷上|在学|开始|好多年|坚持|业余|没事|闲|练|玩了|"
+_HOBBY_CUE = cjk_compile(r"喜欢|爱|常|经常|每周|每天|每个|平时|周末|一般|迷上|在学|开始|好多年|坚持|业余|没事|闲|练|玩了|"
                         r"(?i:\b(?:love|enjoy|into|play|do|go|every|weekends?|twice|keen|learning|started|hooked|"
                         r"obsessed|practi[cs]e)\b)")
-_ME = re.compile(r"我|(?i:\bi\b|\bi'm\b|\bi've\b|\bmy\b)")
-_NOT_HOBBY_CLAUSE = re.compile(r"帮我|推荐|[?？吗]|(?i:\b(?:can|could) you\b|\bany (?:good |tips|ideas)|\brecommend\b)")
+_ME = cjk_compile(r"我|(?i:\bi(?!人)\b|\bi'm\b|\bi've\b|\bmy\b)")
+_NOT_HOBBY_CLAUSE = cjk_compile(r"帮我|推荐|[?？吗]|(?i:\b(?:can|could) you\b|\bany (?:good |tips|ideas)|\brecommend\b)")
 
 
 def hobbies(clause: str) -> list[Found]:

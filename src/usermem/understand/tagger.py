@@ -131,7 +131,7 @@ def word_class_marks(text: str, tokens: Sequence[Token]) -> list[str]:
 def featurize(text: str, tokens: Sequence[Token], fields: Sequence[str] = ()) -> list[list[str]]:
     marks = [""] * len(tokens)
     wclass = word_class_marks(text, tokens)
-    for p in find_places(text):
+    for p in find_places(text, crf_reading=True):  # the features the shipped CRF was trained with
         for i, t in enumerate(tokens):
             if t.start >= p.start and t.end <= p.end:
                 marks[i] = "place"

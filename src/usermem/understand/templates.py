@@ -22,8 +22,9 @@ from functools import lru_cache
 from usermem.understand import bank
 from usermem.understand.filters import clause_spans
 from usermem.understand.learned import features
+from usermem.understand.text import cjk_compile
 
-_STOP_AFTER = re.compile(r"\s+(?:but|and|because|so|though|although|which|since|as|when|if|while|lol|haha)\b|"
+_STOP_AFTER = cjk_compile(r"\s+(?:but|and|because|so|though|although|which|since|as|when|if|while|lol|haha)\b|"
                          r"但是|不过|因为|所以|而且|然后|哈哈", re.IGNORECASE)
 
 

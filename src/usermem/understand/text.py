@@ -11,10 +11,15 @@ from typing import Any
 
 from usermem.errors import InvalidArgument, ValidationError
 from usermem.policy.validate import DEFAULT_LIMITS, SURROGATE
+from usermem.policy.wordedge import CJK_CHARS as CJK_CHARS
+from usermem.policy.wordedge import WORD_EDGE as WORD_EDGE
+from usermem.policy.wordedge import WORD_END as WORD_END
+from usermem.policy.wordedge import WORD_START as WORD_START
+from usermem.policy.wordedge import cjk_compile as cjk_compile
+from usermem.policy.wordedge import cjk_edges as cjk_edges
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
-
 
 def normalise(text: str) -> str:
     """NFKC (full-width letters and digits become ASCII), lower-case, collapsed whitespace."""

@@ -39,7 +39,7 @@ from usermem.store.base import LiveQuery
 from usermem.understand import verification as vf
 from usermem.understand.llm import LLMClient
 from usermem.understand.ports import MemoryHost
-from usermem.understand.text import check_text, detect_language
+from usermem.understand.text import check_text, cjk_compile, detect_language
 
 ACTOR = "usermem.usermodel"
 SIGNAL_NS = "signals"
@@ -82,7 +82,7 @@ _SIGNALS: tuple[tuple[re.Pattern[str], Signal], ...] = tuple(
 _NEGATED = re.compile(r"(不用|不要|别|无需|不必|don'?t|do not|no need to|never)\s*\S{0,3}$", re.IGNORECASE)
 
 # Standing procedural requests: "以后每次…都先…", "from now on, always … first".
-_PROCEDURE = re.compile(
+_PROCEDURE = cjk_compile(
     r"(以后|今后|往后|每次)[^。！？!?]{0,12}(都|总是|一律)?[^。！？!?]{0,6}先[^。！？!?]{2,60}"
     r"|(from now on|in future|every time|whenever)[^.!?]{0,80}\b(always|first)\b[^.!?]{0,80}",
     re.IGNORECASE)
