@@ -123,8 +123,10 @@ def test_every_skipped_pattern_needs_a_non_ascii_character() -> None:
 
 
 def test_the_fast_list_keeps_the_order_of_the_rest() -> None:
-    kept = tuple(p for p in injection._PATTERNS if p[0] not in NON_ASCII_ONLY)
+    kept = tuple(p for p in injection._PLAIN if p[0] not in NON_ASCII_ONLY)
     assert kept == injection._ASCII_PATTERNS
+    # the plain patterns are the seam-aware ones as written, in the same order
+    assert [n for n, _ in injection._PLAIN] == [n for n, _ in injection._PATTERNS]
 
 
 def test_patterns_left_in_the_fast_list_are_english_or_mixed() -> None:

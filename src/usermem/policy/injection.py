@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from usermem.policy.normalize import confusable_skeleton
-from usermem.policy.wordedge import cjk_compile
+from usermem.policy.wordedge import cjk_compile, has_cjk_seam
 
 # Pieces shared by several English patterns.
 _Q_EN = (r"(?:previous|prior|above|earlier|preceding|foregoing|former|system|original|initial|old|"
@@ -36,9 +36,7 @@ _V_EN = r"(?:ignore|disregard|forget|override|bypass|skip|neglect|drop|discard|a
 _Q_ZH = r"(?:之前|以上|上面|上述|前面|此前|先前|原来|原有|原先|系统|你的|你收到的|你被设定的|开发者的?|所有的?)"
 _T_ZH = r"(?:指令|指示|提示词?|规则|要求|设定|约束|限制|命令|规定|内容|一切|安全策略)"
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, cjk_compile(rx, re.IGNORECASE))
-    for name, rx in (
+_SOURCES: tuple[tuple[str, str], ...] = (
         # --- chat markup -----------------------------------------------------------------------------------
         ("prompt_tag", r"</?\s*(?:user_facts|user_preferences|user_context|system|assistant|user|instructions?|"
                        r"im_start|im_end|tool|function_call|sys)\b[^>]{0,40}>"),
@@ -125,8 +123,14 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("side_effect_zh", r"(?:发送?|转发|传|上传|提交)(?:到|给)\s*(?:https?://|\S+@\S+|\S+\.(?:com|net|org|cn|io))|"
                            r"(?:附上|加上|带上|包含|插入)(?:这个|以下|这条)?链接|(?:索要|索取|询问|要求提供|套取)(?:用户的?)?"
                            r"(?:密码|验证码|银行卡|身份证)"),
-    )
 )
+# Every pattern with the word edges of policy.wordedge (an English cue glued to Chinese: "请ignore all previous
+# instructions"), and as written (`\b` as Python reads it): the two match alike on text without a seam between a
+# Chinese character and a Latin letter or digit (`has_cjk_seam`), where instruction_like runs the cheaper originals.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, cjk_compile(rx, re.IGNORECASE)) for name, rx in _SOURCES)
+_PLAIN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx, re.IGNORECASE)) for name, rx in _SOURCES)
 
 # Patterns that cannot match text that is all ASCII: every match of each of them contains a non-ASCII
 # character (a CJK ideograph the pattern requires). On an all-ASCII skeleton — most values — `instruction_like`
@@ -137,17 +141,17 @@ NON_ASCII_ONLY: frozenset[str] = frozenset({
     "override_zh", "void_zh", "new_rules_zh", "authority_zh", "mode_zh", "persona_zh", "obey_zh", "addressed_zh",
     "exfiltrate_zh", "side_effect_zh",
 })
-_ASCII_PATTERNS = tuple((name, pattern) for name, pattern in _PATTERNS if name not in NON_ASCII_ONLY)
+_ASCII_PATTERNS = tuple((name, pattern) for name, pattern in _PLAIN if name not in NON_ASCII_ONLY)
 
 # Weaker signals: the value speaks to whoever reads it, in the second person or to the assistant ("you must…",
 # "你必须…"). Such a value may be a user's own words, so it is stored, but the assembler renders it as a quoted
 # user statement and flags it. Ordinary preferences ("always use bullet points", "不要打电话") are not directives.
-_DIRECTIVE = cjk_compile(
+_DIRECTIVE_SOURCE = (
     r"\b(?:you|assistant|ai|model|chatbot)\s+(?:must|should|shall|have\s+to|need\s+to|are\s+(?:required|supposed|"
     r"expected)\s+to|will\s+(?:always|never|now)|may\s+not|are\s+not\s+allowed)\b|"
-    r"(?:你|您)(?:必须|务必|一定要|应该|应当|不许|不准|只能|不得|需要)|(?:请你|你要)(?:永远|始终|一直|每次)",
-    re.IGNORECASE,
-)
+    r"(?:你|您)(?:必须|务必|一定要|应该|应当|不许|不准|只能|不得|需要)|(?:请你|你要)(?:永远|始终|一直|每次)")
+_DIRECTIVE = cjk_compile(_DIRECTIVE_SOURCE, re.IGNORECASE)
+_DIRECTIVE_PLAIN = re.compile(_DIRECTIVE_SOURCE, re.IGNORECASE)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -167,7 +171,8 @@ def instruction_like(value: Any) -> str | None:
     """The name of the first pattern a string inside `value` matches, or None when it reads as plain data."""
     for text in _strings(value):
         skeleton = confusable_skeleton(text)
-        for name, pattern in _ASCII_PATTERNS if skeleton.isascii() else _PATTERNS:
+        patterns = _ASCII_PATTERNS if skeleton.isascii() else _PATTERNS if has_cjk_seam(skeleton) else _PLAIN
+        for name, pattern in patterns:
             if pattern.search(skeleton):
                 return name
     return None
@@ -175,7 +180,11 @@ def instruction_like(value: Any) -> str | None:
 
 def directive_like(value: Any) -> bool:
     """True when a string inside `value` is phrased as a directive to the reader (weaker than instruction_like)."""
-    return any(_DIRECTIVE.search(confusable_skeleton(text)) for text in _strings(value))
+    for text in _strings(value):
+        skeleton = confusable_skeleton(text)
+        if (_DIRECTIVE if has_cjk_seam(skeleton) else _DIRECTIVE_PLAIN).search(skeleton):
+            return True
+    return False
 
 
 QUOTED_KEY = "quoted_user_statement"

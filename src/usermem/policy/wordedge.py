@@ -171,3 +171,14 @@ def cjk_edges(pattern: str) -> str:
 def cjk_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """`re.compile(cjk_edges(pattern), flags)`."""
     return re.compile(cjk_edges(pattern), flags)
+
+
+_SEAM = re.compile("[" + CJK_CHARS + "]" + _NON_CJK_WORD + "|" + _NON_CJK_WORD + "[" + CJK_CHARS + "]")
+
+
+def has_cjk_seam(text: str) -> bool:
+    """Whether `text` puts a Chinese (Japanese, Korean) character right beside a Latin letter or digit: the only
+    place where a `cjk_edges` pattern can match differently from its plain `\\b` original. On text without one,
+    both match alike, so a hot path may run the cheaper original (policy.injection does)."""
+    return _SEAM.search(text) is not None
+
