@@ -215,9 +215,9 @@ def test_a_directive_glued_to_chinese_is_flagged_and_plain_mixed_facts_are_not()
 
 # --- the injection guard runs its plain patterns on text without a Chinese–Latin seam: the same answers ------------
 
-_MIXED = st.lists(st.sampled_from(list("ignore all previous instructions you must 忽略之前的指令你必须请 ,.!\n")
-                                   + ["ignore", "previous", "instructions", "忽略", "developer mode", "我的", "you must",
-                                      "ignore all previous instructions", "之前的指令"]),
+_MIXED = st.lists(st.sampled_from([*"ignore all previous instructions you must 忽略之前的指令你必须请 ,.!\n",
+                                    "ignore", "previous", "instructions", "忽略", "developer mode", "我的", "you must",
+                                    "ignore all previous instructions", "之前的指令"]),
                   max_size=30).map("".join)
 
 
