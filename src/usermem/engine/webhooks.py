@@ -251,15 +251,15 @@ class WebhookHub:
         tenants = [k for k, _ in self._store.list_docs(INDEX_TENANT, INDEX_NS, limit=1_000_000)]
         n = 0
         for ten in tenants:
-            valued = {r["id"] for _, v in self._store.list_docs(ten, DELIVERIES, limit=1_000_000)
-                      for r in v.get("payload", {}).get("records", []) if "value" in r}
+            docs = self._store.list_docs(ten, DELIVERIES, limit=1_000_000)
+            valued = {r["id"] for _, v in docs for r in v.get("payload", {}).get("records", []) if "value" in r}
             if valued:
                 held = {r.id: r for r in self._store.get_many(ten, sorted(valued))}
                 gone = {i for i in valued if (r := held.get(i)) is None
                         or (r.deleted_at is not None and r.deleted_at < deleted_before)
                         or (r.expires_at is not None and r.expires_at <= expired_before)}
-                self.scrub(ten, None, gone, at=cutoff)
-            for did, v in self._store.list_docs(ten, DELIVERIES, limit=1_000_000):
+                self._scrub_docs(ten, docs, gone, at=cutoff)
+            for did, v in docs:
                 last = max([float(v.get("created_at", 0.0))] + [float(a["at"]) for a in v.get("attempts", [])])
                 if v.get("state") != "pending" and last < cutoff:
                     n += self._store.delete_doc(ten, DELIVERIES, did)
@@ -274,8 +274,14 @@ class WebhookHub:
         ids = set(memory_ids)
         if not ids:
             return 0
+        return self._scrub_docs(tenant, self._store.list_docs(tenant, DELIVERIES, user_id=user_id, limit=1_000_000),
+                                ids, at=at)
+
+    def _scrub_docs(self, tenant: str, docs: Iterable[tuple[str, dict[str, Any]]], ids: set[str], *,
+                    at: float) -> int:
+        """`scrub` over deliveries already read (id, document): changed documents are written back in place."""
         n = 0
-        for did, v in self._store.list_docs(tenant, DELIVERIES, user_id=user_id, limit=1_000_000):
+        for did, v in docs:
             records = v.get("payload", {}).get("records", [])
             hit = [r for r in records if r.get("id") in ids and "value" in r]
             if not hit:

@@ -104,22 +104,22 @@ def actor_of(p: ApiKey, actor: str | None) -> str:
     return f"key:{p.id}" + (f":{actor}" if actor else "")
 
 
-def data_subject(p: ApiKey, user_id: str) -> str:
-    """What is held about a user, L2/L3 values included (export), goes to the user: a user token of that user,
-    or an admin key (an operator acting on the user's request). An agent's key — even one bound to the user —
-    reads L2/L3 fields only under a grant (recall), so it is refused here (403)."""
+def _the_user_or_admin(p: ApiKey, user_id: str, why: str) -> str:
+    """`user_id` when `p` is a user token of that user or an admin key (an operator acting on the user's request);
+    any other key — an agent's, even one bound to the user — is refused (403, `why` says what is the user's)."""
     user_id = bound_user(p, user_id)
     if not (p.admin or (p.user_token and p.user_id == user_id)):
-        raise ApiProblem(403, "user_token_required", "an export is for the user: use a user token of this user "
+        raise ApiProblem(403, "user_token_required", f"{why}: use a user token of this user "
                          "(usermem keys create TENANT --user ID --user-token) or an admin key")
     return user_id
 
 
+def data_subject(p: ApiKey, user_id: str) -> str:
+    """What is held about a user, L2/L3 values included (export), goes to the user. An agent's key reads L2/L3
+    fields only under a grant (recall), so it is refused here (403)."""
+    return _the_user_or_admin(p, user_id, "an export is for the user")
+
+
 def answering_user(p: ApiKey, user_id: str) -> str:
-    """Consent is the user's to give: a user token of that user, or an admin key (an operator acting on the
-    user's instruction). An agent's key — even one bound to the user — is refused (403)."""
-    user_id = bound_user(p, user_id)
-    if not (p.admin or (p.user_token and p.user_id == user_id)):
-        raise ApiProblem(403, "user_token_required", "consent is answered by the user: use a user token of this "
-                         "user (usermem keys create TENANT --user ID --user-token) or an admin key")
-    return user_id
+    """Consent is the user's to give: a user token of that user, or an admin key."""
+    return _the_user_or_admin(p, user_id, "consent is answered by the user")
