@@ -11,7 +11,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from usermem.bench.cluster import PgPair, free_ports
+from usermem.bench.cluster import PgPair, free_ports, wait_until
 from usermem.errors import ConfigError
 from usermem.store.base import read_scope
 from usermem.store.postgres import PostgresStore, parse_lsn, replica_conninfo
@@ -25,6 +25,21 @@ def _memory(url: str):  # type: ignore[no-untyped-def]
     from usermem.config import load_settings
 
     return Memory(url, settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0))
+
+
+def _replica_caught_up(pg_pair: PgPair) -> None:
+    """Wait until the replica has replayed everything the primary has now (before pausing its replay)."""
+    with psycopg.connect(pg_pair.url(), autocommit=True) as primary:
+        row = primary.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    target = parse_lsn(str(row[0]))
+
+    def replayed() -> bool:
+        with psycopg.connect(pg_pair.replica_url, autocommit=True) as replica:
+            got = replica.execute("SELECT pg_last_wal_replay_lsn()::text").fetchone()
+        return got is not None and got[0] is not None and parse_lsn(str(got[0])) >= target
+
+    wait_until("the replica replayed the primary's WAL", replayed, 30, interval=0.05)
 
 
 def test_lsn_and_option_parsing() -> None:
@@ -66,6 +81,7 @@ def test_a_replica_behind_sends_reads_to_the_primary(pg_pair: PgPair) -> None:
         try:
             m.write("acme", "u", "fact", "city", "Hangzhou", source="user_confirmed", now=T0)
             m.recall("acme", "u", k=5, now=T0)
+            _replica_caught_up(pg_pair)  # the schema and the first value are on the replica before it pauses
             replica.execute("SELECT pg_wal_replay_pause()")
             m.write("acme", "u", "fact", "city", "Shanghai", source="user_confirmed", now=T0 + 1)
             behind = m.store.replica_stats["behind"]  # type: ignore[attr-defined]
@@ -140,3 +156,52 @@ def test_each_http_request_is_one_read_scope(pg_pair: PgPair) -> None:
         assert stats["fences"] == fences + 1 and stats["replica_reads"] >= reads + 2, stats
     finally:
         api.memory.close()
+
+
+@pytest.mark.redis
+def test_a_tier_filled_inside_a_read_scope_misses_no_write_committed_before_the_fill(pg_pair: PgPair) -> None:
+    """Seen in the cluster load test: a request's first read fixed its replica fence; another instance's
+    write then committed (its tier apply found the user not loaded); this request's tier miss loaded the user
+    from the replica under the old fence — without that write — and the fill passed its token check, so Redis
+    served the user without the write until the next change. The fill's load now asks for a fresh fence."""
+    import threading
+    import uuid
+
+    from usermem import Memory
+    from usermem.config import load_settings
+
+    url = pg_pair.url(read_replica=f"127.0.0.1:{pg_pair.replica_port}", schema="tierfill")
+    prefix = f"umtest-{uuid.uuid4().hex[:8]}"
+
+    def tiered() -> Memory:
+        return Memory(url, settings=load_settings(env={}, embedder="none", hybrid_lexical_weight=0.0,
+                                                  preset="tiered", redis_url="redis://127.0.0.1:6379/0",
+                                                  key_prefix=prefix))
+
+    a, b = tiered(), tiered()  # two instances
+    with psycopg.connect(pg_pair.replica_url, autocommit=True) as replica:
+        try:
+            b.write("acme", "u", "fact", "job", "nurse", source="user_confirmed", now=T0)
+            a.flush()
+            b.flush()
+            _replica_caught_up(pg_pair)  # the scope's first read is then served by the replica, at its fence
+            with read_scope():
+                assert [r.value for r in a.recall("acme", "u", k=5, kinds=["fact"], now=T0 + 1,
+                                                 mark_used=False)] == ["nurse"]  # no write: the fence stays
+                replica.execute("SELECT pg_wal_replay_pause()")  # the replica stays at the scope's fence
+                other = threading.Thread(target=lambda: b.write(  # another instance: not in this read scope
+                    "acme", "u", "preference", "drink", "oolong", source="user_confirmed", now=T0 + 2))
+                other.start()
+                other.join()
+                got = a.recall("acme", "u", k=5, kinds=["preference"], now=T0 + 3)
+                assert [r.value for r in got] == ["oolong"]
+            replica.execute("SELECT pg_wal_replay_resume()")
+            # And the tier holds it: a later read, served from Redis, still sees the write.
+            hits = a.store.stats["hits"]  # type: ignore[attr-defined]
+            assert [r.value for r in a.recall("acme", "u", k=5, kinds=["preference"], now=T0 + 4)] == ["oolong"]
+            assert a.store.stats["hits"] > hits  # type: ignore[attr-defined]
+        finally:
+            replica.execute("SELECT pg_wal_replay_resume()")
+            a.forget_user("acme", "u")  # the Redis keys too
+            a.close()
+            b.close()

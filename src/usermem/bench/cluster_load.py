@@ -8,7 +8,8 @@ applied, so it is never counted as acknowledged).
 `run_phases` drives `clients` threads through a list of `Phase`s. Each phase is bounded in requests and
 in seconds and may start with a fault (kill an instance, stop a node) in a background thread. The mix:
 writes of a new key (alternating a tier kind and a store-of-record kind), followed by a read of that key
-through the *next* instance (read-your-writes across instances: a missing value is a `stale_read`), and
+through the *next* instance (read-your-writes across instances: a missing value is a `stale_read`, listed with
+what every instance answers for the key 200 ms later, so lag and a lost cache entry tell apart), and
 recalls. Per phase: requests, errors by kind, p50/p95/p99, throughput; every acknowledged write is kept
 so the caller can check that none was lost. `write_report` writes JSON, Markdown and a PNG (latency over
 time with the phases and the errors, and p95 per phase) into a fresh directory.
@@ -63,6 +64,10 @@ class RoundRobin:
                 continue  # never sent: safe to try the next instance
         raise NoInstance(f"no instance of {self.urls} accepted the connection")
 
+    def request_to(self, url: str, method: str, path: str, **kw: Any) -> httpx.Response:
+        """A request to one given instance (no round robin)."""
+        return self._client().request(method, url + path, **kw)
+
     def close(self) -> None:
         """Close the calling thread's connections (each thread has its own)."""
         c = getattr(self._local, "client", None)
@@ -102,6 +107,7 @@ class PhaseResult:
     by_op: dict[str, dict[str, float]]
     fault_seconds: float | None = None
     fault_error: str | None = None
+    stale: list[dict[str, Any]] = field(default_factory=list)  # the first stale reads, with a re-read each
 
     @property
     def error_count(self) -> int:
@@ -127,19 +133,19 @@ def _error_of(resp: httpx.Response | None, exc: BaseException | None) -> str | N
 
 
 def run_phases(rr: RoundRobin, phases: Sequence[Phase], *, clients: int = 4, users: int = 20,
-               run: LoadRun | None = None) -> LoadRun:
+               run: LoadRun | None = None, user_prefix: str = "u") -> LoadRun:
     """Drive the phases in order (see the module docstring). Never raises for request failures.
     `run`: the record to fill (a fault may watch it, e.g. to strike once some writes were acknowledged)."""
     run = run if run is not None else LoadRun()
     t0 = time.monotonic()
     seq = itertools.count()
     for phase in phases:
-        _run_phase(rr, phase, run, t0, seq, clients, users)
+        _run_phase(rr, phase, run, t0, seq, clients, users, user_prefix)
     return run
 
 
 def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Iterator[int], clients: int,
-               users: int) -> None:
+               users: int, user_prefix: str) -> None:
     lock = threading.Lock()
     fault_info: dict[str, Any] = {}
     fault_thread = None
@@ -160,13 +166,16 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
     deadline = started + phase.seconds
     samples: list[Sample] = []
     stale = [0]
+    stale_seen: list[dict[str, Any]] = []
 
-    def timed(op: str, method: str, path: str, ok: tuple[int, ...] = (), **kw: Any) -> httpx.Response | None:
+    def timed(op: str, method: str, path: str, ok: tuple[int, ...] = (),
+              **kw: Any) -> tuple[str, httpx.Response] | None:
         begin = time.monotonic()
         resp: httpx.Response | None = None
         exc: BaseException | None = None
+        url = ""
         try:
-            _, resp = rr.request(method, path, **kw)
+            url, resp = rr.request(method, path, **kw)
         except (httpx.HTTPError, NoInstance) as e:
             exc = e
         end = time.monotonic()
@@ -174,31 +183,48 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
         s = Sample(begin - t0, phase.name, op, (end - begin) * 1000, error)
         with lock:
             samples.append(s)
-        return resp if s.error is None else None
+        return (url, resp) if s.error is None and resp is not None else None
+
+    def note_stale(user: str, key: str, kind: str, value: str, wrote_via: str, read_via: str,
+                   body: Any) -> None:
+        """A stale read, with what each instance answers for the key a moment later (lag or loss)."""
+        time.sleep(0.2)
+        again: dict[str, Any] = {}
+        for url in rr.urls:
+            try:
+                r = rr.request_to(url, "GET", f"/v1/users/{user}/memories", params={"keys": key, "k": 5})
+                again[url] = [x.get("value") for x in _records(r.json())] if r.status_code == 200 else r.status_code
+            except httpx.HTTPError as e:
+                again[url] = type(e).__name__
+        with lock:
+            stale[0] += 1
+            if len(stale_seen) < 10:
+                stale_seen.append({"t": round(time.monotonic() - t0, 3), "user": user, "key": key, "kind": kind,
+                                   "value": value, "wrote_via": wrote_via, "read_via": read_via,
+                                   "answer": _records(body), "after_200ms": again})
 
     def client() -> None:
         # Until the request budget is spent and the fault is over (the load covers the whole fault), or the time.
         while time.monotonic() < deadline and (next(budget) < phase.requests
                                                or (fault_thread is not None and fault_thread.is_alive())):
             i = next(seq)
-            user = f"u{(i // 3) % users}"  # every user gets writes and recalls
+            user = f"{user_prefix}{(i // 3) % users}"  # every user gets writes and recalls
             if i % 3 == 2 and not phase.writes_only:
                 timed("recall", "GET", f"/v1/users/{user}/memories", (404,), params={"k": 5})  # 404: no such user yet
                 continue
             kind = "preference" if i % 2 else "fact"
             key, value = f"k{i}", f"v{i} {phase.name}"
-            resp = timed("write", "POST", "/v1/memories", json={
+            wrote = timed("write", "POST", "/v1/memories", json={
                 "user_id": user, "kind": kind, "key": key, "value": value, "source": "user_confirmed"})
-            if resp is None:
+            if wrote is None:
                 continue
             with lock:
                 run.acked.append((user, key, value))
             if phase.writes_only:
                 continue
             got = timed("read_own", "GET", f"/v1/users/{user}/memories", params={"keys": key, "k": 5})
-            if got is not None and value not in {r.get("value") for r in _records(got.json())}:
-                with lock:
-                    stale[0] += 1
+            if got is not None and value not in {r.get("value") for r in _records(got[1].json())}:
+                note_stale(user, key, kind, value, wrote[0], got[0], got[1].json())
 
     threads = [threading.Thread(target=client, name=f"load-{n}") for n in range(clients)]
     for t in threads:
@@ -215,7 +241,7 @@ def _run_phase(rr: RoundRobin, phase: Phase, run: LoadRun, t0: float, seq: Itera
     run.phases.append(PhaseResult(
         phase.name, phase.fault_name, round(elapsed, 3), len(samples), dict(errors), stale[0],
         {**percentiles(ok), "rps": round(len(samples) / elapsed, 1) if elapsed else 0.0}, by_op,
-        round(fault_info["seconds"], 3) if "seconds" in fault_info else None, fault_info.get("error")))
+        round(fault_info["seconds"], 3) if "seconds" in fault_info else None, fault_info.get("error"), stale_seen))
     run.samples.extend(samples)
 
 

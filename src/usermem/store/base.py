@@ -387,6 +387,20 @@ class ReadScope:
 
     fence: int | None = None
 
+    def refresh(self) -> None:
+        """The next read must also see every write committed until now, not only those acknowledged before
+        the scope began (a cache filled from that read, e.g. a serving tier, must not miss a write that
+        committed in between: store/tiered.py)."""
+        self.fence = None
+
+
+def fresh_reads() -> None:
+    """Within a read scope, make the next read see every write committed until now (ReadScope.refresh);
+    outside a scope, every read does already."""
+    scope = _READ_SCOPE.get()
+    if scope is not None:
+        scope.refresh()
+
 
 _READ_SCOPE: ContextVar[ReadScope | None] = ContextVar("usermem_read_scope", default=None)
 

@@ -44,6 +44,7 @@ from usermem.store.base import (
     ScoreRow,
     Store,
     WriteTx,
+    fresh_reads,
     open_store,
 )
 from usermem.store.redis import Change, RedisTier, SessionTier, Tier
@@ -471,6 +472,11 @@ class TieredStore:
                 cached, token = tier.read(q.tenant, q.user_id)
                 if cached is None:
                     self.stats["misses"] += 1
+                    # The fill is accepted only if no change reached the tier since `read` (its token), so
+                    # the store of record must show every write committed before it: inside a read scope
+                    # whose replica fence predates a write, a replica read could miss that write and the
+                    # tier would keep the gap until the next change (seen in the cluster load test).
+                    fresh_reads()
                     cached = self.record.live(LiveQuery(q.tenant, q.user_id, _EVERYTHING, kinds=sorted(tier.kinds),
                                                         include_retracted=True))
                     if not cached and not self._holds_anything(q.tenant, q.user_id):
