@@ -22,7 +22,8 @@ from usermem.interfaces.mcp import build_server
 
 # Characters that are not printable (C1 controls, bidi override, line separator, zero-width space, BOM, a tag
 # character) — "ids are 1-128 printable characters" (README) refused them only below U+0080.
-UNPRINTABLE = ["u\u0085x", "a\u009b31m", "a\u202eb", "a\u2028b", "a\u200bb", "\ufeffu", "a\U000e0041b"]
+UNPRINTABLE = ["u\u0085x", "a\u009b31m", "a\u202eb", "a\u2028b", "a\u200bb", "\ufeffu", "a\U000e0041b",
+               "a\ufffdb"]  # U+FFFD: what an undecodable byte becomes
 
 
 @pytest.fixture()
@@ -146,6 +147,15 @@ def test_identifiers_refuse_unprintable_characters_everywhere(api, bad):
     _refused(api, "POST", "/v1/memories/batch", json.dumps(
         {"user_id": "u1", "actor": bad, "now": T0, "writes": [{"kind": "fact", "key": "city", "value": "Rome"}]}))
     assert m.audit("acme") == [] and m.users("acme").users == []
+
+
+@pytest.mark.parametrize("path", ["/v1/users/%FF/memories", "/v1/users/a%C3b/memories",
+                                  "/v1/users/%EF%BF%BD/memories"])
+def test_a_url_path_id_that_is_not_utf8_is_refused(api, path):
+    """Was: an id in the URL path with bytes that are not UTF-8 decoded to U+FFFD and was accepted as a user id
+    (two different byte strings, one id)."""
+    r = api.http.get(path, headers=api.h(api.key_a), params={"k": 5})
+    assert r.status_code == 422, r.text
 
 
 def test_printable_identifiers_still_pass():

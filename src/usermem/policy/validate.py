@@ -19,10 +19,11 @@ KEY_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
 # Characters that are not printable, or print as nothing: C0 and C1 controls and DEL, the soft hyphen,
 # bidirectional marks, embeddings, overrides and isolates (which reorder how an audit line reads),
 # zero-width characters and joiners, the line and paragraph separators, the byte-order mark and the
-# interlinear annotation marks. BMP only, written as \uXXXX, so every regex engine that reads the published
+# interlinear annotation marks, the object replacement character and U+FFFD, the replacement character (what an
+# undecodable byte becomes: "%FF" in a URL path decodes to it). BMP only, written as \uXXXX, so every regex engine that reads the published
 # pattern (OpenAPI / MCP JSON Schema: ECMA, Rust, Python) reads the same class.
 UNPRINTABLE_CLASS = (r"\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-                     r"\ufff9-\ufffb")
+                     r"\ufff9-\ufffd")
 ID_PATTERN = re.compile(rf"^[^{UNPRINTABLE_CLASS}]{{1,128}}$")
 # The same class plus the invisible Unicode tag characters (U+E0000-U+E007F, "ASCII smuggling"), for the
 # checks made in Python (identifiers and short free text such as a grant's purpose).
@@ -88,7 +89,7 @@ def _checked_identifier(name: str, value: str) -> str:
     failures raise and are never cached."""
     if not ID_PATTERN.match(value) or value.strip() == "" or _UNPRINTABLE.search(value):
         raise InputProblem(f"{name} must be 1-128 printable characters (no control, format or invisible "
-                           f"characters), got {shown(value)}", name)
+                           f"characters, no U+FFFD from bytes that were not UTF-8), got {shown(value)}", name)
     check_text(name, value)
     if detect(value):
         raise InputProblem(f"{name} must not contain personal data (ID, card or phone numbers, e-mail "
