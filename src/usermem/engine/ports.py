@@ -25,6 +25,11 @@ EventSink = Listener
 # (store/base.py: TierEraser, like `capabilities.drop_local`: LocalDropper), which compose.py registers.
 Eraser = Callable[[str, str, Sequence[str] | None], object]
 
+# Called before a forget of keys soft-deletes them, with (tenant, user_id, keys): reads what it needs of the
+# versions about to go (their values) and returns the step to run once they are erased (or None: nothing to
+# do). Used where a copy of the user's words lives outside the memories: open sessions' transcripts.
+ErasurePrep = Callable[[str, str, Sequence[str]], Callable[[], object] | None]
+
 # Called before the store purges, with (deleted_before, expired_before): derived data of the rows about
 # to go (vectors, index terms, expired grants) is removed first. Returns anything (often a count).
 Purger = Callable[[float, float], object]

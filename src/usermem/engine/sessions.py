@@ -131,6 +131,9 @@ class SessionClosed:
     # keys of context fields left out of `context` because the reader may not read them (L2/L3 without a grant);
     # close hooks get the whole context, close_session / expire_idle_sessions return what the reader may see
     withheld: tuple[str, ...] = ()
+    # keys the user had forgotten while the session was open: the close hooks' extraction does not write them
+    # again from a transcript that predates the forget (prepare_forget)
+    forgotten_keys: tuple[str, ...] = ()
 
     @property
     def session_id(self) -> str:
@@ -185,6 +188,29 @@ class MessagesAdded:
     def to_dict(self) -> dict[str, Any]:
         return {"session": self.session.to_dict(), "stored_messages": self.stored_messages, "added": self.added,
                 "redacted": self.redacted, "results": [r.to_dict() for r in self.results]}
+
+
+FORGOTTEN = "[forgotten]"  # what a forgotten value's words become in an open session's stored transcript
+
+
+def _text_leaves(value: Any) -> list[str]:
+    """The strings of a stored value (a string, or the strings inside a list or mapping), stripped."""
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _text_leaves(v)]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _text_leaves(v)]
+    return []
+
+
+def _words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern for the words of forgotten values, longest first (one character or fewer is
+    too short to find safely in running text)."""
+    kept = sorted({w for w in words if len(w) >= 2}, key=lambda w: (-len(w), w))
+    if not kept:
+        return None
+    return re.compile("|".join(re.escape(w) for w in kept), re.IGNORECASE)
 
 
 def _hold(tx: WriteTx, s: Session) -> None:
@@ -460,6 +486,50 @@ class SessionManager:
         doc = self.ctx.store.get_doc(session.tenant, MESSAGES_NS, session.id)
         return list(doc["messages"]) if doc and doc.get("messages") else None
 
+    def _forgotten_keys(self, s: Session) -> tuple[str, ...]:
+        doc = self.ctx.store.get_doc(s.tenant, MESSAGES_NS, s.id)
+        return tuple(doc.get("forgotten_keys") or ()) if doc else ()
+
+    def prepare_forget(self, tenant: str, user_id: str, keys: Sequence[str]) -> Callable[[], int] | None:
+        """ErasurePrep (engine/erasure.py): before `forget(keys)` erases the versions, read their words; after it,
+        take those words out of the user's open sessions' stored transcripts (replaced by FORGOTTEN) and note
+        the keys there, so that the close — its episode and its background extraction — does not bring the
+        forgotten field back from what the user had said (the transcript is kept until the session closes).
+        None when the user has no open session. Returns, when run, how many messages were changed."""
+        opened = [x for x in self.list_sessions(tenant, user_id) if x.status == "open"]
+        if not opened:
+            return None
+        words: set[str] = set()
+        for key in keys:
+            for r in self.ctx.store.history(tenant, user_id, key):
+                words.update(_text_leaves(r.value))
+                words.update(_text_leaves(r.canonical))
+        pattern = _words_pattern(words)
+
+        def scrub() -> int:
+            changed = 0
+            at = self.ctx.now(None)
+            store = self.ctx.store
+            with self.ctx.transaction(tenant, user_id) as tx:
+                for x in opened:
+                    _hold(tx, x)
+                    current = load_session(store, tenant, x.id)
+                    if current is None or current.status != "open":
+                        continue
+                    doc = store.get_doc(tenant, MESSAGES_NS, x.id) or {"messages": []}
+                    messages = []
+                    for m in doc.get("messages") or []:
+                        text = str(m.get("content", ""))
+                        clean = pattern.sub(FORGOTTEN, text) if pattern is not None else text
+                        changed += clean != text
+                        messages.append({**m, "content": clean})
+                    forgotten = sorted({*(doc.get("forgotten_keys") or ()), *keys})
+                    store.put_doc(tenant, MESSAGES_NS, x.id, {"messages": messages, "forgotten_keys": forgotten},
+                                  now=at, user_id=user_id)
+            return changed
+
+        return scrub
+
     def _drop_messages(self, s: Session) -> None:
         with self.ctx.transaction(s.tenant, s.user_id) as tx:  # after any append holding the lock
             _hold(tx, s)
@@ -488,6 +558,7 @@ class SessionManager:
                 self._drop_messages(s)  # a transcript appended while another closer ran
                 episode = self.ctx.store.get(s.tenant, s.episode_id) if s.episode_id else None
                 return SessionClosed(s, s.close_reason or "closed", episode=episode, already_closed=True)
+            forgotten = self._forgotten_keys(s)
             if transcript is None:
                 transcript = self.stored_messages(s)
                 messages = len(transcript) if transcript else 0
@@ -509,7 +580,7 @@ class SessionManager:
         self.ctx.emit(ChangeEvent(s.tenant, s.user_id, "session_closed", at, keys=tuple(r.key for r in context),
                                   memory_ids=tuple(t.id for t in tombstones) + ((episode.id,) if episode else ()),
                                   client_id=s.client_id, causality_id=cs, records=tuple(tombstones)))
-        closed = SessionClosed(s, reason, tuple(context), episode, transcript)
+        closed = SessionClosed(s, reason, tuple(context), episode, transcript, forgotten_keys=forgotten)
         for hook in list(self._hooks):
             try:
                 hook(closed)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -130,12 +130,14 @@ class Understanding:
 
     def ingest(self, tenant: str, user_id: str, messages: Any, *, now: float | None = None,
                session_id: str | None = None, change_set_id: str | None = None, actor: str | None = None,
-               detect_pushback: bool = True, use_llm: bool = True) -> list[WriteResult]:
-        """Extract, then write every candidate (source `extracted`) in one batch with one change set."""
+               detect_pushback: bool = True, use_llm: bool = True,
+               skip_keys: Collection[str] = ()) -> list[WriteResult]:
+        """Extract, then write every candidate (source `extracted`) in one batch with one change set.
+        `skip_keys`: fields not written (those the user forgot during the session whose transcript this is)."""
         self.host.check_ids(tenant, user_id)
         msgs = coerce_messages(messages)
         at = self._now(now)
-        candidates = self.extract(msgs, tenant=tenant, use_llm=use_llm)
+        candidates = [c for c in self.extract(msgs, tenant=tenant, use_llm=use_llm) if c.key not in skip_keys]
         results: list[WriteResult] = []
         if candidates:
             candidates = self._merge_collections(tenant, user_id, candidates, at)
@@ -402,7 +404,7 @@ class Understanding:
             return
         try:
             self.ingest(closed.tenant, closed.user_id, transcript, now=closed.closed_at,
-                        session_id=closed.session_id)
+                        session_id=closed.session_id, skip_keys=closed.forgotten_keys)
         except Exception:  # a bad transcript must not break closing; it is logged
             log.exception("background extraction failed for session %s", closed.session_id)
 

@@ -1,0 +1,82 @@
+"""forget(key) while a session is open: the session's stored transcript (kept until the close) loses the
+forgotten words, and the close — its episode and its background extraction — does not bring the field back.
+
+Was: the transcript kept quoting the forgotten value, and the close-time extraction wrote it again (a user who
+said "我住在杭州", then asked to forget their city, had city=杭州 again as soon as the session closed)."""
+
+from __future__ import annotations
+
+import json
+
+from usermem import Memory
+from usermem.config import load_settings
+from usermem.engine.sessions import FORGOTTEN
+
+T0 = 1_790_000_000.0
+
+
+def _memory() -> Memory:
+    return Memory("sqlite:///:memory:", settings=load_settings(env={}, embedder="none"))
+
+
+def _keys(m: Memory, user: str, at: float) -> dict[str, object]:
+    return {r.key: r.value for r in m.recall("acme", user, k=50, now=at) if not r.key.startswith("session.")}
+
+
+def test_a_forgotten_field_leaves_the_open_transcript_and_is_not_extracted_again_at_close() -> None:
+    m = _memory()
+    sid = m.open_session("acme", "u1", now=T0)
+    said = "我住在杭州，平时喜欢爬山。"
+    m.add_messages(sid, [{"role": "user", "content": said}], extract=True, now=T0 + 1)
+    assert _keys(m, "u1", T0 + 2).get("city") == "杭州"
+    assert m.forget("acme", "u1", "city", now=T0 + 3) == 1
+    doc = m.store.get_doc("acme", "api_session_messages", sid)  # type: ignore[attr-defined]
+    assert doc is not None and doc["forgotten_keys"] == ["city"]
+    [message] = doc["messages"]
+    assert "杭州" not in message["content"] and FORGOTTEN in message["content"] and "爬山" in message["content"]
+    closed = m.close_session(sid, tenant="acme", now=T0 + 4)
+    assert "city" not in _keys(m, "u1", T0 + 5)
+    assert closed.episode is None or "杭州" not in json.dumps(closed.episode.value, ensure_ascii=False)
+    assert closed.forgotten_keys == ("city",)
+
+
+def test_a_field_forgotten_before_it_was_extracted_is_not_written_at_close() -> None:
+    """Without live extraction nothing was stored, so there are no words to take out: the key alone keeps the
+    close from writing it; the other fields of the transcript are still extracted."""
+    m = _memory()
+    sid = m.open_session("acme", "u2", now=T0)
+    m.add_messages(sid, [{"role": "user", "content": "I live in Lisbon and I'm vegan."}], now=T0 + 1)
+    m.write("acme", "u2", "fact", "diet", "vegan", source="user_confirmed", now=T0 + 2)
+    m.forget("acme", "u2", "diet", now=T0 + 3)
+    m.close_session(sid, tenant="acme", now=T0 + 4)
+    got = _keys(m, "u2", T0 + 5)
+    assert "diet" not in got and got.get("city") == "Lisbon"
+
+
+def test_a_value_stated_again_after_the_forget_and_written_live_stays() -> None:
+    m = _memory()
+    sid = m.open_session("acme", "u3", now=T0)
+    m.add_messages(sid, [{"role": "user", "content": "I live in Lisbon."}], extract=True, now=T0 + 1)
+    m.forget("acme", "u3", "city", now=T0 + 2)
+    m.add_messages(sid, [{"role": "user", "content": "Actually, I live in Porto now."}], extract=True, now=T0 + 3)
+    assert _keys(m, "u3", T0 + 4).get("city") == "Porto"
+    doc = m.store.get_doc("acme", "api_session_messages", sid)  # type: ignore[attr-defined]
+    assert [x["content"] for x in doc["messages"]] == [f"I live in {FORGOTTEN}.", "Actually, I live in Porto now."]
+    m.close_session(sid, tenant="acme", now=T0 + 5)
+    assert _keys(m, "u3", T0 + 6).get("city") == "Porto"  # the close neither wrote nor removed it
+
+
+def test_other_sessions_and_users_are_untouched_and_no_session_means_nothing_to_do() -> None:
+    m = _memory()
+    mine = m.open_session("acme", "u4", now=T0)
+    theirs = m.open_session("acme", "u5", now=T0)
+    for sid in (mine, theirs):
+        m.add_messages(sid, [{"role": "user", "content": "I live in Lisbon."}], extract=True, now=T0 + 1)
+    m.forget("acme", "u4", "city", now=T0 + 2)
+    doc = m.store.get_doc("acme", "api_session_messages", theirs)  # type: ignore[attr-defined]
+    assert doc["messages"][0]["content"] == "I live in Lisbon." and "forgotten_keys" not in doc
+    assert _keys(m, "u5", T0 + 3).get("city") == "Lisbon"
+    # a user without an open session: forget works as before, no transcript document appears
+    m.write("acme", "u6", "fact", "city", "Rome", source="user_confirmed", now=T0)
+    assert m.forget("acme", "u6", "city", now=T0 + 1) == 1
+    assert m.store.list_docs("acme", "api_session_messages", user_id="u6") == []  # type: ignore[attr-defined]
