@@ -412,3 +412,20 @@ def test_user_tokens_expire_and_consent_requests_leave_with_the_user(mem: Memory
     assert req.id in exported  # the user's requests are part of their data
     mem.forget_user("acme", "u1", now=T0 + 2)
     assert mem.consent_requests("acme", "u1", status=None, now=T0 + 3) == []
+
+
+def test_http_domain_opt_in_is_the_users_too(api) -> None:  # type: ignore[no-untyped-def]
+    """Was: any agent key (bound to the user or not) could opt the user in for a domain with {fields, domain} —
+    consent given by the agent that wants it. Now, like approving a request: a user token of that user or an
+    admin key (an operator recording the user's decision)."""
+    h = api.http
+    body = {"fields": ["city"], "domain": "logistics", "now": T0 + 1}
+    for key in (api.key_a, api.agent_u1):
+        r = h.post("/v1/users/u1/consents", headers=api.h(key), json=body)
+        assert r.status_code == 403 and r.json()["code"] == "user_token_required"
+    assert api.memory.audit("acme", action="opt_in") == []
+    assert h.post("/v1/users/u1/consents", headers=api.h(api.token_u2), json=body).status_code in (403, 404)
+    r = h.post("/v1/users/u1/consents", headers=api.h(api.token_u1), json=body)
+    assert r.status_code == 200 and r.json() == {"fields": ["city"]}
+    r = h.post("/v1/users/u2/consents", headers=api.h(api.admin_a), json=body)
+    assert r.status_code == 200 and r.json() == {"fields": ["city"]}

@@ -411,7 +411,8 @@ def _build() -> dict[str, Operation]:
             "POST", "/v1/users/{user_id}/consents", body=("fields", "domain", "request_id", "actor", "now")),
             no_mcp="the user's own decision: a model must not opt the user in (an injected instruction could); "
                    "the application records it (REST, CLI) — withdrawing is a tool (withdraw_consent)",
-            client="with request_id it approves a consent request (user token or admin key), as approve_consent"),
+            client="with request_id it approves a consent request, as approve_consent; either form needs a user "
+                   "token of that user or an admin key (an agent's key gets 403)"),
         _op("opt_out", "privacy", (V,), Http(
             "POST", "/v1/users/{user_id}/consents/withdraw", body=("fields", "domain", "actor", "now")),
             mcp=Mcp("withdraw_consent", {"fields": "fields", "domain": "domain", "user_id": "user_id"},

@@ -73,7 +73,9 @@ def revoke_grant(grant_id: str, p: Admin, m: Mem, actor: ActorQ = None, now: Now
            summary="The user consents: approve a consent request ({request_id}, user token) or let a domain use "
                    "explicit-opt-in fields ({fields, domain})")
 def opt_in(user_id: S.UserPath, body: S.OptInIn, p: Principal, m: Mem) -> JSONResponse:
-    user_id = answering_user(p, user_id) if body.request_id is not None else bound_user(p, user_id)
+    # Both forms are the user's consent: a user token of that user or an admin key (an operator recording what
+    # the user decided). An agent's key — even one bound to the user — cannot opt the user in (403).
+    user_id = answering_user(p, user_id)
     try:
         out = m.opt_in(p.tenant, user_id, body.fields, body.domain, request_id=body.request_id,
                        actor=actor_of(p, body.actor), now=body.now)
