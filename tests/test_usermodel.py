@@ -214,12 +214,14 @@ def test_derived_from_l3_needs_the_same_grant(mem: Memory) -> None:
                                      "then_key": "avoids", "then": {"zh": "避免含花生的食物", "en": "avoids peanuts"}},
                             now=T0)
     mem.write("acme", "a1", "fact", "allergy", "花生", source="user_confirmed", now=T0)
-    mem.refresh_derived("acme", "a1", now=T0 + 1)
+    # refresh_derived answers like model(): was, the attribute derived from the allergy without a grant
+    assert mem.refresh_derived("acme", "a1", now=T0 + 1) == []
     model = mem.model("acme", "a1", now=T0 + 2)
     assert model.derived == () and model.withheld == ("avoids",)
     mem.grant("acme", "a1", "L3", "lunch order", now=T0 + 2)
     model = mem.model("acme", "a1", now=T0 + 3)
     assert [d["key"] for d in model.derived] == ["avoids"] and model.withheld == ()
+    assert [d["key"] for d in mem.refresh_derived("acme", "a1", now=T0 + 3)] == ["avoids"]
 
 
 def test_forgetting_an_input_removes_everything_derived_from_it_bytes_included(tmp_path: Path) -> None:

@@ -775,9 +775,16 @@ class Memory:
         self._engine.forget_rules_cache(tenant)
         return stored.to_dict()
 
-    def refresh_derived(self, tenant: str, user_id: str, *, now: float | None = None) -> list[dict[str, Any]]:
-        """Recompute a user's derived attributes now (the background worker does this after changes)."""
-        return [a.to_dict() for a in self.understanding.modeler.refresh_derived(tenant, user_id, now=now)]
+    def refresh_derived(self, tenant: str, user_id: str, *, now: float | None = None,
+                        actor: str | None = None) -> list[dict[str, Any]]:
+        """Recompute a user's derived attributes now (the background worker does this after changes) and return
+        those the reader may see: an attribute derived from an L2/L3 field it holds no grant for is left out,
+        as `model()` leaves it out (and lists it in `withheld`)."""
+        modeler = self.understanding.modeler
+        at = self._ctx.now(now)
+        modeler.refresh_derived(tenant, user_id, now=at)
+        shown, _withheld = modeler.derived(tenant, user_id, now=at, actor=actor)
+        return [a.to_dict() for a in shown]
 
     def propose_procedure(self, tenant: str, text: str, *, user_id: str | None = None,
                           evidence: Sequence[str] = (), proposed_by: str = "api",
