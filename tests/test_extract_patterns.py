@@ -1,5 +1,5 @@
-"""General phrasings the no-LLM extractor used to miss or mislabel (issue 13, seventh round); zh and en, written
-fresh for these tests (not taken from the bank)."""
+"""General phrasings the no-LLM extractor used to miss or mislabel (issue 13, seventh and eighth rounds); zh and en,
+written fresh for these tests (not taken from the bank)."""
 
 from __future__ import annotations
 
@@ -331,3 +331,16 @@ def test_others_beside_the_user_as_subject_leave_the_users_doings_theirs(
                                   "我给我儿子做饭，他对鸡蛋过敏"])
 def test_health_said_of_the_one_beside_the_user_stays_theirs(ex: PatternExtractor, text: str) -> None:
     assert not {"allergy", "medical_history", "diet"} & set(_got(ex, text))
+
+
+# --- eighth round ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("财经新闻只看港股的就行", "港股"),
+    ("每天推点科技新闻吧，主要是芯片", "芯片"),
+    ("娱乐新闻我重点看综艺方面的", "综艺"),
+])
+def test_a_kind_of_news_narrowed_gives_the_narrower_topic(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("news_topics") == value
+    assert _got(ex, "我每天都看财经新闻").get("news_topics") == "财经新闻"  # not narrowed: the kind is the topic

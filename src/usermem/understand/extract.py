@@ -901,6 +901,18 @@ class PatternExtractor:
                         c[0].key == h.key and normalise(str(c[0].value)) == normalise(nxt.group(1)) for c in chosen):
                     chosen.append((replace(h, value=nxt.group(1), canonical=_canonical_of(h.key, nxt.group(1))),
                                    nxt.start(1), nxt.end(1), m))
+        # "体育新闻只要中超的", "加点体育新闻，主要是CBA": the kind of news the user narrows is no topic of its own
+        # takes the narrower words in its place, judged as the kind was
+        for s0, s1 in sentence_spans(masked) if "新闻" in masked else ():
+            for a, b, t0, t1 in rules.news_narrowed(masked[s0:s1]):
+                kind = next((c for c in chosen if c[0].key == "news_topics" and s0 + a <= c[1] and c[2] <= s0 + b), None)
+                if kind is None:
+                    continue
+                if not overlaps(s0 + t0, s0 + t1):
+                    topic = masked[s0 + t0:s0 + t1]
+                    chosen[chosen.index(kind)] = (replace(kind[0], value=topic, canonical=None), s0 + t0, s0 + t1, kind[3])
+                elif any(c[0].key == "news_topics" and s0 + t0 < c[2] and c[1] < s0 + t1 for c in chosen):
+                    chosen.remove(kind)  # the topic is already there ("科技新闻我只看AI相关的")
         # "联系我用WhatsApp或者Line", "email or Slack, either works": channels listed in one statement are all the
         # user's (one value, a list); a later statement replaces the list like any single value
         chosen = _listed_channels(chosen, masked)

@@ -784,6 +784,19 @@ _USUAL = cjk_compile(r"^\s*(?:去[^，,。\s]{1,6}?)?(?:还是|按|照)?(?:老�
                     r"([^.;!?]{2,60}?)(?=[.;!?]|$)")
 
 
+# A kind of news narrowed to what the user wants of it ("体育新闻只要中超的", "加点体育新闻，主要是CBA"): the narrower
+# words are the topic in place of the kind (`news_narrowed`).
+NEWS_NARROWED = re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}?(?:的)?新闻)[^，,。.!！?？；;]{0,6}?[，,]?\s*(?:主要是|主要看|只要|只看|"
+                           r"就看|重点是|重点看)\s*([\u4e00-\u9fffA-Za-z0-9][\u4e00-\u9fffA-Za-z0-9 ]{0,11}?)"
+                           r"(?=的|相关|方面|那块|[，,。.!！?？；;]|$)")
+
+
+def news_narrowed(sentence: str) -> list[tuple[int, int, int, int]]:
+    """(kind start, kind end, topic start, topic end) of each kind of news the sentence narrows ("体育新闻" and
+    "中超" in "体育新闻只要中超的")."""
+    return [(*m.span(1), *m.span(2)) for m in NEWS_NARROWED.finditer(sentence)]
+
+
 def sentence_level(sentence: str) -> list[Found]:
     """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
     bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
