@@ -344,3 +344,21 @@ def test_health_said_of_the_one_beside_the_user_stays_theirs(ex: PatternExtracto
 def test_a_kind_of_news_narrowed_gives_the_narrower_topic(ex: PatternExtractor, text: str, value: str) -> None:
     assert _got(ex, text).get("news_topics") == value
     assert _got(ex, "我每天都看财经新闻").get("news_topics") == "财经新闻"  # not narrowed: the kind is the topic
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("我son今年上二年级了", "children", "son"),
+    ("我的rabbit叫Snow", "pets", "Snow"),
+    ("我的wife在医院上班", "spouse", "wife"),
+    ("我kids周末都要补课", "children", "kids"),
+])
+def test_an_english_relation_word_after_a_chinese_my_is_the_users(ex: PatternExtractor, text: str, key: str,
+                                                                   value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", ["我的wife是vegan", "我son对花生过敏"])
+def test_the_relatives_facts_stay_theirs_when_code_switched(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert not {"diet", "allergy"} & set(got)
+    assert {"spouse", "children"} & set(got)

@@ -262,7 +262,8 @@ _MINE_EN = r"(?:\bmy|\bour)"
 
 
 @lru_cache(maxsize=8)
-def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern[str], list[tuple[str, re.Pattern[str]]]]:
+def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern[str], list[tuple[str, re.Pattern[str]]],
+                                          re.Pattern[str]]:
     lexicon = _RELATIONS[key]
     words = sorted(lexicon, key=len, reverse=True)
     zh = "|".join(re.escape(w) for w in words if not w.isascii())
@@ -273,7 +274,11 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     pat_en = cjk_compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
                         r"([A-Z][a-z]+))?")
     latin = [(w, cjk_compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
-    return words, pat_zh, pat_en, latin
+    # code-switched: an English relation word right after a Chinese 我/我家/我的 ("我daughter今年五岁", "我家cat叫Mimi"),
+    # with the name after it when one is given
+    pat_mix = re.compile(r"(?:我们家|我家|我的|我)\s?((?i:" + en + r")s?)(?![A-Za-z])(?:\s?(?:叫|名叫|名字叫|(?i:is called|"
+                         r"called|named))?\s?([A-Z][a-z]+(?![A-Za-z])|(?<=叫)[\u4e00-\u9fff]{2}(?=[，,。.!！\s]|$)))?")
+    return words, pat_zh, pat_en, latin, pat_mix
 
 
 NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出门|起床|学习|作业|补习|培训|接送|打翻|花盆|幼儿园|小学|中学|"
@@ -283,7 +288,7 @@ NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出�
 
 def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
     out: list[Found] = []
-    words, pat_zh, pat_en, latin = _relation_patterns(key)
+    words, pat_zh, pat_en, latin, pat_mix = _relation_patterns(key)
     for m in pat_zh.finditer(clause):
         word = m.group(1)
         base = next((w for w in words if w in word), word)
@@ -315,6 +320,16 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
             out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
         else:
             out.append(Found(key, phrase, m.start(1), m.end(1), lexicon[base], 0.65))
+    for m in pat_mix.finditer(clause):
+        word = m.group(1).lower()
+        base = word if word in lexicon else word[:-1] if word[:-1] in lexicon else None
+        if base is None or any(f.start < m.end(1) and m.start(1) < f.end for f in out):
+            continue
+        name = m.group(2) if key != "spouse" else None
+        if name and name not in _NOT_NAMES and not NOT_A_NAME.search(name):
+            out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
+        else:
+            out.append(Found(key, m.group(1), m.start(1), m.end(1), lexicon[base], 0.65))
     return out
 
 
