@@ -362,3 +362,9 @@ def test_the_relatives_facts_stay_theirs_when_code_switched(ex: PatternExtractor
     got = _got(ex, text)
     assert not {"diet", "allergy"} & set(got)
     assert {"spouse", "children"} & set(got)
+
+
+@pytest.mark.parametrize(("text", "value"), [("我在Google Tokyo上班", "Tokyo"),
+                                             ("我在Amazon Berlin上班，周末才回家", "Berlin")])
+def test_an_employer_glued_before_the_work_city_is_not_the_city(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("work_city") == value

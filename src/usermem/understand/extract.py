@@ -791,7 +791,8 @@ class PatternExtractor:
                 return []
             words = normalise(h.value)
             if all(c[0].key == h.key and isinstance(c[0].value, str) and normalise(c[0].value) in words
-                   and 2 * len(normalise(c[0].value)) < len(words) for c in rivals):
+                   and 2 * len(normalise(c[0].value)) < len(words) and not _name_before_place(h.key, h.value, c[0].value)
+                   for c in rivals):
                 return rivals
             from usermem.understand.tagger import FIELD_FEATURE_THRESHOLD
 
@@ -1206,6 +1207,18 @@ def _fold(value: str) -> str:
     import unicodedata
 
     return "".join(ch for ch in unicodedata.normalize("NFKD", value) if not unicodedata.combining(ch))
+
+
+# A Latin name glued before a place ("Google London", "Microsoft上海"): an employer's office, said where it is.
+_LATIN_NAME_HEAD = re.compile(r"(?:[A-Z][\w&'.\-]*\s?){1,3}")
+
+
+def _name_before_place(key: str, value: str, place: str) -> bool:
+    """Whether a place field's `value` is a Latin name and then the rule's `place` (the span must not take it)."""
+    v, p = value.strip(), place.strip()
+    if key not in _PLACE_KEYS or not v.lower().endswith(p.lower()) or len(v) == len(p):
+        return False
+    return _LATIN_NAME_HEAD.fullmatch(v[:len(v) - len(p)]) is not None
 
 
 def _place_like(value: str) -> bool:
