@@ -368,3 +368,10 @@ def test_the_relatives_facts_stay_theirs_when_code_switched(ex: PatternExtractor
                                              ("我在Amazon Berlin上班，周末才回家", "Berlin")])
 def test_an_employer_glued_before_the_work_city_is_not_the_city(ex: PatternExtractor, text: str, value: str) -> None:
     assert _got(ex, text).get("work_city") == value
+
+
+@pytest.mark.parametrize("value", ["每天热量控制在1800大卡以内", "午饭最多600 kcal", "一天走一万步", "under 2000 calories a day"])
+def test_a_number_of_calories_or_steps_is_no_budget(value: str) -> None:
+    assert not _plausible("budget", value)
+    assert _plausible("budget", value.replace("大卡", "块").replace("kcal", "元").replace("步", "块")
+                      .replace("calories", "dollars"))

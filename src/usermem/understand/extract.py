@@ -1282,8 +1282,8 @@ def _plausible(key: str, value: str) -> bool:
         return bool(_EMAIL.fullmatch(v))
     if key == "phone":
         return sum(ch.isdigit() for ch in value) >= 7
-    if key == "budget":
-        return bool(_NUMBER_LIKE.search(value) or _MONEY_WORDS.search(value))
+    if key == "budget":  # money, not calories or steps ("控制在1500大卡以内")
+        return bool(_NUMBER_LIKE.search(value) or _MONEY_WORDS.search(value)) and not rules.counts_no_money(value)
     if key == "birthday":
         return bool(_DATE_LIKE.search(value))
     return len(value) <= 60

@@ -582,6 +582,16 @@ def month_day(text: str) -> str | None:
     return parsed.strftime("%m-%d") if parsed else None
 
 
+# A number with a unit that is not money ("1500大卡", "10k steps", "三公里"): what it counts is no budget.
+_OTHER_UNIT = cjk_compile(r"(?:\d[\d,.]*|[一二两三四五六七八九十百千万]+)\s*(?:k\s*)?(?:大卡|千卡|卡路里|公里|斤|克|步|"
+                         r"(?i:calories|cals?|kcal|km|kms|miles?|steps|kg|lbs?)\b)")
+
+
+def counts_no_money(value: str) -> bool:
+    """Whether `value`'s numbers count something other than money ("一天摄入控制在1500大卡以内")."""
+    return _OTHER_UNIT.search(value) is not None and _MONEY.search(value) is None
+
+
 def budget(clause: str) -> list[Found]:
     if not _BUDGET_CUE.search(clause):
         return []
