@@ -375,3 +375,17 @@ def test_a_number_of_calories_or_steps_is_no_budget(value: str) -> None:
     assert not _plausible("budget", value)
     assert _plausible("budget", value.replace("大卡", "块").replace("kcal", "元").replace("步", "块")
                       .replace("calories", "dollars"))
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("家里两只兔子：雪球和奶糖，都特别能吃", ["雪球", "奶糖"]),
+    ("我养了三条金鱼，分别叫红红、点点和泡泡", ["红红", "点点", "泡泡"]),
+    ("we've got two cats - Mango and Kiwi", ["Mango", "Kiwi"]),
+])
+def test_animals_counted_then_named_are_the_names(ex: PatternExtractor, text: str, names: list[str]) -> None:
+    assert _got(ex, text).get("pets") == names
+
+
+def test_animals_counted_and_named_of_someone_else_stay_theirs(ex: PatternExtractor) -> None:
+    assert "pets" not in _got(ex, "我同事养了两只猫：豆豆和花卷")
+    assert _got(ex, "我家有两只狗：可乐、雪碧").get("pets") == ["可乐", "雪碧"]

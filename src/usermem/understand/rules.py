@@ -369,6 +369,32 @@ _PET_EN_KEEP = cjk_compile(r"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+|f
 _PET_ZH_NAMED = re.compile(r"(?:我家|我们家|家里|我的)([\u4e00-\u9fff]{2})是(?:一)?(?:只|条|头)")
 
 
+# Animals counted, then named in a list: "三只猫：大黄、二黑和小白", "两条狗，分别叫旺财和来福", "two cats: Milo and Otis",
+# "three hens called Peggy, Dot and Lou". The names are the pets (the species words only say what they are).
+_PET_NAME_ZH = r"[\u4e00-\u9fff]{2,3}?"
+_PET_NAME_EN = r"[A-Z][a-z]+"
+_PETS_LISTED_ZH = re.compile(r"(?:[两二三四五六七八九十几俩]|\d+)\s*[只条头]\s*(?P<species>" + "|".join(
+    sorted((re.escape(w) for w in PETS if not w.isascii()), key=len, reverse=True)) + r")\s*(?:[：:]|[，,]\s*(?:分别|名字)?叫)\s*"
+    r"(?P<names>" + _PET_NAME_ZH + r"(?:\s*[、，,和跟与及]\s*" + _PET_NAME_ZH + r")+)(?=[，,。.!！?？；;\s都也]|$)")
+_PETS_LISTED_EN = re.compile(r"(?i:two|three|four|five|\d+)\s+(?:\w+\s+)?(?P<species>" + "|".join(
+    sorted((re.escape(w) for w in PETS if w.isascii()), key=len, reverse=True)) + r")s?\s*(?:[:—–-]|,?\s*(?:named|called))\s*"
+    r"(?P<names>" + _PET_NAME_EN + r"(?:,\s*" + _PET_NAME_EN + r")*,?\s+(?:and|&)\s+" + _PET_NAME_EN + r")\b", re.IGNORECASE)
+
+
+def _listed_pets(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for pat in (_PETS_LISTED_ZH, _PETS_LISTED_EN):
+        for m in pat.finditer(clause):
+            species = PETS.get(m.group("species").lower())
+            for n in re.finditer(_PET_NAME_EN if pat is _PETS_LISTED_EN else r"[^、，,和跟与及\s]+", m.group("names")):
+                name = n.group(0)
+                if name.lower() in ("and",) or name in _NOT_NAMES or NOT_A_NAME.search(name):
+                    continue
+                a = m.start("names") + n.start()
+                out.append(Found("pets", name, a, a + len(name), species, 0.8))
+    return out
+
+
 def pets(clause: str) -> list[Found]:
     if not re.search(cjk_edges(r"养|家|我|my|our|have|got|\bi\b|\bwe\b"), clause, re.IGNORECASE):
         return []
@@ -823,14 +849,16 @@ def news_narrowed(sentence: str) -> list[tuple[int, int, int, int]]:
 
 
 def sentence_level(sentence: str) -> list[Found]:
-    """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
-    bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
+    """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), animals
+    counted and then named ("两条狗，分别叫旺财和来福"), and a bare place named beside the user's time zone ("我这边是UTC+7，
+    曼谷", "I'm UTC+5:30, Bangalore")."""
     out = [Found("usual_order", m.group(g).strip(), m.start(g), m.start(g) + len(m.group(g).strip()), None, 0.7)
            for m in _USUAL.finditer(sentence) for g in (1, 2) if m.group(g)]
     out += [f for f in _all(_NAME_HERE, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy"
     out += [f for f in _all(_GO_BY_EN, sentence, "preferred_name", group=2, confidence=0.8) if f.value not in _NOT_NAMES]
     out += [f for f in _all(_NAME_BUT_EN, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    out += _listed_pets(sentence)  # across the comma: "两条狗，分别叫旺财和来福"
     if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
         for p in find_places(sentence):
             before = sentence[max(0, p.start - 4):p.start]
