@@ -389,3 +389,10 @@ def test_animals_counted_then_named_are_the_names(ex: PatternExtractor, text: st
 def test_animals_counted_and_named_of_someone_else_stay_theirs(ex: PatternExtractor) -> None:
     assert "pets" not in _got(ex, "我同事养了两只猫：豆豆和花卷")
     assert _got(ex, "我家有两只狗：可乐、雪碧").get("pets") == ["可乐", "雪碧"]
+
+
+@pytest.mark.parametrize(("text", "value"), [("咖啡豆只认Lavazza", "Lavazza"), ("耳机只认准Bose的", "Bose"),
+                                             ("化妆品只认兰蔻和迪奥", ["兰蔻", "迪奥"])])
+def test_the_makers_the_user_trusts_alone_are_brands(ex: PatternExtractor, text: str, value: object) -> None:
+    assert _got(ex, text).get("brands") == value
+    assert "brands" not in _got(ex, "我只认你说的那个")

@@ -737,6 +737,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     # "我每次去麦当劳都点…", "去喜茶老规矩": the shop the user always goes to
     ("brands", re.compile(r"(?:每次|一般|平时|经常)(?:都)?去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?:都|就|一般)?(?:点|买|喝|吃)"), 0.6),
     ("brands", re.compile(r"^\s*去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?=老规矩|老样子|照旧)"), 0.6),
+    # "护肤品只认雅诗兰黛和资生堂", "相机我只认准Canon": the makers the user trusts alone
+    ("brands", re.compile(r"只认准?\s*(?![你我他她它这那])((?:[A-Za-z][A-Za-z0-9&\-]*|[\u4e00-\u9fff]{2,5}?)(?:\s*[和跟、/]\s*"
+                          r"(?:[A-Za-z][A-Za-z0-9&\-]*|[\u4e00-\u9fff]{2,5}?))?)(?=的|家的|这个|牌|[，,。.!！?？；;\s]|$)"), 0.6),
     # "I always book through Airbnb", "I always buy Asics", "my go-to at Chipotle is", "my usual from Pret"
     ("brands", re.compile(r"(?i:i always (?:book (?:through|with|on)|fly(?: with)?|use|order from|get|wear|drive)|"
                           r"my go-to at|my usual (?:from|at)|i only (?:fly|use|wear|drive|buy))\s+"
