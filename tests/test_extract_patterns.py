@@ -396,3 +396,9 @@ def test_animals_counted_and_named_of_someone_else_stay_theirs(ex: PatternExtrac
 def test_the_makers_the_user_trusts_alone_are_brands(ex: PatternExtractor, text: str, value: object) -> None:
     assert _got(ex, text).get("brands") == value
     assert "brands" not in _got(ex, "我只认你说的那个")
+
+
+@pytest.mark.parametrize("value", ["Capricorn", "a Gemini", "天蝎座", "典型的处女座"])
+def test_a_star_sign_is_no_occupation(value: str) -> None:
+    assert not _plausible("occupation", value)
+    assert _plausible("occupation", "cancer researcher")

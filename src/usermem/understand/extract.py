@@ -1240,6 +1240,11 @@ _GRAMMAR_HEAD = re.compile(r"[把被又在和跟给让从向对也都就还很�
 _GRAMMAR_TAIL = re.compile(r"(?<=[\u4e00-\u9fff])[得着过]$")
 
 
+# A star sign ("射手座", "a Sagittarius" — the English word alone: "cancer researcher" is a job).
+_ZODIAC = re.compile(r"(?:白羊|金牛|双子|巨蟹|狮子|处女|天秤|天蝎|射手|摩羯|水瓶|双鱼)座|^(?i:(?:an? )?(?:aries|taurus|gemini|cancer|leo|"
+                     r"virgo|libra|scorpio|sagittarius|capricorn|aquarius|pisces))$")
+
+
 def _plausible(key: str, value: str) -> bool:
     """A learned proposal for a typed field must look like a value of that type (and never like a secret).
 
@@ -1274,6 +1279,8 @@ def _plausible(key: str, value: str) -> bool:
             return True
         return bool(re.fullmatch(r"[A-Z][^\W\d_A-Z]+|[\u4e00-\u9fff]{2,3}", v)) and not OTHERS.search(value) \
             and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
+    if key == "occupation" and _ZODIAC.search(v):
+        return False  # "I'm a Sagittarius", "我是射手座": a star sign, not a job
     if key in ("city", "work_city", "hometown"):
         return _place_like(value)
     if key == "timezone":
