@@ -1,5 +1,5 @@
-"""General phrasings the no-LLM extractor used to miss or mislabel (issue 13, seventh round); zh and en, written
-fresh for these tests (not taken from the bank)."""
+"""General phrasings the no-LLM extractor used to miss or mislabel (issue 13, seventh and eighth rounds); zh and en,
+written fresh for these tests (not taken from the bank)."""
 
 from __future__ import annotations
 
@@ -331,3 +331,74 @@ def test_others_beside_the_user_as_subject_leave_the_users_doings_theirs(
                                   "我给我儿子做饭，他对鸡蛋过敏"])
 def test_health_said_of_the_one_beside_the_user_stays_theirs(ex: PatternExtractor, text: str) -> None:
     assert not {"allergy", "medical_history", "diet"} & set(_got(ex, text))
+
+
+# --- eighth round ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("财经新闻只看港股的就行", "港股"),
+    ("每天推点科技新闻吧，主要是芯片", "芯片"),
+    ("娱乐新闻我重点看综艺方面的", "综艺"),
+])
+def test_a_kind_of_news_narrowed_gives_the_narrower_topic(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("news_topics") == value
+    assert _got(ex, "我每天都看财经新闻").get("news_topics") == "财经新闻"  # not narrowed: the kind is the topic
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("我son今年上二年级了", "children", "son"),
+    ("我的rabbit叫Snow", "pets", "Snow"),
+    ("我的wife在医院上班", "spouse", "wife"),
+    ("我kids周末都要补课", "children", "kids"),
+])
+def test_an_english_relation_word_after_a_chinese_my_is_the_users(ex: PatternExtractor, text: str, key: str,
+                                                                   value: str) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+@pytest.mark.parametrize("text", ["我的wife是vegan", "我son对花生过敏"])
+def test_the_relatives_facts_stay_theirs_when_code_switched(ex: PatternExtractor, text: str) -> None:
+    got = _got(ex, text)
+    assert not {"diet", "allergy"} & set(got)
+    assert {"spouse", "children"} & set(got)
+
+
+@pytest.mark.parametrize(("text", "value"), [("我在Google Tokyo上班", "Tokyo"),
+                                             ("我在Amazon Berlin上班，周末才回家", "Berlin")])
+def test_an_employer_glued_before_the_work_city_is_not_the_city(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("work_city") == value
+
+
+@pytest.mark.parametrize("value", ["每天热量控制在1800大卡以内", "午饭最多600 kcal", "一天走一万步", "under 2000 calories a day"])
+def test_a_number_of_calories_or_steps_is_no_budget(value: str) -> None:
+    assert not _plausible("budget", value)
+    assert _plausible("budget", value.replace("大卡", "块").replace("kcal", "元").replace("步", "块")
+                      .replace("calories", "dollars"))
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("家里两只兔子：雪球和奶糖，都特别能吃", ["雪球", "奶糖"]),
+    ("我养了三条金鱼，分别叫红红、点点和泡泡", ["红红", "点点", "泡泡"]),
+    ("we've got two cats - Mango and Kiwi", ["Mango", "Kiwi"]),
+])
+def test_animals_counted_then_named_are_the_names(ex: PatternExtractor, text: str, names: list[str]) -> None:
+    assert _got(ex, text).get("pets") == names
+
+
+def test_animals_counted_and_named_of_someone_else_stay_theirs(ex: PatternExtractor) -> None:
+    assert "pets" not in _got(ex, "我同事养了两只猫：豆豆和花卷")
+    assert _got(ex, "我家有两只狗：可乐、雪碧").get("pets") == ["可乐", "雪碧"]
+
+
+@pytest.mark.parametrize(("text", "value"), [("咖啡豆只认Lavazza", "Lavazza"), ("耳机只认准Bose的", "Bose"),
+                                             ("化妆品只认兰蔻和迪奥", ["兰蔻", "迪奥"])])
+def test_the_makers_the_user_trusts_alone_are_brands(ex: PatternExtractor, text: str, value: object) -> None:
+    assert _got(ex, text).get("brands") == value
+    assert "brands" not in _got(ex, "我只认你说的那个")
+
+
+@pytest.mark.parametrize("value", ["Capricorn", "a Gemini", "天蝎座", "典型的处女座"])
+def test_a_star_sign_is_no_occupation(value: str) -> None:
+    assert not _plausible("occupation", value)
+    assert _plausible("occupation", "cancer researcher")

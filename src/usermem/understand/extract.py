@@ -791,7 +791,8 @@ class PatternExtractor:
                 return []
             words = normalise(h.value)
             if all(c[0].key == h.key and isinstance(c[0].value, str) and normalise(c[0].value) in words
-                   and 2 * len(normalise(c[0].value)) < len(words) for c in rivals):
+                   and 2 * len(normalise(c[0].value)) < len(words) and not _name_before_place(h.key, h.value, c[0].value)
+                   for c in rivals):
                 return rivals
             from usermem.understand.tagger import FIELD_FEATURE_THRESHOLD
 
@@ -901,6 +902,18 @@ class PatternExtractor:
                         c[0].key == h.key and normalise(str(c[0].value)) == normalise(nxt.group(1)) for c in chosen):
                     chosen.append((replace(h, value=nxt.group(1), canonical=_canonical_of(h.key, nxt.group(1))),
                                    nxt.start(1), nxt.end(1), m))
+        # "体育新闻只要中超的", "加点体育新闻，主要是CBA": the kind of news the user narrows is no topic of its own
+        # takes the narrower words in its place, judged as the kind was
+        for s0, s1 in sentence_spans(masked) if "新闻" in masked else ():
+            for a, b, t0, t1 in rules.news_narrowed(masked[s0:s1]):
+                kind = next((c for c in chosen if c[0].key == "news_topics" and s0 + a <= c[1] and c[2] <= s0 + b), None)
+                if kind is None:
+                    continue
+                if not overlaps(s0 + t0, s0 + t1):
+                    topic = masked[s0 + t0:s0 + t1]
+                    chosen[chosen.index(kind)] = (replace(kind[0], value=topic, canonical=None), s0 + t0, s0 + t1, kind[3])
+                elif any(c[0].key == "news_topics" and s0 + t0 < c[2] and c[1] < s0 + t1 for c in chosen):
+                    chosen.remove(kind)  # the topic is already there ("科技新闻我只看AI相关的")
         # "联系我用WhatsApp或者Line", "email or Slack, either works": channels listed in one statement are all the
         # user's (one value, a list); a later statement replaces the list like any single value
         chosen = _listed_channels(chosen, masked)
@@ -1196,6 +1209,18 @@ def _fold(value: str) -> str:
     return "".join(ch for ch in unicodedata.normalize("NFKD", value) if not unicodedata.combining(ch))
 
 
+# A Latin name glued before a place ("Google London", "Microsoft上海"): an employer's office, said where it is.
+_LATIN_NAME_HEAD = re.compile(r"(?:[A-Z][\w&'.\-]*\s?){1,3}")
+
+
+def _name_before_place(key: str, value: str, place: str) -> bool:
+    """Whether a place field's `value` is a Latin name and then the rule's `place` (the span must not take it)."""
+    v, p = value.strip(), place.strip()
+    if key not in _PLACE_KEYS or not v.lower().endswith(p.lower()) or len(v) == len(p):
+        return False
+    return _LATIN_NAME_HEAD.fullmatch(v[:len(v) - len(p)]) is not None
+
+
 def _place_like(value: str) -> bool:
     from usermem.understand.gazetteer import find_places
 
@@ -1213,6 +1238,11 @@ _GRAMMAR_HEAD = re.compile(r"[把被又在和跟给让从向对也都就还很�
 
 # A Chinese "name" ending in a complement or aspect particle is a verb phrase ("我家咪咪饿得一直叫": 饿得).
 _GRAMMAR_TAIL = re.compile(r"(?<=[\u4e00-\u9fff])[得着过]$")
+
+
+# A star sign ("射手座", "a Sagittarius" — the English word alone: "cancer researcher" is a job).
+_ZODIAC = re.compile(r"(?:白羊|金牛|双子|巨蟹|狮子|处女|天秤|天蝎|射手|摩羯|水瓶|双鱼)座|^(?i:(?:an? )?(?:aries|taurus|gemini|cancer|leo|"
+                     r"virgo|libra|scorpio|sagittarius|capricorn|aquarius|pisces))$")
 
 
 def _plausible(key: str, value: str) -> bool:
@@ -1249,6 +1279,8 @@ def _plausible(key: str, value: str) -> bool:
             return True
         return bool(re.fullmatch(r"[A-Z][^\W\d_A-Z]+|[\u4e00-\u9fff]{2,3}", v)) and not OTHERS.search(value) \
             and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
+    if key == "occupation" and _ZODIAC.search(v):
+        return False  # "I'm a Sagittarius", "我是射手座": a star sign, not a job
     if key in ("city", "work_city", "hometown"):
         return _place_like(value)
     if key == "timezone":
@@ -1257,8 +1289,8 @@ def _plausible(key: str, value: str) -> bool:
         return bool(_EMAIL.fullmatch(v))
     if key == "phone":
         return sum(ch.isdigit() for ch in value) >= 7
-    if key == "budget":
-        return bool(_NUMBER_LIKE.search(value) or _MONEY_WORDS.search(value))
+    if key == "budget":  # money, not calories or steps ("控制在1500大卡以内")
+        return bool(_NUMBER_LIKE.search(value) or _MONEY_WORDS.search(value)) and not rules.counts_no_money(value)
     if key == "birthday":
         return bool(_DATE_LIKE.search(value))
     return len(value) <= 60

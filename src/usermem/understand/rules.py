@@ -262,7 +262,8 @@ _MINE_EN = r"(?:\bmy|\bour)"
 
 
 @lru_cache(maxsize=8)
-def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern[str], list[tuple[str, re.Pattern[str]]]]:
+def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern[str], list[tuple[str, re.Pattern[str]]],
+                                          re.Pattern[str]]:
     lexicon = _RELATIONS[key]
     words = sorted(lexicon, key=len, reverse=True)
     zh = "|".join(re.escape(w) for w in words if not w.isascii())
@@ -273,7 +274,11 @@ def _relation_patterns(key: str) -> tuple[list[str], re.Pattern[str], re.Pattern
     pat_en = cjk_compile(r"((?i:my|our)\s+(?:\w+\s+){0,2}?(?i:" + en + r")s?)\b(?:\s+(?:is\s+)?(?:named|called)?\s*"
                         r"([A-Z][a-z]+))?")
     latin = [(w, cjk_compile(r"\b" + re.escape(w) + r"s?\b", re.IGNORECASE)) for w in words if w.isascii()]
-    return words, pat_zh, pat_en, latin
+    # code-switched: an English relation word right after a Chinese 我/我家/我的 ("我daughter今年五岁", "我家cat叫Mimi"),
+    # with the name after it when one is given
+    pat_mix = re.compile(r"(?:我们家|我家|我的|我)\s?((?i:" + en + r")s?)(?![A-Za-z])(?:\s?(?:叫|名叫|名字叫|(?i:is called|"
+                         r"called|named))?\s?([A-Z][a-z]+(?![A-Za-z])|(?<=叫)[\u4e00-\u9fff]{2}(?=[，,。.!！\s]|$)))?")
+    return words, pat_zh, pat_en, latin, pat_mix
 
 
 NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出门|起床|学习|作业|补习|培训|接送|打翻|花盆|幼儿园|小学|中学|"
@@ -283,7 +288,7 @@ NOT_A_NAME = re.compile(r"放学|上学|上班|下班|睡觉|吃饭|回家|出�
 
 def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = False) -> list[Found]:
     out: list[Found] = []
-    words, pat_zh, pat_en, latin = _relation_patterns(key)
+    words, pat_zh, pat_en, latin, pat_mix = _relation_patterns(key)
     for m in pat_zh.finditer(clause):
         word = m.group(1)
         base = next((w for w in words if w in word), word)
@@ -315,6 +320,16 @@ def _relation(clause: str, lexicon: Mapping[str, str], key: str, *, pet: bool = 
             out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
         else:
             out.append(Found(key, phrase, m.start(1), m.end(1), lexicon[base], 0.65))
+    for m in pat_mix.finditer(clause):
+        word = m.group(1).lower()
+        base = word if word in lexicon else word[:-1] if word[:-1] in lexicon else None
+        if base is None or any(f.start < m.end(1) and m.start(1) < f.end for f in out):
+            continue
+        name = m.group(2) if key != "spouse" else None
+        if name and name not in _NOT_NAMES and not NOT_A_NAME.search(name):
+            out.append(Found(key, name, m.start(2), m.end(2), lexicon[base], 0.8))
+        else:
+            out.append(Found(key, m.group(1), m.start(1), m.end(1), lexicon[base], 0.65))
     return out
 
 
@@ -352,6 +367,32 @@ _PET_EN_KEEP = cjk_compile(r"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+|f
                           r"keep|foster)\s+((?:a|an|two|three|four|some)\b[\w ]{0,30})", re.IGNORECASE)
 # "我家布丁是只萨摩耶": the name before the species.
 _PET_ZH_NAMED = re.compile(r"(?:我家|我们家|家里|我的)([\u4e00-\u9fff]{2})是(?:一)?(?:只|条|头)")
+
+
+# Animals counted, then named in a list: "三只猫：大黄、二黑和小白", "两条狗，分别叫旺财和来福", "two cats: Milo and Otis",
+# "three hens called Peggy, Dot and Lou". The names are the pets (the species words only say what they are).
+_PET_NAME_ZH = r"[\u4e00-\u9fff]{2,3}?"
+_PET_NAME_EN = r"[A-Z][a-z]+"
+_PETS_LISTED_ZH = re.compile(r"(?:[两二三四五六七八九十几俩]|\d+)\s*[只条头]\s*(?P<species>" + "|".join(
+    sorted((re.escape(w) for w in PETS if not w.isascii()), key=len, reverse=True)) + r")\s*(?:[：:]|[，,]\s*(?:分别|名字)?叫)\s*"
+    r"(?P<names>" + _PET_NAME_ZH + r"(?:\s*[、，,和跟与及]\s*" + _PET_NAME_ZH + r")+)(?=[，,。.!！?？；;\s都也]|$)")
+_PETS_LISTED_EN = re.compile(r"(?i:two|three|four|five|\d+)\s+(?:\w+\s+)?(?P<species>" + "|".join(
+    sorted((re.escape(w) for w in PETS if w.isascii()), key=len, reverse=True)) + r")s?\s*(?:[:—–-]|,?\s*(?:named|called))\s*"
+    r"(?P<names>" + _PET_NAME_EN + r"(?:,\s*" + _PET_NAME_EN + r")*,?\s+(?:and|&)\s+" + _PET_NAME_EN + r")\b", re.IGNORECASE)
+
+
+def _listed_pets(clause: str) -> list[Found]:
+    out: list[Found] = []
+    for pat in (_PETS_LISTED_ZH, _PETS_LISTED_EN):
+        for m in pat.finditer(clause):
+            species = PETS.get(m.group("species").lower())
+            for n in re.finditer(_PET_NAME_EN if pat is _PETS_LISTED_EN else r"[^、，,和跟与及\s]+", m.group("names")):
+                name = n.group(0)
+                if name.lower() in ("and",) or name in _NOT_NAMES or NOT_A_NAME.search(name):
+                    continue
+                a = m.start("names") + n.start()
+                out.append(Found("pets", name, a, a + len(name), species, 0.8))
+    return out
 
 
 def pets(clause: str) -> list[Found]:
@@ -567,6 +608,16 @@ def month_day(text: str) -> str | None:
     return parsed.strftime("%m-%d") if parsed else None
 
 
+# A number with a unit that is not money ("1500大卡", "10k steps", "三公里"): what it counts is no budget.
+_OTHER_UNIT = cjk_compile(r"(?:\d[\d,.]*|[一二两三四五六七八九十百千万]+)\s*(?:k\s*)?(?:大卡|千卡|卡路里|公里|斤|克|步|"
+                         r"(?i:calories|cals?|kcal|km|kms|miles?|steps|kg|lbs?)\b)")
+
+
+def counts_no_money(value: str) -> bool:
+    """Whether `value`'s numbers count something other than money ("一天摄入控制在1500大卡以内")."""
+    return _OTHER_UNIT.search(value) is not None and _MONEY.search(value) is None
+
+
 def budget(clause: str) -> list[Found]:
     if not _BUDGET_CUE.search(clause):
         return []
@@ -686,6 +737,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     # "我每次去麦当劳都点…", "去喜茶老规矩": the shop the user always goes to
     ("brands", re.compile(r"(?:每次|一般|平时|经常)(?:都)?去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?:都|就|一般)?(?:点|买|喝|吃)"), 0.6),
     ("brands", re.compile(r"^\s*去([A-Za-z][\w&\-]*|[\u4e00-\u9fff]{2,5}?)(?=老规矩|老样子|照旧)"), 0.6),
+    # "护肤品只认雅诗兰黛和资生堂", "相机我只认准Canon": the makers the user trusts alone
+    ("brands", re.compile(r"只认准?\s*(?![你我他她它这那])((?:[A-Za-z][A-Za-z0-9&\-]*|[\u4e00-\u9fff]{2,5}?)(?:\s*[和跟、/]\s*"
+                          r"(?:[A-Za-z][A-Za-z0-9&\-]*|[\u4e00-\u9fff]{2,5}?))?)(?=的|家的|这个|牌|[，,。.!！?？；;\s]|$)"), 0.6),
     # "I always book through Airbnb", "I always buy Asics", "my go-to at Chipotle is", "my usual from Pret"
     ("brands", re.compile(r"(?i:i always (?:book (?:through|with|on)|fly(?: with)?|use|order from|get|wear|drive)|"
                           r"my go-to at|my usual (?:from|at)|i only (?:fly|use|wear|drive|buy))\s+"
@@ -784,15 +838,30 @@ _USUAL = cjk_compile(r"^\s*(?:去[^，,。\s]{1,6}?)?(?:还是|按|照)?(?:老�
                     r"([^.;!?]{2,60}?)(?=[.;!?]|$)")
 
 
+# A kind of news narrowed to what the user wants of it ("体育新闻只要中超的", "加点体育新闻，主要是CBA"): the narrower
+# words are the topic in place of the kind (`news_narrowed`).
+NEWS_NARROWED = re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}?(?:的)?新闻)[^，,。.!！?？；;]{0,6}?[，,]?\s*(?:主要是|主要看|只要|只看|"
+                           r"就看|重点是|重点看)\s*([\u4e00-\u9fffA-Za-z0-9][\u4e00-\u9fffA-Za-z0-9 ]{0,11}?)"
+                           r"(?=的|相关|方面|那块|[，,。.!！?？；;]|$)")
+
+
+def news_narrowed(sentence: str) -> list[tuple[int, int, int, int]]:
+    """(kind start, kind end, topic start, topic end) of each kind of news the sentence narrows ("体育新闻" and
+    "中超" in "体育新闻只要中超的")."""
+    return [(*m.span(1), *m.span(2)) for m in NEWS_NARROWED.finditer(sentence)]
+
+
 def sentence_level(sentence: str) -> list[Found]:
-    """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), and a
-    bare place named beside the user's time zone ("我这边是UTC+7，曼谷", "I'm UTC+5:30, Bangalore")."""
+    """What only a whole sentence says, across its commas: a usual order after "老样子，" ("老样子，拿铁"), animals
+    counted and then named ("两条狗，分别叫旺财和来福"), and a bare place named beside the user's time zone ("我这边是UTC+7，
+    曼谷", "I'm UTC+5:30, Bangalore")."""
     out = [Found("usual_order", m.group(g).strip(), m.start(g), m.start(g) + len(m.group(g).strip()), None, 0.7)
            for m in _USUAL.finditer(sentence) for g in (1, 2) if m.group(g)]
     out += [f for f in _all(_NAME_HERE, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     # "my name is Olusegun, but please use Segun", "it's Marguerite but honestly just call me Daisy"
     out += [f for f in _all(_GO_BY_EN, sentence, "preferred_name", group=2, confidence=0.8) if f.value not in _NOT_NAMES]
     out += [f for f in _all(_NAME_BUT_EN, sentence, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
+    out += _listed_pets(sentence)  # across the comma: "两条狗，分别叫旺财和来福"
     if timezone(sentence) and not _NOT_LIVING.search(sentence) and not re.search(r"差|ahead|behind", sentence):
         for p in find_places(sentence):
             before = sentence[max(0, p.start - 4):p.start]
