@@ -5,6 +5,8 @@ per-candidate Python they replaced.
   arrays equal the per-candidate loop and the list fusion written out below (`_signals_reference`,
   `_fuse_reference`: the code before the change), on random users — memories indexed, not indexed yet, or
   indexed at an older version, English and Chinese — for every fusion method.
+* The recall planner's cue loop, which skips the fields none of whose CJK terms can be in the message, plans
+  what the loop over every field plans.
 * `calibrated_array` equals `language_calibrated`; `top_positive` selects the rows a stable argsort selects;
   `dense(..., also_rows=...)` equals `dense(..., also=keys)`; the cached language groups of a recall without
   filters equal the ones computed from an all-true mask.
@@ -29,6 +31,7 @@ from usermem.config import load_settings
 from usermem.engine.memory import Memory
 from usermem.errors import ProviderError
 from usermem.model import Kind, MemoryRecord
+from usermem.policy.contracts import DEFAULT_CONTRACTS, ContractSet
 from usermem.relevance.concepts import EXPANSION_WEIGHT
 from usermem.relevance.fusion import adaptive_fuse, calibrated_array, language_calibrated, learned_fuse
 from usermem.relevance.hybrid import (
@@ -43,6 +46,7 @@ from usermem.relevance.hybrid import (
 from usermem.relevance.lexical import BM25Index, tokenize
 from usermem.relevance.text import memory_text
 from usermem.store.base import LiveQuery
+from usermem.understand.plan import DeterministicPlanner
 
 T0 = 1_790_000_000.0
 _ZH = ["我住在北京", "包裹又晚了", "我喜欢喝咖啡", "我的狗叫小黑", "订单退款问题"]
@@ -252,3 +256,28 @@ def test_dense_also_rows_equals_also_keys(memory: Memory, rows: list[tuple], que
     assert by_rows == by_keys
     assert rel._language_candidates(ux, q, None, limit).tolist() == \
         rel._language_candidates(ux, q, np.ones(len(ux.keys), dtype=bool), limit).tolist()
+
+
+@pytest.fixture(scope="module")
+def planner() -> DeterministicPlanner:
+    return DeterministicPlanner(ContractSet(DEFAULT_CONTRACTS))
+
+
+def _terms(p: DeterministicPlanner) -> list[str]:
+    return [*sorted({t for idx in p._fields for t, _ in idx.cjk}),
+            "coffee", "allergy", "my city", "last time", "I", "dog", "the", "always", "上次", "一直"]
+
+
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_planner_cues_skip_no_field_that_matches(planner: DeterministicPlanner, data: st.DataObject) -> None:
+    """The cue loop skips a field whose CJK terms' first characters are all absent from the message: the plan
+    equals the one of a planner that runs every field's loop (first characters: every character)."""
+    words = data.draw(st.lists(st.sampled_from(_terms(planner)) | st.sampled_from(["我", "的", "喜欢", "请", "吗"]),
+                               max_size=6))
+    message = data.draw(st.sampled_from(["", " ", "，"])).join(words)
+    got = planner.plan(message), planner.plan_pair(message, None, None)
+    every = DeterministicPlanner(ContractSet(DEFAULT_CONTRACTS))
+    for idx in every._fields:
+        idx.cjk_first = frozenset(message) | idx.cjk_first if idx.cjk else idx.cjk_first
+    assert got == (every.plan(message), every.plan_pair(message, None, None))
