@@ -61,7 +61,13 @@ class FusionParams:
     dense_floor: float = 0.0
 
 
-def _present(values: Sequence[float | None], positive_only: bool) -> tuple[np.ndarray, np.ndarray]:
+# A signal per candidate: a sequence (None: missing) or a float64 array (NaN: missing), as hybrid's recall path gives it.
+DenseSignal = Sequence[float | None] | np.ndarray
+LexicalSignal = Sequence[float] | np.ndarray
+FieldSignal = Sequence[bool] | np.ndarray
+
+
+def _present(values: DenseSignal, positive_only: bool) -> tuple[np.ndarray, np.ndarray]:
     """(mask of present values, values with missing as 0)."""
     arr = np.array(values, dtype=np.float64)  # None -> nan
     mask = ~np.isnan(arr)
@@ -180,7 +186,26 @@ def language_calibrated(dense: Sequence[float | None], other: Sequence[bool], sh
     return [v + shift if v is not None and o else v for v, o in zip(dense, other, strict=True)]
 
 
-def adaptive_fuse(dense: Sequence[float | None], lexical: Sequence[float], fields: Sequence[bool] | None = None,
+def calibrated_array(dense: np.ndarray, other: np.ndarray, share: float, top: int = LANGUAGE_TOP) -> np.ndarray:
+    """`language_calibrated` on arrays (a missing cosine is NaN): the same shift, to the bit — each language's
+    best `top` cosines summed in Python in descending order, as `sorted(..., reverse=True)` gives them — with
+    no Python loop over the candidates (the recall path; tests/test_semantic_fast_paths.py)."""
+    if share <= 0 or len(other) != len(dense):
+        return dense
+    present = ~np.isnan(dense)
+    theirs = present & other
+    same_vals, other_vals = dense[present & ~other], dense[theirs]
+    if len(same_vals) < top or len(other_vals) < top:
+        return dense
+    best_same = np.sort(same_vals)[::-1][:top].tolist()
+    best_other = np.sort(other_vals)[::-1][:top].tolist()
+    shift = share * (sum(best_same) / top - sum(best_other) / top)
+    out = dense.copy()
+    out[theirs] += shift
+    return out
+
+
+def adaptive_fuse(dense: DenseSignal, lexical: LexicalSignal, fields: FieldSignal | None = None,
                   params: FusionParams | None = None) -> list[float]:
     """Fused relevance in [0, 1] per item (best = 1); the module docstring has the formula."""
     p = params or FusionParams()
@@ -260,7 +285,7 @@ def _rr(arr: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def fusion_features(dense: Sequence[float | None], lexical: Sequence[float], zh: bool, top: int = 10) -> np.ndarray:
+def fusion_features(dense: DenseSignal, lexical: LexicalSignal, zh: bool, top: int = 10) -> np.ndarray:
     """The (items x FEATURES) matrix of one query's candidates."""
     dmask, d = _present(dense, positive_only=False)
     lmask, lex = _present(lexical, positive_only=True)
@@ -295,7 +320,7 @@ class LinearFusionModel:
             raise ValueError("fusion model weights must be finite and >= 0")
 
 
-def learned_fuse(dense: Sequence[float | None], lexical: Sequence[float], fields: Sequence[bool] | None,
+def learned_fuse(dense: DenseSignal, lexical: LexicalSignal, fields: FieldSignal | None,
                  model: LinearFusionModel, zh: bool) -> list[float]:
     """Fused relevance in [0, 1] per item (best = 1) from the linear model."""
     n = len(dense)

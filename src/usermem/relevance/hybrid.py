@@ -52,8 +52,8 @@ from usermem.relevance.fusion import (
     LANGUAGE_TOP,
     FusionParams,
     adaptive_fuse,
+    calibrated_array,
     default_fusion_model,
-    language_calibrated,
     learned_fuse,
 )
 from usermem.relevance.lexical import BM25Index, tokenize
@@ -201,6 +201,25 @@ def field_keys(keys: Sequence[str], fields: Collection[str]) -> list[int]:
     return [i for i, k in enumerate(keys) if k in fields or k.startswith(prefixes)]
 
 
+def top_positive(scores: np.ndarray, n: int) -> np.ndarray:
+    """Positions (ascending) of the best `n` positive scores, ties at the n-th score taken in position order:
+    the set `argsort(-scores[hits], kind="stable")[:n]` of the positive hits selects, found with one partial
+    sort instead of sorting every hit (a common word can match thousands of rows)."""
+    hits = np.flatnonzero(scores > 0)
+    if len(hits) <= n:
+        return hits
+    if n <= 0:
+        return hits[:0]
+    vals = scores[hits]
+    kth = vals[np.argpartition(vals, len(vals) - n)[len(vals) - n]]  # the n-th largest
+    above = vals > kth
+    ties = np.flatnonzero(vals == kth)[:n - int(np.count_nonzero(above))]
+    keep = above
+    keep[ties] = True
+    out: np.ndarray = hits[keep]
+    return out
+
+
 def query_score(relevance: float, importance: float, weight: float, share: float) -> float:
     """Final recall score with a query: relevance mixed with the query-free score importance × weight."""
     return share * relevance + (1.0 - share) * importance * weight
@@ -209,6 +228,12 @@ def query_score(relevance: float, importance: float, weight: float, share: float
 def event_time(record: MemoryRecord) -> float:
     """When the remembered thing happened; the write time when the writer did not say."""
     return record.event_at if record.event_at is not None else record.created_at
+
+
+# (cosine, NaN when missing; BM25; planner-field match; in the other language than the query) per candidate.
+Signals = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+_NO_SIGNALS: Signals = (np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
 
 
 @dataclass
@@ -226,6 +251,7 @@ class _QueryState:
     widen: frozenset[str] = frozenset()  # further planner fields: their memories are candidates, no bonus
     dense: dict[str, float] = field(default_factory=dict)
     lexical: np.ndarray | None = None  # BM25 per row of ux
+    lexical_rows: np.ndarray | None = None  # the rows of ux among the best by BM25 (the keys _lexical_part names)
     dense_failed: bool = False  # the embedder failed for this query: lexical only
 
 
@@ -288,26 +314,32 @@ class HybridRelevance:
                                      dtype=bool, count=len(ux.keys))
         return ux.chinese
 
-    def _language_candidates(self, ux: UserIndex, q: np.ndarray, valid: np.ndarray, n: int) -> list[str]:
-        """For a user with at least LANGUAGE_TOP memories in each language (calibration on): the best `n` (at
+    def _language_candidates(self, ux: UserIndex, q: np.ndarray, valid: np.ndarray | None, n: int) -> np.ndarray:
+        """For a user with at least LANGUAGE_TOP memories in each language (calibration on): the rows of the best `n` (at
         least LANGUAGE_TOP) of each language by cosine, so that a cross-lingual answer, whose cosine is below
         those of many memories in the query's language, is still a candidate. Over the snapshot's matrix only
-        (a pgvector user too large to cache, searched in the database, keeps the overall best n)."""
+        (a pgvector user too large to cache, searched in the database, keeps the overall best n). `valid`: the
+        rows the recall's kind and event-time filters keep, None for every row."""
         if self.settings.hybrid_language_calibration <= 0 or ux.matrix is None or ux.matrix.shape[1] != q.shape[0]:
-            return []
-        zh = self.row_chinese(ux)
-        ok = valid & ux.has_vec
-        groups = [np.flatnonzero(ok & zh), np.flatnonzero(ok & ~zh)]
+            return _NO_ROWS
+        if valid is None:  # no kind or time filter: the snapshot's groups, computed once
+            groups = ux.language_groups
+            if groups is None:
+                zh = self.row_chinese(ux)
+                groups = ux.language_groups = (np.flatnonzero(ux.has_vec & zh), np.flatnonzero(ux.has_vec & ~zh))
+        else:
+            zh = self.row_chinese(ux)
+            ok = valid & ux.has_vec
+            groups = (np.flatnonzero(ok & zh), np.flatnonzero(ok & ~zh))
         if min(len(g) for g in groups) < LANGUAGE_TOP:
-            return []
-        out: list[str] = []
+            return _NO_ROWS
+        out: list[np.ndarray] = []
         n = max(n, LANGUAGE_TOP)  # the calibration compares each language's best LANGUAGE_TOP
         every = ux.cosines(q)  # the product the dense top-n reads next (one per recall)
         for g in groups:
             sims = every[g]
-            best = g if len(g) <= n else g[np.argpartition(-sims, n - 1)[:n]]
-            out += [ux.keys[i] for i in best]
-        return out
+            out.append(g if len(g) <= n else g[np.argpartition(-sims, n - 1)[:n]])
+        return np.concatenate(out)
 
     # -- weights -------------------------------------------------------------------------------------
 
@@ -380,11 +412,11 @@ class HybridRelevance:
             lex = self._bm25(ux, state)
             state.lexical = lex
             mask = ux.mask(kind_names, at_from, at_until)
-            masked = np.where(mask, lex, 0.0)
-            hits = np.flatnonzero(masked > 0)
-            if len(hits) > n:
-                hits = hits[np.argsort(-masked[hits], kind="stable")[:n]]
-            lexical_keys = [ux.keys[i] for i in hits]
+            masked = lex if kind_names is None and at_from is None and at_until is None else np.where(mask, lex, 0.0)
+            hits = top_positive(masked, n)
+            state.lexical_rows = hits
+            keys = ux.keys
+            lexical_keys = [keys[i] for i in hits.tolist()]
         return state, mask, lexical_keys
 
     def _start_lexical(self, ux: UserIndex, tenant: str, user_id: str, query: str, kind_names: list[str] | None,
@@ -430,30 +462,30 @@ class HybridRelevance:
         kind_names = [k.value for k in kinds] if kinds is not None else None
         lexical = self._start_lexical(ux, tenant, user_id, query, kind_names, at_from, at_until, n)
         if lexical is None:
-            state, mask, lexical_keys = self._lexical_part(ux, tenant, user_id, query, kind_names, at_from,
-                                                           at_until, n)
+            state, mask, _ = self._lexical_part(ux, tenant, user_id, query, kind_names, at_from, at_until, n)
             self._plan(state)
         else:  # the query's embedding in this thread (the engine releases the GIL) while the worker runs BM25
             probe = _QueryState(tenant, user_id, query, None, (), ux)
             qvec = self._query_vector(query, probe)
-            state, mask, lexical_keys = lexical.result()
+            state, mask, _ = lexical.result()
             state.qvec, state.dense_failed = qvec, probe.dense_failed
             self._plan(state, embedded=True)
         keys: set[str] = set()
+        rows = state.lexical_rows if state.lexical_rows is not None else np.zeros(0, dtype=np.intp)
         if ux.keys:
             if state.fields or state.widen:  # memories under the planner's fields are always candidates
-                have = set(lexical_keys)
-                lexical_keys += [ux.keys[i] for i in ux.under(state.fields | state.widen)
-                                 if mask[i] and ux.keys[i] not in have]
-            keys.update(lexical_keys)
+                under = np.asarray(ux.under(state.fields | state.widen), dtype=np.intp)
+                rows = np.union1d(rows, under[mask[under]])
+            keys.update([ux.keys[i] for i in rows.tolist()])
         if state.qvec is not None:
             # The best n by cosine (and by language, for a user with memories in both), and the cosine of the
-            # lexical candidates (one pass / one round trip).
-            also = lexical_keys
+            # lexical candidates (one pass / one round trip), by their rows in the snapshot.
             if ux.keys:
-                also = also + self._language_candidates(ux, state.qvec, mask, n)
+                unfiltered = kind_names is None and at_from is None and at_until is None
+                rows = np.concatenate([rows, self._language_candidates(ux, state.qvec, None if unfiltered else mask,
+                                                                       n)])
             state.dense = self.index.dense(tenant, user_id, state.qvec, limit=n, kinds=kind_names, at_from=at_from,
-                                           at_until=at_until, also=also, snapshot=ux)
+                                           at_until=at_until, also_rows=rows, snapshot=ux)
             keys.update(state.dense)
         keys.update(pending)
         self._local.state = state
@@ -471,14 +503,13 @@ class HybridRelevance:
     def signals(self, query: str, records: Sequence[MemoryRecord]) -> tuple[list[float | None], list[float]]:
         """(cosine or None, BM25) per record, with the user's corpus statistics for BM25."""
         dense, lexical, _, _ = self._signals(query, records)
-        return dense, lexical
+        return [None if v != v else v for v in dense.tolist()], lexical.tolist()
 
-    def _signals(self, query: str, records: Sequence[MemoryRecord]
-                 ) -> tuple[list[float | None], list[float], list[bool], list[bool]]:
-        """(cosine or None, BM25 with concept words, planner-field match, in the other language than the
+    def _signals(self, query: str, records: Sequence[MemoryRecord]) -> Signals:
+        """(cosine or NaN, BM25 with concept words, planner-field match, in the other language than the
         query) per record."""
         if not records:
-            return [], [], [], []
+            return _NO_SIGNALS
 
         def texts(wanted: Sequence[int]) -> dict[int, str]:
             return {i: memory_text(records[i], self.describe(records[i].key)) for i in wanted}
@@ -487,26 +518,32 @@ class HybridRelevance:
                                 [r.key for r in records], texts)
 
     def _signals_of(self, query: str, tenant: str, user_id: str, ids: Sequence[str], keys: Sequence[str],
-                    texts_of: Callable[[Sequence[int]], dict[int, str]]
-                    ) -> tuple[list[float | None], list[float], list[bool], list[bool]]:
-        """The signals of candidates given by (id, key): a candidate whose current version is in the user's
-        index is scored from the index alone (its stored tokens for BM25, its stored vector); `texts_of`
+                    texts_of: Callable[[Sequence[int]], dict[int, str]]) -> Signals:
+        """The signals of candidates given by (id, key), as arrays: a candidate whose current version is in the
+        user's index is scored from the index alone (its stored tokens for BM25, its stored vector); `texts_of`
         is asked once, for the positions that are not (their text is tokenized / embedded now). The fourth
-        list: the candidate's language is not the query's (Chinese vs not; for the language calibration)."""
+        array: the candidate's language is not the query's (Chinese vs not; for the language calibration).
+        Array operations over the candidates' snapshot positions (issue 19: no Python loop per candidate on the
+        common path); tests/test_semantic_fast_paths.py holds them equal, to the bit, to the per-candidate
+        loop they replace."""
         n = len(ids)
         if n == 0:
-            return [], [], [], []
+            return _NO_SIGNALS
         state = self._state_for(tenant, user_id, query)
         self._local.state = None
         ux = state.ux
         indexed = ux is not None and bool(ux.keys)
-        pos: list[int | None] = [None] * n  # position in ux of the candidate's current version, if indexed
+        # Position in ux of the candidate's current version (its key's row holds this memory id), else -1.
+        pos = np.full(n, -1, dtype=np.intp)
+        at = np.zeros(n, dtype=np.intp)  # pos with -1 as 0: a valid index wherever `ok` is read
+        ok = np.zeros(n, dtype=bool)
         if ux is not None and indexed:
-            where, row_ids = ux.position, ux.ids
-            for i, (key, mid) in enumerate(zip(keys, ids, strict=True)):
-                p = where.get(key)
-                if p is not None and row_ids[p] == mid:
-                    pos[i] = p
+            get = ux.position.get
+            found = np.fromiter([get(k, -1) for k in keys], dtype=np.intp, count=n)
+            there = found >= 0
+            at = np.where(there, found, 0)
+            ok = there & (ux.id_array[at] == np.array(ids, dtype=object))
+            pos = np.where(ok, found, -1)
         dense_on = self.embedder is not None
         if dense_on and state.qvec is None and not state.dense_failed:
             state.qvec = self._query_vector(query, state)
@@ -514,60 +551,53 @@ class HybridRelevance:
         # Dense: stored vectors of the current version, else embedded now (records not indexed yet). A burst
         # of writes can leave many memories waiting for their vectors: embed at most PENDING_EMBED of them
         # for this query (the rest rank by BM25 until the indexer catches up).
+        with_vec = ok & ux.has_vec[at] if ux is not None and indexed else ok
         missing: list[int] = []
-        if dense_on and ux is not None:
-            has_vec = ux.has_vec
-            missing = [i for i in range(n) if pos[i] is None or not has_vec[pos[i]]][:self.PENDING_EMBED]
-        elif dense_on:
-            missing = list(range(n))[:self.PENDING_EMBED]
-        need = [i for i in range(n) if pos[i] is None] if indexed else list(range(n))
+        if dense_on:
+            missing = np.flatnonzero(~with_vec)[:self.PENDING_EMBED].tolist()
+        need = np.flatnonzero(~ok).tolist() if indexed else list(range(n))
         text = texts_of(sorted(set(need) | set(missing))) if need or missing else {}
 
         # Lexical: BM25 with the user's statistics when indexed, else over the candidates themselves.
-        lexical: list[float] = []
+        lexical: np.ndarray
         if ux is not None and indexed:
             if state.lexical is None:
                 state.lexical = self._bm25(ux, state)
-            lex_all = state.lexical
-            for i in range(n):
-                p = pos[i]
-                if p is not None:
-                    lexical.append(float(lex_all[p]))
-                else:
-                    doc = tokenize(text[i])
-                    lexical.append(ux.bm25.score_doc(state.tokens, doc)
-                                   + EXPANSION_WEIGHT * ux.bm25.score_doc(state.expansion, doc))
+            lexical = state.lexical[at].astype(np.float64)
+            for i in need:
+                doc = tokenize(text[i])
+                lexical[i] = (ux.bm25.score_doc(state.tokens, doc)
+                              + EXPANSION_WEIGHT * ux.bm25.score_doc(state.expansion, doc))
         else:
             bm = BM25Index([tokenize(text[i]) for i in range(n)])
             lex_arr = bm.scores(state.tokens)
             if state.expansion:
                 lex_arr = lex_arr + EXPANSION_WEIGHT * bm.scores(state.expansion)
-            lexical = [float(x) for x in lex_arr]
+            lexical = lex_arr.astype(np.float64)
         if state.fields:  # field_match per key, its prefixes built once
             wanted, prefixes = state.fields, tuple(f + "." for f in state.fields)
-            fields = [k in wanted or k.startswith(prefixes) for k in keys]
+            fields = np.fromiter([k in wanted or k.startswith(prefixes) for k in keys], dtype=bool, count=n)
         else:
-            fields = [False] * n
-        dense: list[float | None] = [None] * n
+            fields = np.zeros(n, dtype=bool)
+        dense = np.full(n, np.nan)
         if dense_on and state.qvec is not None:
             q = state.qvec
-            known: dict[str, float] = dict(state.dense)
-            need_db: list[str] = []
-            for i in range(n):
-                p = pos[i]
-                if p is None or ux is None or not ux.has_vec[p]:
-                    continue
-                if keys[i] in known:
-                    dense[i] = known[keys[i]]
-                elif ux.matrix is not None:
-                    dense[i] = float(ux.matrix[p] @ q)
-                else:
-                    need_db.append(keys[i])
-            if need_db and self.index is not None:
-                got = self.index.dense(tenant, user_id, q, limit=len(need_db), keys=need_db, snapshot=ux)
-                for i in range(n):
-                    if keys[i] in got and dense[i] is None:
-                        dense[i] = got[keys[i]]
+            known = state.dense
+            if ux is not None and indexed:
+                # the cosines candidates() found (Python floats: None where it found none)
+                dense = np.where(with_vec, np.array([known.get(k) for k in keys], dtype=np.float64), np.nan)
+                unknown = np.flatnonzero(with_vec & np.isnan(dense)).tolist()
+                need_db: list[str] = []
+                for i in unknown:
+                    if ux.matrix is not None:
+                        dense[i] = float(ux.matrix[pos[i]] @ q)
+                    else:
+                        need_db.append(keys[i])
+                if need_db and self.index is not None:
+                    got = self.index.dense(tenant, user_id, q, limit=len(need_db), keys=need_db, snapshot=ux)
+                    for i in unknown:
+                        if keys[i] in got and dense[i] != dense[i]:
+                            dense[i] = got[keys[i]]
             if missing and self.embedder is not None:
                 try:
                     mat = self.embedder.passages([text[i] for i in missing])
@@ -577,15 +607,13 @@ class HybridRelevance:
                 else:
                     for i, row in zip(missing, mat, strict=True):
                         dense[i] = float(row @ q)
-        other = [False] * n
+        other = np.zeros(n, dtype=bool)
         if self.settings.hybrid_language_calibration > 0 and dense_on:
             zh = has_cjk(query)
-            rows_zh = self.row_chinese(ux) if ux is not None and indexed else None
-            for i in range(n):
-                p = pos[i]
-                if p is not None and rows_zh is not None:
-                    other[i] = bool(rows_zh[p]) != zh
-                elif i in text:  # written since the snapshot: its language from its text, less its head
+            if ux is not None and indexed:
+                other = ok & (self.row_chinese(ux)[at] != zh)
+            for i in text:  # written since the snapshot: its language from its text, less its head
+                if not ok[i]:
                     other[i] = own_words_chinese(tokenize(text[i]), self._head(keys[i])) != zh
         return dense, lexical, fields, other
 
@@ -619,19 +647,20 @@ class HybridRelevance:
 
         return self._fuse(query, *self._signals_of(query, tenant, user_id, ids, [r[1] for r in rows], texts))
 
-    def _fuse(self, query: str, dense: list[float | None], lexical: list[float], fields: list[bool],
-              other: list[bool] | None = None) -> list[float]:
+    def _fuse(self, query: str, dense: np.ndarray, lexical: np.ndarray, fields: np.ndarray,
+              other: np.ndarray | None = None) -> list[float]:
+        """Fused relevance per candidate from its signal arrays (`_signals_of`; a missing cosine is NaN)."""
         dw, lw = self.weights(query)
-        if other is not None and any(other):
-            dense = language_calibrated(dense, other, self.settings.hybrid_language_calibration)
+        if other is not None and other.any():
+            dense = calibrated_array(dense, other, self.settings.hybrid_language_calibration)
         if self.settings.hybrid_fusion == "learned":
             if dw == 0 or lw == 0:  # a signal switched off: the learned weights do not apply, rank by the other
                 return adaptive_fuse(dense, lexical, fields, _with_weights(ADAPTIVE, dw, lw))
             return learned_fuse(dense, lexical, fields, default_fusion_model(), has_cjk(query))
         if self.settings.hybrid_fusion == "adaptive":
             return adaptive_fuse(dense, lexical, fields, _with_weights(self.fusion_params(query), dw, lw))
-        return fuse(dense, lexical, dense_weight=dw, lexical_weight=lw, method=self.settings.hybrid_fusion,
-                    rrf_k=self.settings.hybrid_rrf_k)
+        return fuse([None if v != v else v for v in dense.tolist()], lexical.tolist(), dense_weight=dw,
+                    lexical_weight=lw, method=self.settings.hybrid_fusion, rrf_k=self.settings.hybrid_rrf_k)
 
 
 def _with_weights(params: FusionParams, dense_weight: float, lexical_weight: float) -> FusionParams:

@@ -107,10 +107,32 @@ class UserIndex:
     bm25_seed: tuple[BM25Index, np.ndarray] | None = field(default=None, repr=False)
     # The last query vector and its cosines with every row (`cosines`): one recall's candidate steps read them twice.
     _last_cosines: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _id_array: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _with_vec: int | None = field(default=None, init=False, repr=False, compare=False)
+    # (Chinese rows, other rows) with a vector (HybridRelevance._language_candidates of a recall without filters).
+    language_groups: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
+                                                                  compare=False)
 
     def __post_init__(self) -> None:
         if len(self.position) != len(self.keys):  # given: the previous snapshot's, for the same keys
             self.position = {k: i for i, k in enumerate(self.keys)}
+
+    @property
+    def with_vec(self) -> int:
+        """How many rows have a vector of the current model (counted once per snapshot)."""
+        got = self._with_vec
+        if got is None:
+            got = self._with_vec = int(np.count_nonzero(self.has_vec))
+        return got
+
+    @property
+    def id_array(self) -> np.ndarray:
+        """`ids` as an object array (built once per snapshot): the recall path compares its candidates' memory
+        ids with their rows' in one array operation."""
+        got = self._id_array
+        if got is None or len(got) != len(self.ids):
+            got = self._id_array = np.array(self.ids, dtype=object)
+        return got
 
     def cosines(self, q: np.ndarray) -> np.ndarray:
         """`matrix @ q` for every row (the matrix must be set), kept for the same query vector object: the
@@ -229,9 +251,10 @@ class VectorIndex(Protocol):
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
               at_until: float | None = None, also: Sequence[str] = (),
-              snapshot: UserIndex | None = None) -> dict[str, float]:
+              snapshot: UserIndex | None = None, also_rows: np.ndarray | None = None) -> dict[str, float]:
         """Cosine similarity by key: the best `limit` rows (plus the rows of `also`), or exactly the rows of `keys`.
-        `snapshot`: the user's snapshot this caller just had from `load` (saves validating it again)."""
+        `snapshot`: the user's snapshot this caller just had from `load` (saves validating it again); `also_rows`:
+        more rows like `also`, given by their positions in `snapshot` (the recall path has positions)."""
 
     def models(self) -> dict[str, int]:
         """Vectors stored per model id."""
@@ -323,7 +346,7 @@ def _nbytes(ux: UserIndex) -> int:
 
 def _dense_local(ux: UserIndex, q: np.ndarray, *, limit: int, keys: Sequence[str] | None,
                  kinds: Sequence[str] | None, at_from: float | None, at_until: float | None,
-                 also: Sequence[str]) -> dict[str, float]:
+                 also: Sequence[str], also_rows: np.ndarray | None = None) -> dict[str, float]:
     """VectorIndex.dense over the snapshot's matrix (one matrix-vector product)."""
     if ux.matrix is None or ux.matrix.shape[1] != q.shape[0] or not len(ux.keys):
         return {}
@@ -331,8 +354,11 @@ def _dense_local(ux: UserIndex, q: np.ndarray, *, limit: int, keys: Sequence[str
         pos = [ux.position[k] for k in keys if k in ux.position and ux.has_vec[ux.position[k]]]
         sims = np.einsum("ij,j->i", ux.matrix[pos], q)
         return {ux.keys[p]: float(s) for p, s in zip(pos, sims, strict=True)}
-    valid = ux.mask(kinds, at_from, at_until) & ux.has_vec
-    n_valid = int(valid.sum())
+    if kinds is None and at_from is None and at_until is None:
+        valid, n_valid = ux.has_vec, ux.with_vec
+    else:
+        valid = ux.mask(kinds, at_from, at_until) & ux.has_vec
+        n_valid = int(valid.sum())
     if not n_valid:
         return {}
     # One product over the whole matrix (no copy of the rows), then mask the scores.
@@ -340,11 +366,19 @@ def _dense_local(ux: UserIndex, q: np.ndarray, *, limit: int, keys: Sequence[str
     masked = sims if n_valid == len(sims) else np.where(valid, sims, -np.inf)  # every row valid: no copy
     take = min(limit, n_valid)
     best = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
-    out = {ux.keys[i]: float(sims[i]) for i in best if valid[i]}
-    for k in also:
-        p = ux.position.get(k)
-        if p is not None and k not in out and ux.has_vec[p]:
-            out[k] = float(sims[p])
+    keys = ux.keys
+    best = best[valid[best]]
+    out = dict(zip([keys[i] for i in best.tolist()], sims[best].tolist(), strict=True))
+    if also:  # their rows' cosines, from the same product (a key in both gets the same value)
+        get = ux.position.get
+        at = np.fromiter([get(k, -1) for k in also], dtype=np.intp, count=len(also))
+        at = at[at >= 0]
+        at = at[ux.has_vec[at]].tolist()
+        out.update(zip([keys[i] for i in at], sims[at].tolist(), strict=True))
+    if also_rows is not None and len(also_rows):
+        rows = np.asarray(also_rows, dtype=np.intp)
+        rows = rows[ux.has_vec[rows]].tolist()
+        out.update(zip([keys[i] for i in rows], sims[rows].tolist(), strict=True))
     return out
 
 
@@ -541,10 +575,12 @@ class SQLiteVectorIndex(_CacheMixin):
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
               at_until: float | None = None, also: Sequence[str] = (),
-              snapshot: UserIndex | None = None) -> dict[str, float]:
+              snapshot: UserIndex | None = None, also_rows: np.ndarray | None = None) -> dict[str, float]:
         ux = snapshot if snapshot is not None else self.load(tenant, user_id)
+        if also_rows is not None and snapshot is None:
+            raise ValueError("also_rows are positions in the snapshot the caller passes")
         return _dense_local(ux, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from,
-                            at_until=at_until, also=also)
+                            at_until=at_until, also=also, also_rows=also_rows)
 
     def models(self) -> dict[str, int]:
         with self._sql() as c:
@@ -1001,11 +1037,15 @@ class PgVectorIndex(_CacheMixin):
     def dense(self, tenant: str, user_id: str, q: np.ndarray, *, limit: int, keys: Sequence[str] | None = None,
               kinds: Sequence[str] | None = None, at_from: float | None = None,
               at_until: float | None = None, also: Sequence[str] = (),
-              snapshot: UserIndex | None = None) -> dict[str, float]:
+              snapshot: UserIndex | None = None, also_rows: np.ndarray | None = None) -> dict[str, float]:
         ux = snapshot if snapshot is not None else self.load(tenant, user_id)
+        if also_rows is not None and snapshot is None:
+            raise ValueError("also_rows are positions in the snapshot the caller passes")
         if ux.matrix is not None:
             return _dense_local(ux, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from, at_until=at_until,
-                                also=also)
+                                also=also, also_rows=also_rows)
+        if also_rows is not None and len(also_rows):
+            also = [*also, *(ux.keys[i] for i in np.asarray(also_rows).tolist())]
         return self.dense_db(tenant, user_id, q, limit=limit, keys=keys, kinds=kinds, at_from=at_from,
                              at_until=at_until, also=also)
 

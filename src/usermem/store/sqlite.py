@@ -28,6 +28,11 @@ from usermem.store.sql import SQLITE, users_query
 
 # ScoreRow._make without its Python frame and length check: the statements select exactly SCORE_COLUMNS.
 _score_row = partial(tuple.__new__, ScoreRow)
+# The connection's page cache, in KiB (SQLite's default is 2 MB). A query recall reads its ~150 candidates' rows by
+# key, scattered over the user's pages: at 5,000 memories that read took ≈ 0.6 ms from a 2 MB cache that the
+# rows no longer fitted (pages re-read through the OS) and ≈ 0.28 ms from this one (docs/scaling.md, issue 19).
+# An upper bound, filled only as pages are read.
+CACHE_KIB = 64 << 10
 _Q = SQLITE.stmt  # every fixed statement, built once (store/sql.py)
 _INSERT, _HEAD, _GET, _SUPERSEDE, _INSERT_AUDIT = (_Q["insert"], _Q["head"], _Q["get"], _Q["supersede"],
                                                    _Q["insert_audit"])
@@ -107,6 +112,7 @@ class SQLiteStore:
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA secure_delete=ON")
         c.execute("PRAGMA foreign_keys=ON")
+        c.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         try:  # the rank index (migration 0006) needs ln(); SQLite builds without math functions get ours
             c.execute("SELECT ln(2)")
         except sqlite3.OperationalError:

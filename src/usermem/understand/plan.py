@@ -155,6 +155,7 @@ _WEAK = 0.5
 class _FieldIndex:
     contract: FieldContract
     cjk: list[tuple[str, float]] = field(default_factory=list)
+    cjk_first: frozenset[str] = frozenset()  # the first characters of the cjk terms (a term matches only if its own does)
     latin: re.Pattern[str] | None = None
     latin_weak: re.Pattern[str] | None = None
 
@@ -200,6 +201,7 @@ class DeterministicPlanner:
                     idx.cjk.append((t, weight))
                 else:
                     (latin_weak if weight < _TRIGGER else latin_strong).append(t)
+            idx.cjk_first = frozenset(t[0] for t, _ in idx.cjk)
             idx.latin = _latin_pattern(latin_strong)
             idx.latin_weak = _latin_pattern(latin_weak)
             self._fields.append(idx)
@@ -268,9 +270,12 @@ class DeterministicPlanner:
         prefs: list[str] = []
         context = _hit(text, self._context_cjk, self._context_latin) or bool(_BACK_REFERENCE.search(text))
         high = context or _hit(text, self._high_cjk, self._high_latin)
+        chars = set(text)
         for idx in self._fields:
             score = 0.0
-            for term, weight in idx.cjk:
+            # a term is in the text only if its first character is: most fields (every one, for an English
+            # message) skip their term loop (the planner runs on every recall with a query; issue 19)
+            for term, weight in (idx.cjk if not idx.cjk_first.isdisjoint(chars) else ()):
                 if term in text and (len(term) > 1 or _single_char_ok(text, term)):
                     score += weight
                     if score >= _TRIGGER:
