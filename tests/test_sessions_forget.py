@@ -80,3 +80,18 @@ def test_other_sessions_and_users_are_untouched_and_no_session_means_nothing_to_
     m.write("acme", "u6", "fact", "city", "Rome", source="user_confirmed", now=T0)
     assert m.forget("acme", "u6", "city", now=T0 + 1) == 1
     assert m.store.list_docs("acme", "api_session_messages", user_id="u6") == []  # type: ignore[attr-defined]
+
+
+def test_forget_range_scrubs_the_words_of_the_versions_it_erases() -> None:
+    m = _memory()
+    sid = m.open_session("acme", "u7", now=T0)
+    m.add_messages(sid, [{"role": "user", "content": "I live in Lisbon."}], extract=True, now=T0 + 10)
+    m.add_messages(sid, [{"role": "user", "content": "I'm vegan, by the way."}], extract=True, now=T0 + 100)
+    assert {"city", "diet"} <= set(_keys(m, "u7", T0 + 101))
+    m.forget_range("acme", "u7", since=T0 + 50, now=T0 + 200)  # the diet, said at T0+100; not the city
+    doc = m.store.get_doc("acme", "api_session_messages", sid)  # type: ignore[attr-defined]
+    assert [x["content"] for x in doc["messages"]] == ["I live in Lisbon.", f"I'm {FORGOTTEN}, by the way."]
+    assert doc["forgotten_keys"] == ["diet"]
+    m.close_session(sid, tenant="acme", now=T0 + 300)
+    got = _keys(m, "u7", T0 + 301)
+    assert "diet" not in got and got.get("city") == "Lisbon"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from usermem.engine.context import EngineContext
-from usermem.engine.ports import Eraser, ErasurePrep, Purger
+from usermem.engine.ports import Eraser, ErasurePrep, ErasureScope, Purger
 from usermem.engine.write import check_ids
 from usermem.errors import InvalidArgument, TierUnavailable, ValidationError
 from usermem.model import DAY, AuditEvent, ChangeEvent
@@ -30,7 +30,7 @@ class ErasurePipeline:
         # Called before the store purges, with (deleted_before, expired_before): derived data (vectors,
         # index terms) of the rows about to go is removed first, so the store's compaction erases it too.
         self._purgers: list[Purger] = list(purgers)
-        # Called before a forget of keys, to read the values about to go; their steps run after the erasure
+        # Called before a forget of keys or a time range, to read the values about to go; their steps run after the erasure
         # (open sessions' transcripts lose the forgotten words: engine/sessions.py).
         self._preps: list[ErasurePrep] = []
 
@@ -82,8 +82,11 @@ class ErasurePipeline:
                 stage(tx, ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(erased),
                                       causality_id=causality_id))
 
-        after = [step for prep in self._preps if keys
-                 for step in (prep(tenant, user_id, keys),) if step is not None]
+        # Part of the user (keys, a time range; not a remote erasure by ids, whose origin did this): steps after it.
+        scope = ErasureScope(keys, created_from, created_until)
+        partial = not whole_user and memory_ids is None
+        after = [step for prep in (self._preps if partial else ())
+                 for step in (prep(tenant, user_id, scope),) if step is not None]
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
                                          created_until=created_until, audit=audit, announce=announce,
                                          ids=memory_ids)

@@ -10,6 +10,7 @@ arguments and registration methods (docs/architecture.md).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from usermem.model import ChangeEvent, EventWindow, Kind, MemoryRecord
@@ -25,10 +26,26 @@ EventSink = Listener
 # (store/base.py: TierEraser, like `capabilities.drop_local`: LocalDropper), which compose.py registers.
 Eraser = Callable[[str, str, Sequence[str] | None], object]
 
-# Called before a forget of keys soft-deletes them, with (tenant, user_id, keys): reads what it needs of the
-# versions about to go (their values) and returns the step to run once they are erased (or None: nothing to
-# do). Used where a copy of the user's words lives outside the memories: open sessions' transcripts.
-ErasurePrep = Callable[[str, str, Sequence[str]], Callable[[], object] | None]
+@dataclass(frozen=True, slots=True)
+class ErasureScope:
+    """What a forget of part of a user erases: every version of `keys` (None: of any key) created in
+    [created_from, created_until) (None: unbounded)."""
+
+    keys: Sequence[str] | None = None
+    created_from: float | None = None
+    created_until: float | None = None
+
+    def covers(self, key: str, created_at: float) -> bool:
+        return ((self.keys is None or key in self.keys)
+                and (self.created_from is None or created_at >= self.created_from)
+                and (self.created_until is None or created_at < self.created_until))
+
+
+# Called before a forget of part of a user (keys, a time range) soft-deletes it, with (tenant, user_id, scope):
+# reads what it needs of the versions about to go (their values) and returns the step to run once they are
+# erased (or None: nothing to do). Used where a copy of the user's words lives outside the memories: open
+# sessions' transcripts.
+ErasurePrep = Callable[[str, str, ErasureScope], Callable[[], object] | None]
 
 # Called before the store purges, with (deleted_before, expired_before): derived data of the rows about
 # to go (vectors, index terms, expired grants) is removed first. Returns anything (often a count).

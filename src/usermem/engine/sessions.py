@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from usermem.engine.context import EngineContext, new_id
 from usermem.engine.grants import is_sensitive
 from usermem.engine.lifecycle import link, retraction
+from usermem.engine.ports import ErasureScope
 from usermem.engine.write import WritePipeline, check_ids
 from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
 from usermem.model import (
@@ -490,26 +491,33 @@ class SessionManager:
         doc = self.ctx.store.get_doc(s.tenant, MESSAGES_NS, s.id)
         return tuple(doc.get("forgotten_keys") or ()) if doc else ()
 
-    def prepare_forget(self, tenant: str, user_id: str, keys: Sequence[str]) -> Callable[[], int] | None:
-        """ErasurePrep (engine/erasure.py): before `forget(keys)` erases the versions, read their words; after it,
-        take those words out of the user's open sessions' stored transcripts (replaced by FORGOTTEN) and note
-        the keys there, so that the close — its episode and its background extraction — does not bring the
-        forgotten field back from what the user had said (the transcript is kept until the session closes).
-        None when the user has no open session. Returns, when run, how many messages were changed."""
+    def prepare_forget(self, tenant: str, user_id: str, scope: ErasureScope) -> Callable[[], int] | None:
+        """ErasurePrep (engine/erasure.py): before `forget(keys)` / `forget_range` erases the versions, read their
+        words; after it, take those words out of the user's open sessions' stored transcripts (replaced by
+        FORGOTTEN) and note the keys there, so that the close — its episode and its background extraction — does
+        not bring the forgotten field back from what the user had said (the transcript is kept until the session
+        closes). None when the user has no open session. Returns, when run, how many messages were changed."""
         opened = [x for x in self.list_sessions(tenant, user_id) if x.status == "open"]
         if not opened:
             return None
+        store = self.ctx.store
+        keys = list(scope.keys) if scope.keys is not None else sorted({
+            r.key for r in store.live(LiveQuery(tenant, user_id, -1e300, include_retracted=True))})
         words: set[str] = set()
+        erased: set[str] = set()
         for key in keys:
-            for r in self.ctx.store.history(tenant, user_id, key):
-                words.update(_text_leaves(r.value))
-                words.update(_text_leaves(r.canonical))
+            for r in store.history(tenant, user_id, key):
+                if scope.covers(r.key, r.created_at):
+                    erased.add(r.key)
+                    words.update(_text_leaves(r.value))
+                    words.update(_text_leaves(r.canonical))
+        if scope.keys is not None:
+            erased.update(scope.keys)
         pattern = _words_pattern(words)
 
         def scrub() -> int:
             changed = 0
             at = self.ctx.now(None)
-            store = self.ctx.store
             with self.ctx.transaction(tenant, user_id) as tx:
                 for x in opened:
                     _hold(tx, x)
@@ -523,7 +531,7 @@ class SessionManager:
                         clean = pattern.sub(FORGOTTEN, text) if pattern is not None else text
                         changed += clean != text
                         messages.append({**m, "content": clean})
-                    forgotten = sorted({*(doc.get("forgotten_keys") or ()), *keys})
+                    forgotten = sorted({*(doc.get("forgotten_keys") or ()), *erased})
                     store.put_doc(tenant, MESSAGES_NS, x.id, {"messages": messages, "forgotten_keys": forgotten},
                                   now=at, user_id=user_id)
             return changed
