@@ -95,3 +95,16 @@ def test_forget_range_scrubs_the_words_of_the_versions_it_erases() -> None:
     m.close_session(sid, tenant="acme", now=T0 + 300)
     got = _keys(m, "u7", T0 + 301)
     assert "diet" not in got and got.get("city") == "Lisbon"
+
+
+def test_an_erasure_applied_by_ids_scrubs_the_words_of_those_versions() -> None:
+    """How a federated domain applies another domain's forget_range: exactly the versions erased there."""
+    m = _memory()
+    sid = m.open_session("acme", "u8", now=T0)
+    m.add_messages(sid, [{"role": "user", "content": "I live in Lisbon and I'm vegan."}], extract=True, now=T0 + 1)
+    diet = next(r for r in m.recall("acme", "u8", k=10, now=T0 + 2) if r.key == "diet")
+    engine = m._engine  # type: ignore[attr-defined]  # the federation's applier calls the pipeline like this
+    assert engine.erasure.forget("acme", "u8", memory_ids=[diet.id], now=T0 + 3) == 1
+    doc = m.store.get_doc("acme", "api_session_messages", sid)  # type: ignore[attr-defined]
+    assert doc["messages"][0]["content"] == f"I live in Lisbon and I'm {FORGOTTEN}."
+    assert doc["forgotten_keys"] == ["diet"]

@@ -82,10 +82,9 @@ class ErasurePipeline:
                 stage(tx, ChangeEvent(tenant, user_id, action, at, keys=tuple(keys or ()), memory_ids=tuple(erased),
                                       causality_id=causality_id))
 
-        # Part of the user (keys, a time range; not a remote erasure by ids, whose origin did this): steps after it.
-        scope = ErasureScope(keys, created_from, created_until)
-        partial = not whole_user and memory_ids is None
-        after = [step for prep in (self._preps if partial else ())
+        # Part of the user (keys, a time range, versions by id): what must follow the versions out, after them.
+        scope = ErasureScope(keys, created_from, created_until, memory_ids)
+        after = [step for prep in (() if whole_user else self._preps)
                  for step in (prep(tenant, user_id, scope),) if step is not None]
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,
                                          created_until=created_until, audit=audit, announce=announce,

@@ -29,11 +29,13 @@ Eraser = Callable[[str, str, Sequence[str] | None], object]
 @dataclass(frozen=True, slots=True)
 class ErasureScope:
     """What a forget of part of a user erases: every version of `keys` (None: of any key) created in
-    [created_from, created_until) (None: unbounded)."""
+    [created_from, created_until) (None: unbounded) — or, for an erasure applied from another instance by ids,
+    exactly the versions `memory_ids`."""
 
     keys: Sequence[str] | None = None
     created_from: float | None = None
     created_until: float | None = None
+    memory_ids: Sequence[str] | None = None
 
     def covers(self, key: str, created_at: float) -> bool:
         return ((self.keys is None or key in self.keys)

@@ -501,16 +501,18 @@ class SessionManager:
         if not opened:
             return None
         store = self.ctx.store
-        keys = list(scope.keys) if scope.keys is not None else sorted({
-            r.key for r in store.live(LiveQuery(tenant, user_id, -1e300, include_retracted=True))})
+        if scope.memory_ids is not None:  # applied from another instance: exactly these versions
+            going = [r for r in store.get_many(tenant, scope.memory_ids) if r.user_id == user_id]
+        else:
+            keys = list(scope.keys) if scope.keys is not None else sorted({
+                r.key for r in store.live(LiveQuery(tenant, user_id, -1e300, include_retracted=True))})
+            going = [r for key in keys for r in store.history(tenant, user_id, key) if scope.covers(r.key, r.created_at)]
         words: set[str] = set()
         erased: set[str] = set()
-        for key in keys:
-            for r in store.history(tenant, user_id, key):
-                if scope.covers(r.key, r.created_at):
-                    erased.add(r.key)
-                    words.update(_text_leaves(r.value))
-                    words.update(_text_leaves(r.canonical))
+        for r in going:
+            erased.add(r.key)
+            words.update(_text_leaves(r.value))
+            words.update(_text_leaves(r.canonical))
         if scope.keys is not None:
             erased.update(scope.keys)
         pattern = _words_pattern(words)
