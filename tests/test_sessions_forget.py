@@ -108,3 +108,38 @@ def test_an_erasure_applied_by_ids_scrubs_the_words_of_those_versions() -> None:
     doc = m.store.get_doc("acme", "api_session_messages", sid)  # type: ignore[attr-defined]
     assert doc["messages"][0]["content"] == f"I live in Lisbon and I'm {FORGOTTEN}."
     assert doc["forgotten_keys"] == ["diet"]
+
+
+def test_a_closed_sessions_episode_loses_the_points_that_quote_a_forgotten_field() -> None:
+    """Was: forget("trip_destination") left "trip_destination: Tokyo" in the episode of the session it was said in,
+    and recall / episodes() kept showing it."""
+    m = _memory()
+    sid = m.open_session("acme", "u9", now=T0)
+    m.write("acme", "u9", "context", "trip_destination", "Tokyo", session_id=sid, now=T0 + 1)
+    m.write("acme", "u9", "context", "current_task", "book a hotel", session_id=sid, now=T0 + 1)
+    closed = m.close_session(sid, tenant="acme", now=T0 + 2)
+    assert closed.episode is not None and "trip_destination: Tokyo" in closed.episode.value["points"]
+    m.forget("acme", "u9", "trip_destination", now=T0 + 3)
+    [episode] = m.episodes("acme", "u9", now=T0 + 4)
+    assert episode.value["points"] == ["current_task: book a hotel"]
+    recalled = json.dumps([r.value for r in m.recall("acme", "u9", k=20, now=T0 + 4)], ensure_ascii=False)
+    assert "Tokyo" not in recalled and "book a hotel" in recalled
+    versions = m.store.history("acme", "u9", episode.key)  # type: ignore[attr-defined]
+    assert versions and all("Tokyo" not in json.dumps(v.value) for v in versions)
+
+
+def test_forget_range_drops_exactly_the_points_of_the_versions_it_erases() -> None:
+    m = _memory()
+    first = m.open_session("acme", "u10", now=T0)
+    m.write("acme", "u10", "context", "mood", "tired", session_id=first, now=T0 + 1)
+    m.close_session(first, tenant="acme", now=T0 + 2)
+    second = m.open_session("acme", "u10", now=T0 + 100)
+    m.write("acme", "u10", "context", "mood", "cheerful", session_id=second, now=T0 + 101)
+    m.close_session(second, tenant="acme", now=T0 + 102)
+    third = m.open_session("acme", "u10", now=T0 + 20)  # said inside the range, closed after it
+    m.write("acme", "u10", "context", "plan", "call mum", session_id=third, now=T0 + 21)
+    m.write("acme", "u10", "context", "errand", "buy milk", session_id=third, now=T0 + 300)
+    m.close_session(third, tenant="acme", now=T0 + 301)
+    m.forget_range("acme", "u10", since=T0, until=T0 + 50, now=T0 + 400)  # the first mood, the first episode, the plan
+    points = sorted(e.value["points"] for e in m.episodes("acme", "u10", now=T0 + 401))
+    assert points == [["errand: buy milk"], ["mood: cheerful"]]

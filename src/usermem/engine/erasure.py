@@ -83,7 +83,7 @@ class ErasurePipeline:
                                       causality_id=causality_id))
 
         # Part of the user (keys, a time range, versions by id): what must follow the versions out, after them.
-        scope = ErasureScope(keys, created_from, created_until, memory_ids)
+        scope = ErasureScope(at, keys, created_from, created_until, memory_ids)
         after = [step for prep in (() if whole_user else self._preps)
                  for step in (prep(tenant, user_id, scope),) if step is not None]
         ids = self.ctx.store.soft_delete(tenant, user_id, at, keys=keys, created_from=created_from,

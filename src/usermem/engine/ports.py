@@ -30,8 +30,9 @@ Eraser = Callable[[str, str, Sequence[str] | None], object]
 class ErasureScope:
     """What a forget of part of a user erases: every version of `keys` (None: of any key) created in
     [created_from, created_until) (None: unbounded) — or, for an erasure applied from another instance by ids,
-    exactly the versions `memory_ids`."""
+    exactly the versions `memory_ids`. `at`: when (the erasure's `now`)."""
 
+    at: float
     keys: Sequence[str] | None = None
     created_from: float | None = None
     created_until: float | None = None

@@ -316,16 +316,20 @@ def clean_transcript(transcript: Any, max_messages: int,
     return [m.to_dict() for m in messages], len(messages), redacted
 
 
+def point_line(r: MemoryRecord) -> str:
+    """The episode's 'key: value' line for one context memory (cut at MAX_POINT_CHARS)."""
+    value = r.value if isinstance(r.value, str) else canonical_json(r.value)
+    line = f"{r.key}: {value}"
+    return line if len(line) <= MAX_POINT_CHARS else line[: MAX_POINT_CHARS - 1] + "…"
+
+
 def key_points(context: Sequence[MemoryRecord], budget_bytes: int) -> list[str]:
     """'key: value' lines for the episode, most important first, within a byte budget."""
     ordered = sorted(context, key=lambda r: (-r.importance, r.created_at, r.key))
     points: list[str] = []
     used = 2
     for r in ordered[:MAX_POINTS]:
-        value = r.value if isinstance(r.value, str) else canonical_json(r.value)
-        line = f"{r.key}: {value}"
-        if len(line) > MAX_POINT_CHARS:
-            line = line[: MAX_POINT_CHARS - 1] + "…"
+        line = point_line(r)
         size = len(canonical_json(line).encode("utf-8")) + 1
         if used + size > budget_bytes:
             break
@@ -501,12 +505,7 @@ class SessionManager:
         if not opened:
             return None
         store = self.ctx.store
-        if scope.memory_ids is not None:  # applied from another instance: exactly these versions
-            going = [r for r in store.get_many(tenant, scope.memory_ids) if r.user_id == user_id]
-        else:
-            keys = list(scope.keys) if scope.keys is not None else sorted({
-                r.key for r in store.live(LiveQuery(tenant, user_id, -1e300, include_retracted=True))})
-            going = [r for key in keys for r in store.history(tenant, user_id, key) if scope.covers(r.key, r.created_at)]
+        going = self._going(tenant, user_id, scope)
         words: set[str] = set()
         erased: set[str] = set()
         for r in going:
@@ -519,7 +518,7 @@ class SessionManager:
 
         def scrub() -> int:
             changed = 0
-            at = self.ctx.now(None)
+            at = scope.at
             with self.ctx.transaction(tenant, user_id) as tx:
                 for x in opened:
                     _hold(tx, x)
@@ -539,6 +538,56 @@ class SessionManager:
             return changed
 
         return scrub
+
+    def _going(self, tenant: str, user_id: str, scope: ErasureScope) -> list[MemoryRecord]:
+        """The versions a forget of `scope` is about to erase (read before it does)."""
+        store = self.ctx.store
+        if scope.memory_ids is not None:  # applied from another instance: exactly these versions
+            return [r for r in store.get_many(tenant, scope.memory_ids) if r.user_id == user_id]
+        keys = list(scope.keys) if scope.keys is not None else sorted({
+            r.key for r in store.live(LiveQuery(tenant, user_id, -1e300, include_retracted=True))})
+        return [r for key in keys for r in store.history(tenant, user_id, key) if scope.covers(r.key, r.created_at)]
+
+    def prepare_episode_forget(self, tenant: str, user_id: str, scope: ErasureScope) -> Callable[[], int] | None:
+        """ErasurePrep: a closed session's episode quotes its context as 'key: value' points; after the forget, an
+        episode quoting a forgotten version (any point of a forgotten key, for `forget(keys)`) gets a new version
+        without those points and every version that quoted them is erased with the rest (else recall and
+        `episodes()` still showed the forgotten value). None when no episode quotes one. Returns, when run, how
+        many episodes were rewritten."""
+        store = self.ctx.store
+        episodes = [r for r in store.live(LiveQuery(tenant, user_id, -1e300, kinds=[Kind.EPISODE]))
+                    if isinstance(r.value, dict) and r.value.get("points")]
+        if not episodes:
+            return None
+        going = self._going(tenant, user_id, scope)
+        lines = {point_line(r) for r in going if r.kind is Kind.CONTEXT}
+        erased = {r.id for r in going}
+        prefixes = tuple(f"{k}: " for k in scope.keys or ())
+
+        def quoted(point: object) -> bool:
+            return isinstance(point, str) and (point in lines or (bool(prefixes) and point.startswith(prefixes)))
+
+        hit = [r for r in episodes if r.id not in erased and any(quoted(p) for p in r.value["points"])]
+        if not hit:
+            return None
+
+        def rewrite() -> int:
+            at = scope.at
+            for old in hit:
+                kept = [p for p in old.value["points"] if not quoted(p)]
+                value = {**old.value, "points": kept}
+                request = WriteRequest(kind=Kind.EPISODE.value, key=old.key, value=value, source=old.source.value,
+                                       event_at=old.event_at, session_id=old.session_id, client_id=old.client_id)
+                self.write.write(tenant, user_id, request, now=at, actor=ACTOR)
+                quoting = [v.id for v in store.history(tenant, user_id, old.key)
+                           if isinstance(v.value, dict) and any(quoted(p) for p in v.value.get("points") or ())]
+                if quoting:
+                    store.soft_delete(tenant, user_id, at, ids=quoting, audit=AuditEvent(
+                        tenant=tenant, at=at, action="forget", user_id=user_id, actor=ACTOR,
+                        detail={"episode": old.key, "versions": len(quoting), "reason": "quoted forgotten points"}))
+            return len(hit)
+
+        return rewrite
 
     def _drop_messages(self, s: Session) -> None:
         with self.ctx.transaction(s.tenant, s.user_id) as tx:  # after any append holding the lock
