@@ -402,3 +402,50 @@ def test_the_makers_the_user_trusts_alone_are_brands(ex: PatternExtractor, text:
 def test_a_star_sign_is_no_occupation(value: str) -> None:
     assert not _plausible("occupation", value)
     assert _plausible("occupation", "cancer researcher")
+
+
+# --- ninth round ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I hate early flights — nothing before 10am, please", "dislikes", "early flights"),
+    ("I love long walks — especially by the sea", "likes", "long walks"),
+    ("I love crème brûlée from little French bakeries", "likes", "crème brûlée from little French bakeries"),
+])
+def test_a_like_ends_at_a_dash_and_latin_words_are_not_cut(ex: PatternExtractor, text: str, key: str,
+                                                           value: object) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+def test_a_correction_gives_the_value_said_as_the_better_choice(ex: PatternExtractor) -> None:
+    got = _got(ex, "reply in Spanish please", "hmm, English is better actually, my Spanish isn't great")
+    assert got.get("language") == "English"
+    assert _got(ex, "用英文回复", "不对，还是中文比较好").get("language") == "中文"
+
+
+def test_a_bare_correction_is_not_cut_inside_a_word() -> None:
+    from usermem.understand.extract import _bare_value
+
+    got = _bare_value("no, somewhere considerably quieter please", "likes")
+    assert got is not None and got[0] == "somewhere considerably"
+
+
+def test_a_star_sign_with_an_idiom_of_degree_is_no_education_or_job(ex: PatternExtractor) -> None:
+    for text in ("I'm a Leo through and through", "I'm a Scorpio to the core"):
+        got = _got(ex, text)
+        assert "education" not in got and "occupation" not in got, text
+
+
+def test_an_idiom_of_degree_is_no_part_of_a_learned_value() -> None:
+    from usermem.understand.extract import _trim
+
+    assert _trim("nurse through and through", "occupation") == "nurse"
+    assert _trim("teacher at heart", "occupation") == "teacher"
+
+
+def test_a_short_chinese_name_beside_a_place_in_china_is_local() -> None:
+    got = {c.key: c for c in _EX.extract([Message("user", "我工作在苏州工业园区，住在园区旁边的湖东", 0)])}
+    assert got["city"].value == "湖东" and got["city"].canonical is None
+    assert got["work_city"].canonical == "Suzhou"
+    big = {c.key: c for c in _EX.extract([Message("user", "我在杭州上班，住在大阪", 0)])}
+    assert big["city"].canonical == "Osaka"

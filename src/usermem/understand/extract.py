@@ -555,10 +555,13 @@ def _likes(s: str, original: str) -> list[_Hit]:
             if "是" not in v:
                 continue
             v = _clean(v.split("是", 1)[1])
-        v = re.split(cjk_edges(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,"), v)[0].strip()
+        # a dash between spaces (or a doubled one) opens an aside: "early flights — nothing before 10am"
+        v = re.split(cjk_edges(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,|"
+                               r"\s+[-—–]+\s|[—–]{2}|\s*——"), v)[0].strip()
         if h.key == "dislikes":  # "我受不了榴莲的味道": the durian
             v = re.sub(r"(?<=.)(?:的味道|的气味|的口感)$", "", v)
-        v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
+        # words are counted in Latin text, accents or dashes included ("crème brûlée"); characters in Chinese
+        v = " ".join(v.split()[:6]) if not _CJK_RUN.search(v) else v[:24]
         if v and not LIKE_OBJECT_STOP.match(v) and not re.match(cjk_edges(r"^(to |用|让|你们|your |doing|being|it\b)"), v) \
                 and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
@@ -616,9 +619,6 @@ _COMPARED = cjk_compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again
 
 # Laughter written right after a value ("小胖哈哈", "Lisbon lol"): never part of it.
 _LAUGH_TAIL = re.compile(r"(?<=\S)\s*(?:哈{2,}|呵{2,}|嘿{2,}|(?<![A-Za-z])(?i:lol|lmao|haha+|hehe)(?![A-Za-z]))+\s*$")
-
-
-_PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
 
 
 # The user as the subject, others only beside them ("I speak Tagalog with my parents", "I've got a standing 1:1 with my
@@ -969,6 +969,14 @@ class PatternExtractor:
                 if stand is not None:
                     free.remove(stand)
                     chosen = [c for c in chosen if c is not g]
+        # "住在园区旁边的湖东": a place's canonical is read in the message's context, where a short Chinese name beside
+        # a place in China is a local one, not the foreign city GeoNames also files under it (gazetteer.find_places)
+        if any(c[0].key in _PLACE_KEYS and c[0].canonical is not None and c[1] >= 0 for c in chosen):
+            from usermem.understand.gazetteer import find_places
+
+            local = {(p.start, p.end) for p in find_places(masked) if p.canonical is None and p.country is None}
+            chosen = [(replace(h, canonical=None), a, b, m) if h.key in _PLACE_KEYS and (a, b) in local else (h, a, b, m)
+                      for h, a, b, m in chosen]
         if self.veto is not None:
             from usermem.understand.veto import Context
 
@@ -1049,6 +1057,9 @@ class PatternExtractor:
         return [*hits.values(), *(h for bag in bags.values() for h in bag)]
 
 
+
+
+_PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
 
 
 # The user as the subject right before a value, inside a clause that also names someone else ("他在长春我在厦门",
@@ -1279,7 +1290,7 @@ def _plausible(key: str, value: str) -> bool:
             return True
         return bool(re.fullmatch(r"[A-Z][^\W\d_A-Z]+|[\u4e00-\u9fff]{2,3}", v)) and not OTHERS.search(value) \
             and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
-    if key == "occupation" and _ZODIAC.search(v):
+    if key in ("occupation", "education", "employer") and _ZODIAC.search(v):
         return False  # "I'm a Sagittarius", "我是射手座": a star sign, not a job
     if key in ("city", "work_city", "hometown"):
         return _place_like(value)
@@ -1297,6 +1308,9 @@ def _plausible(key: str, value: str) -> bool:
 
 
 _EDGE = " \t,，。.!！~、;；:：\"'“”‘’()（）—–…"
+# An English idiom of degree closing a span: it says how much, not what ("I'm a Leo through and through").
+_DEGREE_IDIOM = re.compile(r"(?i)(?<=\w)[\s,]+(?:through and through|to the core|at heart|by nature|born and bred|"
+                           r"(?:100|a hundred) ?(?:%|percent)|all the way)[\s,.!]*$")
 
 
 def _trim(value: str, key: str = "") -> str:
@@ -1308,6 +1322,8 @@ def _trim(value: str, key: str = "") -> str:
     if value[:1] in "(（" and value[-1:] in ")）":
         value = value[1:-1].strip(plain)  # "(vegan)": the brackets wrap the value
     if key != "phone":
+        # an idiom of degree after the value is no part of it ("a Leo through and through", "a teacher at heart")
+        value = _DEGREE_IDIOM.sub("", value)
         for open_, close in (("(", ")"), ("（", "）")):
             if value.count(open_) > value.count(close):
                 value = value[:value.rindex(open_)]
@@ -1532,11 +1548,25 @@ def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
     if m is None:
         m = re.search(cjk_edges(r"(?:是|叫|(?<![A-Za-z])(?i:it'?s|it is|make (?:that|it)|call me|i'?m|to)\b)\s*"
                       r"([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})"), rest)
+    if m is None:  # the value said as the better choice: "English is better actually", "还是英文比较好"
+        m = re.match(cjk_edges(r"[\s,，:：]*(?:还是|用)?([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20}?)\s*"
+                               r"(?:(?i:is|'s|would be|works|'d be)\s+(?i:better|best|fine|preferred)\b|"
+                               r"(?:比较好|更好|好一点|好些|就行|就好))"), rest)
     if m is None:
         m = re.match(r"[\s,，:：]*([^，,。.!！?？；;]{1,24})", rest)
+        if m is not None and not _CJK_RUN.search(m.group(1)) and re.match(r"[A-Za-z]", rest[m.end():m.end() + 1]):
+            # cut at 24 characters inside a word: keep the whole words before it
+            whole = m.group(1).rsplit(" ", 1)[0] if " " in m.group(1).strip() else ""
+            if not whole.strip():
+                return None
+            return _bare_result(key, whole)
     if m is None:
         return None
-    value = _clean(m.group(1))
+    return _bare_result(key, m.group(1))
+
+
+def _bare_result(key: str, raw: str) -> tuple[str, Any] | None:
+    value = _clean(raw)
     if key in ("name", "preferred_name"):
         value = value.split()[0] if value.isascii() and value.split() else value
     return (value, canonical_form(key, value)) if value else None
