@@ -449,3 +449,11 @@ def test_a_short_chinese_name_beside_a_place_in_china_is_local() -> None:
     assert got["work_city"].canonical == "Suzhou"
     big = {c.key: c for c in _EX.extract([Message("user", "我在杭州上班，住在大阪", 0)])}
     assert big["city"].canonical == "Osaka"
+
+
+@pytest.mark.parametrize(("text", "value"), [("one sentence answers are perfect for me tbh", "short"),
+                                             ("以后回答一两句话就行", "short"),
+                                             ("don't be afraid to go long, I read everything you write anyway", "long")])
+def test_more_ways_of_saying_a_reply_length(text: str, value: str) -> None:
+    got = {c.key: c.canonical for c in _EX.extract([Message("user", text, 0)])}
+    assert got.get("reply_length") == value

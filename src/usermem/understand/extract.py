@@ -104,9 +104,9 @@ CONCISE = ("简洁", "精简", "简短", "短一点", "短一些", "短点", "�
            "concise", "brief", "shorter", "short answer", "short replies", "keep it short", "short and sweet",
            "less wordy", "to the point", "tl;dr", "one page", "两行以内", "三行以内", "三句话以内", "一句话说完",
            "一段话说完", "段落短一点", "two lines max", "one line", "a few lines", "in two lines", "tl;dr first",
-           "one paragraph", "一段话")
+           "one paragraph", "一段话", "one sentence", "one-sentence", "one-liners", "一两句话")
 DETAILED = ("详细", "长一点", "展开说", "多说点", "具体一点", "详尽", "detailed", "more detail", "longer",
-            "elaborate", "in depth", "in-depth", "thorough")
+            "elaborate", "in depth", "in-depth", "thorough", "go long", "long-form", "越详细越好")
 
 STANDING = ("以后", "今后", "往后", "从现在起", "从现在开始", "从今天起", "一律", "统一", "默认", "一直", "总是",
             "每次", "都用", "都要", "都发", "都给", "习惯", "偏好", "更喜欢", "喜欢", "希望", "请始终",
