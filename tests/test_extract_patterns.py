@@ -457,3 +457,10 @@ def test_a_short_chinese_name_beside_a_place_in_china_is_local() -> None:
 def test_more_ways_of_saying_a_reply_length(text: str, value: str) -> None:
     got = {c.key: c.canonical for c in _EX.extract([Message("user", text, 0)])}
     assert got.get("reply_length") == value
+
+
+@pytest.mark.parametrize(("text", "name"), [("hi 我是 Emma，中文名叫周思彤，你叫我 Emma 就可以", "周思彤"),
+                                            ("我英文名是Kevin", "Kevin"), ("my Chinese name is 李明", "李明")])
+def test_the_name_in_another_script_is_the_users_name(ex: PatternExtractor, text: str, name: str) -> None:
+    assert _got(ex, text).get("name") == name
+    assert "name" not in _got(ex, "我老婆英文名叫Amy")

@@ -177,6 +177,11 @@ _GO_BY_EN = cjk_compile(r"(?<![A-Za-z])(?i:i go by|go by|goes by|known as)\s+([A
 _NAME_BUT_EN = cjk_compile(r"(?:^|(?i:\bit'?s|\bi'?m|\bname is|\bname's)\s+)([A-Z][a-z'\-]+(?:\s[A-Z][a-z'\-]+)?)[,，]?\s+but\s+"
                           r"(?:\w+\s+){0,3}?(?i:call me|go by|use)\b")
 _NAME_EN = cjk_compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
+# The name in one script besides another ("中文名叫周思彤", "英文名是Kevin", "my Chinese name is 李明"): the user's name.
+_NAME_SCRIPT = cjk_compile(r"(?:^|(?<=[，,。.!！\s我]))(?:的)?(?:中文|英文|汉语|大陆|本地)名(?:字)?(?:叫|是)\s?"
+                          r"([\u4e00-\u9fff]{2,4}?|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?=[，,。.!！\s]|$)|"
+                          r"\b(?i:my (?:chinese|english|legal|full|real) name is)\s+"
+                          r"([\u4e00-\u9fff]{2,4}|[A-Z][a-z'\-]+(?: [A-Z][a-z'\-]+)?)(?=[\s,.!，。]|$)")
 _FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
 
 
@@ -212,6 +217,8 @@ def names(clause: str) -> list[Found]:
     out += [f for f in _all(_GO_BY_EN, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
     out += [f for f in _all(_NAME_OFFICIALLY, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     out += [f for f in _all(_WHAT_I_GO_BY, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
+    out += [f for g in (1, 2) for f in _all(_NAME_SCRIPT, clause, "name", group=g, confidence=0.85)
+            if f.value.split()[0] not in _NOT_NAMES and not famous_name(f.value)]
     return out
 
 
