@@ -464,3 +464,11 @@ def test_more_ways_of_saying_a_reply_length(text: str, value: str) -> None:
 def test_the_name_in_another_script_is_the_users_name(ex: PatternExtractor, text: str, name: str) -> None:
     assert _got(ex, text).get("name") == name
     assert "name" not in _got(ex, "我老婆英文名叫Amy")
+
+
+@pytest.mark.parametrize(("text", "topic"), [("帮我留意一下教育政策方面的消息", "教育政策"),
+                                             ("以后帮我关注新能源车相关的资讯", "新能源车"),
+                                             ("give me anything on space exploration, thanks", "space exploration")])
+def test_the_news_the_user_asks_to_be_watched_is_a_topic(ex: PatternExtractor, text: str, topic: str) -> None:
+    assert _got(ex, text).get("news_topics") == topic
+    assert "news_topics" not in _got(ex, "关注一下他的动态")

@@ -781,7 +781,11 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("likes", cjk_compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
                          r"([^,.;!?]{2,40}?)" + _END_LIST), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
-    ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
+    # "帮我留意一下教育政策方面的消息", "关注下新能源相关的资讯": the topic of the news the user asks to be watched
+    ("news_topics", re.compile(r"(?:留意|关注|盯着|跟进|盯一下)(?:一下|下)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
+                               r"(?:方面|相关|领域|行业)?的?(?:消息|资讯|动态|新闻)"), 0.6),
+    ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about|anything on|"
+                               r"keep me posted on|stories about|stories on)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
     ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
     ("usual_order", cjk_compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
