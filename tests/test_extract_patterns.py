@@ -472,3 +472,8 @@ def test_the_name_in_another_script_is_the_users_name(ex: PatternExtractor, text
 def test_the_news_the_user_asks_to_be_watched_is_a_topic(ex: PatternExtractor, text: str, topic: str) -> None:
     assert _got(ex, text).get("news_topics") == topic
     assert "news_topics" not in _got(ex, "关注一下他的动态")
+
+
+def test_put_it_in_a_format_asks_for_a_reply_format(ex: PatternExtractor) -> None:
+    assert _got(ex, "always put it in a table").get("reply_format") == "table"
+    assert "usual_order" not in _got(ex, "put it in a table with pros/cons side by side")

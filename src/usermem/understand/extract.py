@@ -451,7 +451,8 @@ def _reply_length(s: str) -> list[_Hit]:
 
 
 # How the user asks for a format without a standing word ("分步骤写", "give me step-by-step instructions").
-_FORMAT_ASK = ("回答", "回复", "写", "给我", "please", "give me", "answers", "replies", "answer", "reply")
+_FORMAT_ASK = ("回答", "回复", "写", "给我", "please", "give me", "answers", "replies", "answer", "reply", "put it in",
+               "put them in", "lay it out", "format it")
 
 
 def _first(text: str, words: Iterable[str]) -> str | None:
