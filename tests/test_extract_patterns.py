@@ -477,3 +477,8 @@ def test_the_news_the_user_asks_to_be_watched_is_a_topic(ex: PatternExtractor, t
 def test_put_it_in_a_format_asks_for_a_reply_format(ex: PatternExtractor) -> None:
     assert _got(ex, "always put it in a table").get("reply_format") == "table"
     assert "usual_order" not in _got(ex, "put it in a table with pros/cons side by side")
+
+
+@pytest.mark.parametrize(("text", "lang"), [("我们家说闽南话，我听得懂但说不太溜", "闽南话"), ("at home we speak Tagalog", "Tagalog")])
+def test_the_language_of_the_users_home_is_spoken(ex: PatternExtractor, text: str, lang: str) -> None:
+    assert _got(ex, text).get("languages_spoken") == lang

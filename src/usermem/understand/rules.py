@@ -524,7 +524,10 @@ def tone(clause: str) -> list[Found]:
 
 
 _SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
-                    r"my native language is|native|fluent in|learning)\s*", re.IGNORECASE)
+                    r"my native language is|native|fluent in|learning|"
+                    # the language of the user's home ("我们家说闽南话", "在家讲粤语", "at home we speak Tagalog")
+                    r"(?:我们?|我)家(?:里)?(?:都|一般|平时)?(?:说|讲)|在家(?:里)?(?:都|一般|平时)?(?:说|讲)|"
+                    r"at home we speak|we speak)\s*", re.IGNORECASE)
 # How well the user speaks it, said after the language: "日语只会一点点", "法语也能凑合", "my Mandarin is rusty".
 _LEVEL = cjk_compile(r"会一点|一点点|能凑合|凑合|还行|还可以|流利|不太好|一般般|过了?[四六]级|N[1-5]\b|HSK ?\d|母语|"
                     r"(?<![A-Za-z])(?:fluent|rusty|conversational|basic|native|bilingual|trilingual|heritage speaker|"
