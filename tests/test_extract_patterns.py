@@ -482,3 +482,9 @@ def test_put_it_in_a_format_asks_for_a_reply_format(ex: PatternExtractor) -> Non
 @pytest.mark.parametrize(("text", "lang"), [("我们家说闽南话，我听得懂但说不太溜", "闽南话"), ("at home we speak Tagalog", "Tagalog")])
 def test_the_language_of_the_users_home_is_spoken(ex: PatternExtractor, text: str, lang: str) -> None:
     assert _got(ex, text).get("languages_spoken") == lang
+
+
+@pytest.mark.parametrize(("text", "job"), [("大专学历，但是做了十年设计，简历怎么写比较好", "设计"), ("我干了二十多年会计了", "会计")])
+def test_the_work_done_for_years_is_an_occupation(ex: PatternExtractor, text: str, job: str) -> None:
+    assert _got(ex, text).get("occupation") == job
+    assert "occupation" not in _got(ex, "我老公做了十年销售")
