@@ -821,12 +821,18 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+    # "别在周末找我", "不要在工作时间给我打电话": the time the user is not to be reached, with the words that say so
+    ("contact_hours", re.compile(r"((?:别|不要|请勿)在(?:工作日|周末|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天|凌晨|上班|下班|工作|休息|午休|"
+                                 r"[\d一二三四五六七八九十两]{1,2}点)[^，,。.!！?？；;]{0,8}?(?:给我|跟我)?"
+                                 r"(?:找我|联系我|打扰我?|打我电话|打电话|发消息|推送))"), 0.65),
     # when the user may be contacted: a time span next to a contact verb
     ("contact_hours", re.compile(r"((?:工作日|周末|周[一二三四五六日]到周[一二三四五六日]|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天)"
                                  r"[^，,。.!！?？；;才]{0,12}?)才?(?:都?可以|都行|随时)?(?:找我|联系我|打扰|打我电话|给我打电话|回消息|有空)"),
      0.65),
+    # the hours and the "don't" said with them are the user's words ("12点到2点别打电话", "晚上十点以后就不要给我推送了")
     ("contact_hours", re.compile(r"((?:晚上|早上|上午|下午|中午|凌晨)?[\d一二三四五六七八九十两]{1,2}点半?(?:到[\d一二三四五六七八九十两]{1,2}点半?)?"
-                                 r"(?:以?后|以?前|之前|之后)?)[，, ]*(?:别|不要|请勿|勿)(?:联系|打电话|打扰|发消息|找我)"), 0.65),
+                                 r"(?:以?后|以?前|之前|之后)?[ ]*(?:就)?(?:别|不要|请勿|勿)(?:给我|跟我)?"
+                                 r"(?:联系我?|打电话|打扰我?|发消息|找我|推送|发通知))"), 0.65),
     ("contact_hours", cjk_compile(r"(?i:\b((?:do not|don't|dont|never) (?:call|message|text|ping|email|contact|bother) me "
                                  r"(?:before|after|on|during|at|in the)\s[^,.;!?]{1,25}?)" + _END + r")"), 0.65),
     ("contact_hours", cjk_compile(r"(?i:\b(?:reachable|available|around|free|contactable)\s+|\b(?:call|text|message|ping|reach|"
