@@ -495,3 +495,8 @@ def test_the_work_done_for_years_is_an_occupation(ex: PatternExtractor, text: st
                                              ("中午12点到2点别打电话", "12点到2点别打电话")])
 def test_the_hours_not_to_be_reached_keep_the_words_that_say_so(ex: PatternExtractor, text: str, value: str) -> None:
     assert _got(ex, text).get("contact_hours") == value
+
+
+def test_the_news_to_be_watched_said_first_is_a_topic(ex: PatternExtractor) -> None:
+    assert _got(ex, "我在考虑换车，另外比亚迪的动态都帮我留意").get("news_topics") == "比亚迪"
+    assert "news_topics" not in _got(ex, "他的动态帮我关注")

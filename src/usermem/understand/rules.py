@@ -787,6 +787,10 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     # "帮我留意一下教育政策方面的消息", "关注下新能源相关的资讯": the topic of the news the user asks to be watched
     ("news_topics", re.compile(r"(?:留意|关注|盯着|跟进|盯一下)(?:一下|下)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
                                r"(?:方面|相关|领域|行业)?的?(?:消息|资讯|动态|新闻)"), 0.6),
+    # "比亚迪的动态都帮我留意": the same, said the other way round
+    ("news_topics", re.compile(r"(?:^|[，,。；;])(?:另外|还有)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
+                               r"(?:方面|相关|领域|行业)?的?"
+                               r"(?:消息|资讯|动态|新闻)(?:都|也)?(?:帮我|给我)?(?:留意|关注|盯着|推给我|推送给我)"), 0.6),
     ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about|anything on|"
                                r"keep me posted on|stories about|stories on)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
