@@ -492,7 +492,7 @@ def test_the_work_done_for_years_is_an_occupation(ex: PatternExtractor, text: st
 
 @pytest.mark.parametrize(("text", "value"), [("晚上十点以后就不要给我推送了，我要陪孩子睡觉", "晚上十点以后就不要给我推送"),
                                              ("别在周末找我，除非天塌了", "别在周末找我"),
-                                             ("中午12点到2点别打电话", "12点到2点别打电话")])
+                                             ("中午12点到2点别打电话", "中午12点到2点别打电话")])
 def test_the_hours_not_to_be_reached_keep_the_words_that_say_so(ex: PatternExtractor, text: str, value: str) -> None:
     assert _got(ex, text).get("contact_hours") == value
 
