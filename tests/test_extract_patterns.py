@@ -500,3 +500,12 @@ def test_the_hours_not_to_be_reached_keep_the_words_that_say_so(ex: PatternExtra
 def test_the_news_to_be_watched_said_first_is_a_topic(ex: PatternExtractor) -> None:
     assert _got(ex, "我在考虑换车，另外比亚迪的动态都帮我留意").get("news_topics") == "比亚迪"
     assert "news_topics" not in _got(ex, "他的动态帮我关注")
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("sourdough is my lockdown hobby that never ended", "hobbies", "sourdough"),
+    ("can't get enough of true-crime docs lately", "likes", "true-crime docs"),
+])
+def test_a_negation_that_says_very_much_is_no_negation(ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+    assert "negation" in reasons("I never eat pork") and "negation" not in reasons("hiking never gets old")
