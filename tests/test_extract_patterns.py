@@ -509,3 +509,13 @@ def test_the_news_to_be_watched_said_first_is_a_topic(ex: PatternExtractor) -> N
 def test_a_negation_that_says_very_much_is_no_negation(ex: PatternExtractor, text: str, key: str, value: str) -> None:
     assert _got(ex, text).get(key) == value
     assert "negation" in reasons("I never eat pork") and "negation" not in reasons("hiking never gets old")
+
+
+@pytest.mark.parametrize(("text", "value"), [("weekends are for bouldering and nothing else", "bouldering"),
+                                             ("Sunday mornings are for long runs", "long runs")])
+def test_what_the_users_free_time_is_for_is_a_hobby(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("hobbies") == value
+
+
+def test_large_print_is_an_accessibility_need(ex: PatternExtractor) -> None:
+    assert _got(ex, "I need large print on anything you make for me to print").get("accessibility") == "large print"

@@ -688,7 +688,7 @@ DISABILITY = (r"红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|�
               r"(?i:screen reader|partially sighted|colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
               r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye|legally blind|autistic|autism|"
               r"on the (?:autism|autistic) spectrum|asperger'?s|prosthetic (?:leg|arm|limb)|walking stick|crutches|"
-              r"(?:use|walk with) a (?:cane|walker))")
+              r"(?:use|walk with) a (?:cane|walker)|large[- ]print)")
 _DISABILITY = re.compile(DISABILITY)
 
 
@@ -701,7 +701,7 @@ _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不
 # The end of a list of things the user likes or follows: like `_END`, but "X and Y" goes on to Y (the items are split
 # later) unless "and" starts a clause of its own ("…hiking and I go every week", "…and it shows").
 _END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?i:and|or)\s+(?i:i|i'm|i've|we|we're|it|it's|my|"
-             r"they|he|she|you|then|that|this|there|so|also)\b|但|不过|所以|因为|$)")
+             r"they|he|she|you|then|that|this|there|so|also|nothing|not)\b|但|不过|所以|因为|$)")
 # News topics end before how often the user wants them: "news on X and Y each morning".
 _END_NEWS = _END_LIST[:-1] + r"|\s+(?i:each|every|daily|weekly|in the mornings?|please)\b)"
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
@@ -730,6 +730,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", cjk_compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
                            r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
+    # "weekends are for bouldering", "Sunday mornings are for the allotment": what the user's free time is for
+    ("hobbies", cjk_compile(r"^\s*(?i:(?:my )?(?:weekends|evenings|sundays|saturdays|(?:sunday|saturday) mornings|summers))"
+                           r"\s+(?i:are (?:for|all about|reserved for))\s+([a-z][a-z\- ]{1,30}?)" + _END_LIST), 0.55),
     ("likes", cjk_compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
                          r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
                          r"(?:\s+(?:lately|these days|recently|right now))?" + _END_LIST, re.IGNORECASE), 0.6),
