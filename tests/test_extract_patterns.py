@@ -519,3 +519,7 @@ def test_what_the_users_free_time_is_for_is_a_hobby(ex: PatternExtractor, text: 
 
 def test_large_print_is_an_accessibility_need(ex: PatternExtractor) -> None:
     assert _got(ex, "I need large print on anything you make for me to print").get("accessibility") == "large print"
+
+
+def test_a_role_after_a_workplace_is_the_occupation(ex: PatternExtractor) -> None:
+    assert _got(ex, "我是律所的合伙人，主要做并购").get("occupation") == "律所的合伙人"

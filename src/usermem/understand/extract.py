@@ -970,6 +970,11 @@ class PatternExtractor:
                 if stand is not None:
                     free.remove(stand)
                     chosen = [c for c in chosen if c is not g]
+        # "我是律所的合伙人": an occupation span that stops before "的" and a role word is the workplace; the role is the job
+        chosen = [(replace(h, value=masked[a:r.end()], canonical=None), a, r.end(), m)
+                  if h.key == "occupation" and isinstance(h.value, str) and a >= 0 and masked[a:b] == h.value
+                  and (r := _ROLE_AFTER.match(masked, b)) is not None and not _overlaps_other(chosen, a, r.end())
+                  else (h, a, b, m) for h, a, b, m in chosen]
         # "住在园区旁边的湖东": a place's canonical is read in the message's context, where a short Chinese name beside
         # a place in China is a local one, not the foreign city GeoNames also files under it (gazetteer.find_places)
         if any(c[0].key in _PLACE_KEYS and c[0].canonical is not None and c[1] >= 0 for c in chosen):
@@ -1061,6 +1066,14 @@ class PatternExtractor:
 
 
 _PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
+# A role said after a workplace and 的 ("律所的合伙人", "医院的护士"): the job.
+_ROLE_AFTER = re.compile(r"的(合伙人|老板|经理|主管|总监|负责人|员工|职员|老师|医生|护士|工程师|设计师|会计|律师|助理|实习生|"
+                         r"销售|司机|店长|创始人|研究员|程序员|前台|客服|厨师)(?![\u4e00-\u9fff])")
+
+
+def _overlaps_other(chosen: Sequence[tuple[Any, int, int, str]], a: int, b: int) -> bool:
+    """Whether another chosen value lies in [a, b) beyond the one that starts at a."""
+    return any(c1 < b and a < c2 and c1 != a for _, c1, c2, _ in chosen)
 
 
 # The user as the subject right before a value, inside a clause that also names someone else ("他在长春我在厦门",
