@@ -523,3 +523,8 @@ def test_large_print_is_an_accessibility_need(ex: PatternExtractor) -> None:
 
 def test_a_role_after_a_workplace_is_the_occupation(ex: PatternExtractor) -> None:
     assert _got(ex, "我是律所的合伙人，主要做并购").get("occupation") == "律所的合伙人"
+
+
+def test_hours_named_as_working_hours_are_the_schedule(ex: PatternExtractor) -> None:
+    got = _got(ex, "我的 working hours 是 10 点到 7 点，之后的消息第二天再回")
+    assert got.get("schedule") == "10 点到 7 点" and got.get("contact_hours") != "10 点到 7 点"

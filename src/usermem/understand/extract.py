@@ -970,6 +970,10 @@ class PatternExtractor:
                 if stand is not None:
                     free.remove(stand)
                     chosen = [c for c in chosen if c is not g]
+        # "我的 working hours 是 10 点到 7 点": hours named as the user's working hours are their schedule
+        chosen = [(replace(h, key="schedule", canonical=None), a, b, m)
+                  if h.key == "contact_hours" and "schedule" in self.allowed and a > 0
+                  and _WORKING_HOURS.search(masked[max(0, a - 20):a]) else (h, a, b, m) for h, a, b, m in chosen]
         # "我是律所的合伙人": an occupation span that stops before "的" and a role word is the workplace; the role is the job
         chosen = [(replace(h, value=masked[a:r.end()], canonical=None), a, r.end(), m)
                   if h.key == "occupation" and isinstance(h.value, str) and a >= 0 and masked[a:b] == h.value
@@ -1066,6 +1070,8 @@ class PatternExtractor:
 
 
 _PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
+_WORKING_HOURS = cjk_compile(r"(?:(?:(?i:\bmy)|我的?)\s*(?i:(?:working|work|office) hours)|我的?(?:上班|工作)时间)\s*"
+                             r"(?:是|为|(?i:are|is))?\s*[:：]?\s*$")
 # A role said after a workplace and 的 ("律所的合伙人", "医院的护士"): the job.
 _ROLE_AFTER = re.compile(r"的(合伙人|老板|经理|主管|总监|负责人|员工|职员|老师|医生|护士|工程师|设计师|会计|律师|助理|实习生|"
                          r"销售|司机|店长|创始人|研究员|程序员|前台|客服|厨师)(?![\u4e00-\u9fff])")
