@@ -528,3 +528,12 @@ def test_a_role_after_a_workplace_is_the_occupation(ex: PatternExtractor) -> Non
 def test_hours_named_as_working_hours_are_the_schedule(ex: PatternExtractor) -> None:
     got = _got(ex, "我的 working hours 是 10 点到 7 点，之后的消息第二天再回")
     assert got.get("schedule") == "10 点到 7 点" and got.get("contact_hours") != "10 点到 7 点"
+
+
+def test_a_news_topic_ends_before_how_keenly_it_is_followed(ex: PatternExtractor) -> None:
+    assert _got(ex, "I follow Formula 1 religiously, send me race results").get("news_topics") == "Formula 1"
+    assert _got(ex, "I follow cricket closely").get("news_topics") == "cricket"
+
+
+def test_the_usual_order_after_a_verb_of_ordering(ex: PatternExtractor) -> None:
+    assert _got(ex, "还是按老规矩点：牛肉面，加辣，不要葱").get("usual_order") == "牛肉面，加辣，不要葱"

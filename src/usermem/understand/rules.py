@@ -703,7 +703,8 @@ _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不
 _END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?i:and|or)\s+(?i:i|i'm|i've|we|we're|it|it's|my|"
              r"they|he|she|you|then|that|this|there|so|also|nothing|not)\b|但|不过|所以|因为|$)")
 # News topics end before how often the user wants them: "news on X and Y each morning".
-_END_NEWS = _END_LIST[:-1] + r"|\s+(?i:each|every|daily|weekly|in the mornings?|please)\b)"
+_END_NEWS = _END_LIST[:-1] + (r"|\s+(?i:each|every|daily|weekly|in the mornings?|please|religiously|closely|avidly|"
+                              r"obsessively|regularly|faithfully|passionately|like a hawk)\b)")
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", cjk_compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
@@ -797,7 +798,8 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about|anything on|"
                                r"keep me posted on|stories about|stories on)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
-    ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
+    ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)(?:点|来|要)?[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"),
+     0.7),
     ("usual_order", cjk_compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
                                r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,60}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
