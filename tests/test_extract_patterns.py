@@ -402,3 +402,138 @@ def test_the_makers_the_user_trusts_alone_are_brands(ex: PatternExtractor, text:
 def test_a_star_sign_is_no_occupation(value: str) -> None:
     assert not _plausible("occupation", value)
     assert _plausible("occupation", "cancer researcher")
+
+
+# --- ninth round ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("I hate early flights — nothing before 10am, please", "dislikes", "early flights"),
+    ("I love long walks — especially by the sea", "likes", "long walks"),
+    ("I love crème brûlée from little French bakeries", "likes", "crème brûlée from little French bakeries"),
+])
+def test_a_like_ends_at_a_dash_and_latin_words_are_not_cut(ex: PatternExtractor, text: str, key: str,
+                                                           value: object) -> None:
+    assert _got(ex, text).get(key) == value
+
+
+def test_a_correction_gives_the_value_said_as_the_better_choice(ex: PatternExtractor) -> None:
+    got = _got(ex, "reply in Spanish please", "hmm, English is better actually, my Spanish isn't great")
+    assert got.get("language") == "English"
+    assert _got(ex, "用英文回复", "不对，还是中文比较好").get("language") == "中文"
+
+
+def test_a_bare_correction_is_not_cut_inside_a_word() -> None:
+    from usermem.understand.extract import _bare_value
+
+    got = _bare_value("no, somewhere considerably quieter please", "likes")
+    assert got is not None and got[0] == "somewhere considerably"
+
+
+def test_a_star_sign_with_an_idiom_of_degree_is_no_education_or_job(ex: PatternExtractor) -> None:
+    for text in ("I'm a Leo through and through", "I'm a Scorpio to the core"):
+        got = _got(ex, text)
+        assert "education" not in got and "occupation" not in got, text
+
+
+def test_an_idiom_of_degree_is_no_part_of_a_learned_value() -> None:
+    from usermem.understand.extract import _trim
+
+    assert _trim("nurse through and through", "occupation") == "nurse"
+    assert _trim("teacher at heart", "occupation") == "teacher"
+
+
+def test_a_short_chinese_name_beside_a_place_in_china_is_local() -> None:
+    got = {c.key: c for c in _EX.extract([Message("user", "我工作在苏州工业园区，住在园区旁边的湖东", 0)])}
+    assert got["city"].value == "湖东" and got["city"].canonical is None
+    assert got["work_city"].canonical == "Suzhou"
+    big = {c.key: c for c in _EX.extract([Message("user", "我在杭州上班，住在大阪", 0)])}
+    assert big["city"].canonical == "Osaka"
+
+
+@pytest.mark.parametrize(("text", "value"), [("one sentence answers are perfect for me tbh", "short"),
+                                             ("以后回答一两句话就行", "short"),
+                                             ("don't be afraid to go long, I read everything you write anyway", "long")])
+def test_more_ways_of_saying_a_reply_length(text: str, value: str) -> None:
+    got = {c.key: c.canonical for c in _EX.extract([Message("user", text, 0)])}
+    assert got.get("reply_length") == value
+
+
+@pytest.mark.parametrize(("text", "name"), [("hi 我是 Emma，中文名叫周思彤，你叫我 Emma 就可以", "周思彤"),
+                                            ("我英文名是Kevin", "Kevin"), ("my Chinese name is 李明", "李明")])
+def test_the_name_in_another_script_is_the_users_name(ex: PatternExtractor, text: str, name: str) -> None:
+    assert _got(ex, text).get("name") == name
+    assert "name" not in _got(ex, "我老婆英文名叫Amy")
+
+
+@pytest.mark.parametrize(("text", "topic"), [("帮我留意一下教育政策方面的消息", "教育政策"),
+                                             ("以后帮我关注新能源车相关的资讯", "新能源车"),
+                                             ("give me anything on space exploration, thanks", "space exploration")])
+def test_the_news_the_user_asks_to_be_watched_is_a_topic(ex: PatternExtractor, text: str, topic: str) -> None:
+    assert _got(ex, text).get("news_topics") == topic
+    assert "news_topics" not in _got(ex, "关注一下他的动态")
+
+
+def test_put_it_in_a_format_asks_for_a_reply_format(ex: PatternExtractor) -> None:
+    assert _got(ex, "always put it in a table").get("reply_format") == "table"
+    assert "usual_order" not in _got(ex, "put it in a table with pros/cons side by side")
+
+
+@pytest.mark.parametrize(("text", "lang"), [("我们家说闽南话，我听得懂但说不太溜", "闽南话"), ("at home we speak Tagalog", "Tagalog")])
+def test_the_language_of_the_users_home_is_spoken(ex: PatternExtractor, text: str, lang: str) -> None:
+    assert _got(ex, text).get("languages_spoken") == lang
+
+
+@pytest.mark.parametrize(("text", "job"), [("大专学历，但是做了十年设计，简历怎么写比较好", "设计"), ("我干了二十多年会计了", "会计")])
+def test_the_work_done_for_years_is_an_occupation(ex: PatternExtractor, text: str, job: str) -> None:
+    assert _got(ex, text).get("occupation") == job
+    assert "occupation" not in _got(ex, "我老公做了十年销售")
+
+
+@pytest.mark.parametrize(("text", "value"), [("晚上十点以后就不要给我推送了，我要陪孩子睡觉", "晚上十点以后就不要给我推送"),
+                                             ("别在周末找我，除非天塌了", "别在周末找我"),
+                                             ("中午12点到2点别打电话", "中午12点到2点别打电话")])
+def test_the_hours_not_to_be_reached_keep_the_words_that_say_so(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("contact_hours") == value
+
+
+def test_the_news_to_be_watched_said_first_is_a_topic(ex: PatternExtractor) -> None:
+    assert _got(ex, "我在考虑换车，另外比亚迪的动态都帮我留意").get("news_topics") == "比亚迪"
+    assert "news_topics" not in _got(ex, "他的动态帮我关注")
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("sourdough is my lockdown hobby that never ended", "hobbies", "sourdough"),
+    ("can't get enough of true-crime docs lately", "likes", "true-crime docs"),
+])
+def test_a_negation_that_says_very_much_is_no_negation(ex: PatternExtractor, text: str, key: str, value: str) -> None:
+    assert _got(ex, text).get(key) == value
+    assert "negation" in reasons("I never eat pork") and "negation" not in reasons("hiking never gets old")
+
+
+@pytest.mark.parametrize(("text", "value"), [("weekends are for bouldering and nothing else", "bouldering"),
+                                             ("Sunday mornings are for long runs", "long runs")])
+def test_what_the_users_free_time_is_for_is_a_hobby(ex: PatternExtractor, text: str, value: str) -> None:
+    assert _got(ex, text).get("hobbies") == value
+
+
+def test_large_print_is_an_accessibility_need(ex: PatternExtractor) -> None:
+    assert _got(ex, "I need large print on anything you make for me to print").get("accessibility") == "large print"
+
+
+def test_a_role_after_a_workplace_is_the_occupation(ex: PatternExtractor) -> None:
+    assert _got(ex, "我是律所的合伙人，主要做并购").get("occupation") == "律所的合伙人"
+
+
+def test_hours_named_as_working_hours_are_the_schedule(ex: PatternExtractor) -> None:
+    got = _got(ex, "我的 working hours 是 10 点到 7 点，之后的消息第二天再回")
+    assert got.get("schedule") == "10 点到 7 点" and got.get("contact_hours") != "10 点到 7 点"
+
+
+def test_a_news_topic_ends_before_how_keenly_it_is_followed(ex: PatternExtractor) -> None:
+    assert _got(ex, "I follow Formula 1 religiously, send me race results").get("news_topics") == "Formula 1"
+    assert _got(ex, "I follow cricket closely").get("news_topics") == "cricket"
+
+
+def test_the_usual_order_after_a_verb_of_ordering(ex: PatternExtractor) -> None:
+    assert _got(ex, "还是按老规矩点：牛肉面，加辣，不要葱").get("usual_order") == "牛肉面，加辣，不要葱"

@@ -104,9 +104,9 @@ CONCISE = ("简洁", "精简", "简短", "短一点", "短一些", "短点", "�
            "concise", "brief", "shorter", "short answer", "short replies", "keep it short", "short and sweet",
            "less wordy", "to the point", "tl;dr", "one page", "两行以内", "三行以内", "三句话以内", "一句话说完",
            "一段话说完", "段落短一点", "two lines max", "one line", "a few lines", "in two lines", "tl;dr first",
-           "one paragraph", "一段话")
+           "one paragraph", "一段话", "one sentence", "one-sentence", "one-liners", "一两句话")
 DETAILED = ("详细", "长一点", "展开说", "多说点", "具体一点", "详尽", "detailed", "more detail", "longer",
-            "elaborate", "in depth", "in-depth", "thorough")
+            "elaborate", "in depth", "in-depth", "thorough", "go long", "long-form", "越详细越好")
 
 STANDING = ("以后", "今后", "往后", "从现在起", "从现在开始", "从今天起", "一律", "统一", "默认", "一直", "总是",
             "每次", "都用", "都要", "都发", "都给", "习惯", "偏好", "更喜欢", "喜欢", "希望", "请始终",
@@ -451,7 +451,8 @@ def _reply_length(s: str) -> list[_Hit]:
 
 
 # How the user asks for a format without a standing word ("分步骤写", "give me step-by-step instructions").
-_FORMAT_ASK = ("回答", "回复", "写", "给我", "please", "give me", "answers", "replies", "answer", "reply")
+_FORMAT_ASK = ("回答", "回复", "写", "给我", "please", "give me", "answers", "replies", "answer", "reply", "put it in",
+               "put them in", "lay it out", "format it")
 
 
 def _first(text: str, words: Iterable[str]) -> str | None:
@@ -555,10 +556,13 @@ def _likes(s: str, original: str) -> list[_Hit]:
             if "是" not in v:
                 continue
             v = _clean(v.split("是", 1)[1])
-        v = re.split(cjk_edges(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,"), v)[0].strip()
+        # a dash between spaces (or a doubled one) opens an aside: "early flights — nothing before 10am"
+        v = re.split(cjk_edges(r"\s+(?:because|when|if|so|which|but|as|since|such|and they|and it|and i)\b|，|,|"
+                               r"\s+[-—–]+\s|[—–]{2}|\s*——"), v)[0].strip()
         if h.key == "dislikes":  # "我受不了榴莲的味道": the durian
             v = re.sub(r"(?<=.)(?:的味道|的气味|的口感)$", "", v)
-        v = " ".join(v.split()[:6]) if v.isascii() else v[:24]
+        # words are counted in Latin text, accents or dashes included ("crème brûlée"); characters in Chinese
+        v = " ".join(v.split()[:6]) if not _CJK_RUN.search(v) else v[:24]
         if v and not LIKE_OBJECT_STOP.match(v) and not re.match(cjk_edges(r"^(to |用|让|你们|your |doing|being|it\b)"), v) \
                 and normalise(v) not in _PRONOUNS:
             cleaned.append(_Hit(h.key, v, h.confidence))
@@ -616,9 +620,6 @@ _COMPARED = cjk_compile(r"再|更|又|还是太|还太|(?i:\b(?:even|still|again
 
 # Laughter written right after a value ("小胖哈哈", "Lisbon lol"): never part of it.
 _LAUGH_TAIL = re.compile(r"(?<=\S)\s*(?:哈{2,}|呵{2,}|嘿{2,}|(?<![A-Za-z])(?i:lol|lmao|haha+|hehe)(?![A-Za-z]))+\s*$")
-
-
-_PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
 
 
 # The user as the subject, others only beside them ("I speak Tagalog with my parents", "I've got a standing 1:1 with my
@@ -969,6 +970,23 @@ class PatternExtractor:
                 if stand is not None:
                     free.remove(stand)
                     chosen = [c for c in chosen if c is not g]
+        # "我的 working hours 是 10 点到 7 点": hours named as the user's working hours are their schedule
+        chosen = [(replace(h, key="schedule", canonical=None), a, b, m)
+                  if h.key == "contact_hours" and "schedule" in self.allowed and a > 0
+                  and _WORKING_HOURS.search(masked[max(0, a - 20):a]) else (h, a, b, m) for h, a, b, m in chosen]
+        # "我是律所的合伙人": an occupation span that stops before "的" and a role word is the workplace; the role is the job
+        chosen = [(replace(h, value=masked[a:r.end()], canonical=None), a, r.end(), m)
+                  if h.key == "occupation" and isinstance(h.value, str) and a >= 0 and masked[a:b] == h.value
+                  and (r := _ROLE_AFTER.match(masked, b)) is not None and not _overlaps_other(chosen, a, r.end())
+                  else (h, a, b, m) for h, a, b, m in chosen]
+        # "住在园区旁边的湖东": a place's canonical is read in the message's context, where a short Chinese name beside
+        # a place in China is a local one, not the foreign city GeoNames also files under it (gazetteer.find_places)
+        if any(c[0].key in _PLACE_KEYS and c[0].canonical is not None and c[1] >= 0 for c in chosen):
+            from usermem.understand.gazetteer import find_places
+
+            local = {(p.start, p.end) for p in find_places(masked) if p.canonical is None and p.country is None}
+            chosen = [(replace(h, canonical=None), a, b, m) if h.key in _PLACE_KEYS and (a, b) in local else (h, a, b, m)
+                      for h, a, b, m in chosen]
         if self.veto is not None:
             from usermem.understand.veto import Context
 
@@ -1049,6 +1067,19 @@ class PatternExtractor:
         return [*hits.values(), *(h for bag in bags.values() for h in bag)]
 
 
+
+
+_PLACE_KEYS = frozenset({"city", "work_city", "hometown"})
+_WORKING_HOURS = cjk_compile(r"(?:(?:(?i:\bmy)|我的?)\s*(?i:(?:working|work|office) hours)|我的?(?:上班|工作)时间)\s*"
+                             r"(?:是|为|(?i:are|is))?\s*[:：]?\s*$")
+# A role said after a workplace and 的 ("律所的合伙人", "医院的护士"): the job.
+_ROLE_AFTER = re.compile(r"的(合伙人|老板|经理|主管|总监|负责人|员工|职员|老师|医生|护士|工程师|设计师|会计|律师|助理|实习生|"
+                         r"销售|司机|店长|创始人|研究员|程序员|前台|客服|厨师)(?![\u4e00-\u9fff])")
+
+
+def _overlaps_other(chosen: Sequence[tuple[Any, int, int, str]], a: int, b: int) -> bool:
+    """Whether another chosen value lies in [a, b) beyond the one that starts at a."""
+    return any(c1 < b and a < c2 and c1 != a for _, c1, c2, _ in chosen)
 
 
 # The user as the subject right before a value, inside a clause that also names someone else ("他在长春我在厦门",
@@ -1279,7 +1310,7 @@ def _plausible(key: str, value: str) -> bool:
             return True
         return bool(re.fullmatch(r"[A-Z][^\W\d_A-Z]+|[\u4e00-\u9fff]{2,3}", v)) and not OTHERS.search(value) \
             and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
-    if key == "occupation" and _ZODIAC.search(v):
+    if key in ("occupation", "education", "employer") and _ZODIAC.search(v):
         return False  # "I'm a Sagittarius", "我是射手座": a star sign, not a job
     if key in ("city", "work_city", "hometown"):
         return _place_like(value)
@@ -1297,6 +1328,9 @@ def _plausible(key: str, value: str) -> bool:
 
 
 _EDGE = " \t,，。.!！~、;；:：\"'“”‘’()（）—–…"
+# An English idiom of degree closing a span: it says how much, not what ("I'm a Leo through and through").
+_DEGREE_IDIOM = re.compile(r"(?i)(?<=\w)[\s,]+(?:through and through|to the core|at heart|by nature|born and bred|"
+                           r"(?:100|a hundred) ?(?:%|percent)|all the way)[\s,.!]*$")
 
 
 def _trim(value: str, key: str = "") -> str:
@@ -1308,6 +1342,8 @@ def _trim(value: str, key: str = "") -> str:
     if value[:1] in "(（" and value[-1:] in ")）":
         value = value[1:-1].strip(plain)  # "(vegan)": the brackets wrap the value
     if key != "phone":
+        # an idiom of degree after the value is no part of it ("a Leo through and through", "a teacher at heart")
+        value = _DEGREE_IDIOM.sub("", value)
         for open_, close in (("(", ")"), ("（", "）")):
             if value.count(open_) > value.count(close):
                 value = value[:value.rindex(open_)]
@@ -1532,11 +1568,25 @@ def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
     if m is None:
         m = re.search(cjk_edges(r"(?:是|叫|(?<![A-Za-z])(?i:it'?s|it is|make (?:that|it)|call me|i'?m|to)\b)\s*"
                       r"([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20})"), rest)
+    if m is None:  # the value said as the better choice: "English is better actually", "还是英文比较好"
+        m = re.match(cjk_edges(r"[\s,，:：]*(?:还是|用)?([^，,。.!！?？；;\s][^，,。.!！?？；;]{0,20}?)\s*"
+                               r"(?:(?i:is|'s|would be|works|'d be)\s+(?i:better|best|fine|preferred)\b|"
+                               r"(?:比较好|更好|好一点|好些|就行|就好))"), rest)
     if m is None:
         m = re.match(r"[\s,，:：]*([^，,。.!！?？；;]{1,24})", rest)
+        if m is not None and not _CJK_RUN.search(m.group(1)) and re.match(r"[A-Za-z]", rest[m.end():m.end() + 1]):
+            # cut at 24 characters inside a word: keep the whole words before it
+            whole = m.group(1).rsplit(" ", 1)[0] if " " in m.group(1).strip() else ""
+            if not whole.strip():
+                return None
+            return _bare_result(key, whole)
     if m is None:
         return None
-    value = _clean(m.group(1))
+    return _bare_result(key, m.group(1))
+
+
+def _bare_result(key: str, raw: str) -> tuple[str, Any] | None:
+    value = _clean(raw)
     if key in ("name", "preferred_name"):
         value = value.split()[0] if value.isascii() and value.split() else value
     return (value, canonical_form(key, value)) if value else None

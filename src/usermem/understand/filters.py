@@ -116,7 +116,12 @@ NEGATION = cjk_compile(r"不是|不在|没有|没在|没养|从没|从来没|还
                       re.IGNORECASE)
 # Denying that one left affirms that one stayed: "moved to London for uni and never left", "来了就再也没离开过".
 STAYED = cjk_compile(r"\bnever (?:left|looked back|moved (?:away|out|back|on))\b|\bhaven'?t left since\b|"
-                    r"再也没(?:离开|走)|就没(?:离开|走|回去)|一直没(?:离开|走)", re.IGNORECASE)
+                    r"再也没(?:离开|走)|就没(?:离开|走|回去)|一直没(?:离开|走)|"
+                    # negations that say "very much" or "still": "can't get enough of", "a hobby that never ended",
+                    # "never gets old", "从来没腻过"
+                    r"\bcan'?t get enough\b|\bcannot get enough\b|\bnever (?:gets?|got) (?:old|boring)\b|"
+                    r"\bnever (?:get|gets|got) (?:tired|bored|sick) of\b|\b(?:that|which) never (?:ended|stopped|ends|stops)\b|"
+                    r"从来?没腻过|百吃不厌|百听不厌|百看不厌|怎么都不腻", re.IGNORECASE)
 ONE_OFF = cjk_compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
                      r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"

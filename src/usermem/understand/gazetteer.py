@@ -126,6 +126,7 @@ def gazetteer() -> _Gazetteer:
 _LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
 _BRAND_ALIASES = frozenset({"google"})  # Topeka's 2010 publicity name, in GeoNames' alternate names
 _CJK_CHAR = re.compile("[" + CJK_CHARS + "]")
+_FOREIGN_KNOWN = 1_000_000  # a foreign city this large keeps its canonical beside a Chinese place ("住杭州，下周去大阪")
 
 
 def find_places(text: str, *, lower_ok: bool = True, crf_reading: bool = False) -> list[Place]:
@@ -196,4 +197,10 @@ def find_places(text: str, *, lower_ok: bool = True, crf_reading: bool = False) 
             i = tokens[0].end() if tokens else i + 1
             continue
         i += 1
+    if not crf_reading and any(p.country == "CN" for p in out):
+        # "住在园区旁边的湖东": beside a place in China, a two-character Chinese name that GeoNames also lists for a
+        # smaller foreign city (湖東 for Kotō) is read as a local name — the words stay a place, with no canonical
+        out = [Place(p.text, p.start, p.end, None, None, p.population, p.district)
+               if p.country not in ("CN", None) and len(p.text) == 2 and _CJK_CHAR.match(p.text) is not None
+               and p.population < _FOREIGN_KNOWN else p for p in out]
     return out

@@ -177,6 +177,11 @@ _GO_BY_EN = cjk_compile(r"(?<![A-Za-z])(?i:i go by|go by|goes by|known as)\s+([A
 _NAME_BUT_EN = cjk_compile(r"(?:^|(?i:\bit'?s|\bi'?m|\bname is|\bname's)\s+)([A-Z][a-z'\-]+(?:\s[A-Z][a-z'\-]+)?)[,，]?\s+but\s+"
                           r"(?:\w+\s+){0,3}?(?i:call me|go by|use)\b")
 _NAME_EN = cjk_compile(r"\b(?i:my name is|my name's|i'm|i am|this is)\s+((?:[A-Z][a-z'\-]+)(?:\s[A-Z][a-z'\-]+)?)(?=[\s,.!]|$)")
+# The name in one script besides another ("中文名叫周思彤", "英文名是Kevin", "my Chinese name is 李明"): the user's name.
+_NAME_SCRIPT = cjk_compile(r"(?:^|(?<=[，,。.!！\s我]))(?:的)?(?:中文|英文|汉语|大陆|本地)名(?:字)?(?:叫|是)\s?"
+                          r"([\u4e00-\u9fff]{2,4}?|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?=[，,。.!！\s]|$)|"
+                          r"\b(?i:my (?:chinese|english|legal|full|real) name is)\s+"
+                          r"([\u4e00-\u9fff]{2,4}|[A-Z][a-z'\-]+(?: [A-Z][a-z'\-]+)?)(?=[\s,.!，。]|$)")
 _FAMOUS_ZH = re.compile(r"秦始皇|孙悟空|猪八戒|唐僧|玉皇大帝|如来|哪吒|诸葛亮|曹操|李白|杜甫|孔子|雷锋|毛主席|奥特曼|蜘蛛侠|钢铁侠|蝙蝠侠")
 
 
@@ -212,6 +217,8 @@ def names(clause: str) -> list[Found]:
     out += [f for f in _all(_GO_BY_EN, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
     out += [f for f in _all(_NAME_OFFICIALLY, clause, "name", confidence=0.75) if f.value.split()[0] not in _NOT_NAMES]
     out += [f for f in _all(_WHAT_I_GO_BY, clause, "preferred_name", confidence=0.8) if f.value not in _NOT_NAMES]
+    out += [f for g in (1, 2) for f in _all(_NAME_SCRIPT, clause, "name", group=g, confidence=0.85)
+            if f.value.split()[0] not in _NOT_NAMES and not famous_name(f.value)]
     return out
 
 
@@ -517,7 +524,10 @@ def tone(clause: str) -> list[Found]:
 
 
 _SPEAK = re.compile(r"(?:我会说|我会讲|我说|我讲|母语是|我在学|正在学|在学|会一点|i speak|i'?m learning|i am learning|"
-                    r"my native language is|native|fluent in|learning)\s*", re.IGNORECASE)
+                    r"my native language is|native|fluent in|learning|"
+                    # the language of the user's home ("我们家说闽南话", "在家讲粤语", "at home we speak Tagalog")
+                    r"(?:我们?|我)家(?:里)?(?:都|一般|平时)?(?:说|讲)|在家(?:里)?(?:都|一般|平时)?(?:说|讲)|"
+                    r"at home we speak|we speak)\s*", re.IGNORECASE)
 # How well the user speaks it, said after the language: "日语只会一点点", "法语也能凑合", "my Mandarin is rusty".
 _LEVEL = cjk_compile(r"会一点|一点点|能凑合|凑合|还行|还可以|流利|不太好|一般般|过了?[四六]级|N[1-5]\b|HSK ?\d|母语|"
                     r"(?<![A-Za-z])(?:fluent|rusty|conversational|basic|native|bilingual|trilingual|heritage speaker|"
@@ -678,7 +688,7 @@ DISABILITY = (r"红绿色盲|色盲|色弱|阅读障碍|读写障碍|坐轮椅|�
               r"(?i:screen reader|partially sighted|colou?r ?blind(?:ness)?|dyslexi[ac]|wheelchair(?: user)?|hearing aids?|"
               r"hard of hearing|low vision|mobility scooter|deaf|blind in one eye|legally blind|autistic|autism|"
               r"on the (?:autism|autistic) spectrum|asperger'?s|prosthetic (?:leg|arm|limb)|walking stick|crutches|"
-              r"(?:use|walk with) a (?:cane|walker))")
+              r"(?:use|walk with) a (?:cane|walker)|large[- ]print)")
 _DISABILITY = re.compile(DISABILITY)
 
 
@@ -691,9 +701,10 @@ _END = r"(?=[，,。.!！?？；;]|\s+(?:but|and|so|because|since|lol)\b|但|不
 # The end of a list of things the user likes or follows: like `_END`, but "X and Y" goes on to Y (the items are split
 # later) unless "and" starts a clause of its own ("…hiking and I go every week", "…and it shows").
 _END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?i:and|or)\s+(?i:i|i'm|i've|we|we're|it|it's|my|"
-             r"they|he|she|you|then|that|this|there|so|also)\b|但|不过|所以|因为|$)")
+             r"they|he|she|you|then|that|this|there|so|also|nothing|not)\b|但|不过|所以|因为|$)")
 # News topics end before how often the user wants them: "news on X and Y each morning".
-_END_NEWS = _END_LIST[:-1] + r"|\s+(?i:each|every|daily|weekly|in the mornings?|please)\b)"
+_END_NEWS = _END_LIST[:-1] + (r"|\s+(?i:each|every|daily|weekly|in the mornings?|please|religiously|closely|avidly|"
+                              r"obsessively|regularly|faithfully|passionately|like a hawk)\b)")
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", cjk_compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
@@ -720,6 +731,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("hobbies", cjk_compile(r"^\s*((?:[a-z][a-z\-]* ){0,2}[a-z][a-z\-]*) is my (?:\w+ )?(?:hobby|habit|passion|thing|"
                            r"obsession|happy place|therapy)\b", re.IGNORECASE), 0.6),
     ("hobbies", re.compile(r"^\s*([\u4e00-\u9fff]{2,6})是我的(?:爱好|命|最爱|生活|精神食粮)"), 0.6),
+    # "weekends are for bouldering", "Sunday mornings are for the allotment": what the user's free time is for
+    ("hobbies", cjk_compile(r"^\s*(?i:(?:my )?(?:weekends|evenings|sundays|saturdays|(?:sunday|saturday) mornings|summers))"
+                           r"\s+(?i:are (?:for|all about|reserved for))\s+([a-z][a-z\- ]{1,30}?)" + _END_LIST), 0.55),
     ("likes", cjk_compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
                          r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
                          r"(?:\s+(?:lately|these days|recently|right now))?" + _END_LIST, re.IGNORECASE), 0.6),
@@ -774,9 +788,18 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("likes", cjk_compile(r"(?i:i have a thing for|i'?m a (?:huge |big |total )?nerd for|i'?m obsessed with|i'?m a sucker for)\s+"
                          r"([^,.;!?]{2,40}?)" + _END_LIST), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
-    ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about)\s+"
+    # "帮我留意一下教育政策方面的消息", "关注下新能源相关的资讯": the topic of the news the user asks to be watched
+    ("news_topics", re.compile(r"(?:留意|关注|盯着|跟进|盯一下)(?:一下|下)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
+                               r"(?:方面|相关|领域|行业)?的?(?:消息|资讯|动态|新闻)"), 0.6),
+    # "比亚迪的动态都帮我留意": the same, said the other way round
+    ("news_topics", re.compile(r"(?:^|[，,。；;])(?:另外|还有)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
+                               r"(?:方面|相关|领域|行业)?的?"
+                               r"(?:消息|资讯|动态|新闻)(?:都|也)?(?:帮我|给我)?(?:留意|关注|盯着|推给我|推送给我)"), 0.6),
+    ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about|anything on|"
+                               r"keep me posted on|stories about|stories on)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
-    ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"), 0.7),
+    ("usual_order", re.compile(r"(?:老样子|老规矩|照旧|老三样)(?:点|来|要)?[，,：:\s]*(?:还是)?([^。.!！?？]{2,24}?)(?=[。.!！?？]|$)"),
+     0.7),
     ("usual_order", cjk_compile(r"(?i:my usual is|the usual:|the regular:|i always (?:get|order|go for)|"
                                r"i usually (?:get|order)|my go-to is|make that)\s+([^,.;!?]{2,60}?)(?=[.;!?]|, |\s+from\b|$)"),
      0.7),
@@ -788,6 +811,10 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("occupation", re.compile(r"(?:我在[\u4e00-\u9fffA-Za-z0-9]{1,10}?|我)(?:当|做|干)([\u4e00-\u9fffA-Za-z]{1,8}?)"
                               r"(?=[，,。.!！?？；;]|的|$)"), 0.6),
     ("occupation", re.compile(r"(?:本人|我是)(?:一名|一个|个)?([\u4e00-\u9fffA-Za-z]{1,6}(?:部的|组的|科的))"), 0.6),
+    # "做了十年设计", "干了二十多年会计": the work the user has done for years
+    ("occupation", re.compile(r"(?:^|[，,。；;]|我|已经|都|但是|不过|可是|以前|之前)(?:做|干)了"
+                              r"(?:[一二三四五六七八九十两几多\d]+|好几|十几|二十几|二十多)年(?:的)?"
+                              r"(?!饭|家务|梦)([\u4e00-\u9fffA-Za-z]{2,6}?)(?=[，,。.!！?？；;]|了|$)"), 0.6),
     ("employer", re.compile(r"(?:我在|在|入职了?|加入了?|就职于|供职于)([\u4e00-\u9fffA-Za-z0-9]{2,6}?)(?:上班|工作|实习|做|当|搬砖)"),
      0.65),
     ("employer", re.compile(r"(?:跳槽(?:到|去)了?|跳到了?|换工作(?:到|去)了?|换到了?|转到了?|入职了?|加入了?)"
@@ -803,12 +830,18 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
     ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
+    # "别在周末找我", "不要在工作时间给我打电话": the time the user is not to be reached, with the words that say so
+    ("contact_hours", re.compile(r"((?:别|不要|请勿)在(?:工作日|周末|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天|凌晨|上班|下班|工作|休息|午休|"
+                                 r"[\d一二三四五六七八九十两]{1,2}点)[^，,。.!！?？；;]{0,8}?(?:给我|跟我)?"
+                                 r"(?:找我|联系我|打扰我?|打我电话|打电话|发消息|推送))"), 0.65),
     # when the user may be contacted: a time span next to a contact verb
     ("contact_hours", re.compile(r"((?:工作日|周末|周[一二三四五六日]到周[一二三四五六日]|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天)"
                                  r"[^，,。.!！?？；;才]{0,12}?)才?(?:都?可以|都行|随时)?(?:找我|联系我|打扰|打我电话|给我打电话|回消息|有空)"),
      0.65),
+    # the hours and the "don't" said with them are the user's words ("12点到2点别打电话", "晚上十点以后就不要给我推送了")
     ("contact_hours", re.compile(r"((?:晚上|早上|上午|下午|中午|凌晨)?[\d一二三四五六七八九十两]{1,2}点半?(?:到[\d一二三四五六七八九十两]{1,2}点半?)?"
-                                 r"(?:以?后|以?前|之前|之后)?)[，, ]*(?:别|不要|请勿|勿)(?:联系|打电话|打扰|发消息|找我)"), 0.65),
+                                 r"(?:以?后|以?前|之前|之后)?[ ]*(?:就)?(?:别|不要|请勿|勿)(?:给我|跟我)?"
+                                 r"(?:联系我?|打电话|打扰我?|发消息|找我|推送|发通知))"), 0.65),
     ("contact_hours", cjk_compile(r"(?i:\b((?:do not|don't|dont|never) (?:call|message|text|ping|email|contact|bother) me "
                                  r"(?:before|after|on|during|at|in the)\s[^,.;!?]{1,25}?)" + _END + r")"), 0.65),
     ("contact_hours", cjk_compile(r"(?i:\b(?:reachable|available|around|free|contactable)\s+|\b(?:call|text|message|ping|reach|"
