@@ -401,9 +401,9 @@ def compose(settings: Settings, *, store: Store | None = None, clock: Clock | No
     lifecycle = LifecyclePipeline(ctx, write, gate_for=grants.gate)  # L2/L3 results need a grant
     sessions = SessionManager(ctx, write, recall)
     ctx.subscribe(sessions.on_change)
-    # forget(keys) also takes the forgotten words out of the user's open sessions' transcripts (kept until close)
+    # a forget also takes the forgotten words out of the user's open sessions' transcripts (kept until close) and
+    # the points quoting them out of closed sessions' episodes
     erasure.add_prep(sessions.prepare_forget)
-    erasure.add_prep(sessions.prepare_episode_forget)  # and closed sessions' episodes lose the points quoting them
     # Consent for what recall withholds (engine/consent.py): requests answered by the user become grants;
     # recall marks withheld fields declined / pending; a session's declines end with it.
     consent = ConsentPipeline(ctx, grants)

@@ -192,6 +192,7 @@ class MessagesAdded:
 
 
 FORGOTTEN = "[forgotten]"  # what a forgotten value's words become in an open session's stored transcript
+_ANY_TIME = -1e300  # a `now` before every expiry: a LiveQuery that loads every current record, expired or not
 
 
 def _text_leaves(value: Any) -> list[str]:
@@ -496,29 +497,56 @@ class SessionManager:
         return tuple(doc.get("forgotten_keys") or ()) if doc else ()
 
     def prepare_forget(self, tenant: str, user_id: str, scope: ErasureScope) -> Callable[[], int] | None:
-        """ErasurePrep (engine/erasure.py): before `forget(keys)` / `forget_range` erases the versions, read their
-        words; after it, take those words out of the user's open sessions' stored transcripts (replaced by
-        FORGOTTEN) and note the keys there, so that the close — its episode and its background extraction — does
-        not bring the forgotten field back from what the user had said (the transcript is kept until the session
-        closes). None when the user has no open session. Returns, when run, how many messages were changed."""
+        """ErasurePrep (engine/erasure.py; `forget(keys)`, `forget_range`, an erasure applied by ids): what the
+        sessions hold of the versions about to go, read before they go, and taken out after.
+
+        - The user's open sessions keep their transcripts until they close: the words of the erased versions
+          become FORGOTTEN there and the keys are noted, so the close — its episode and its background extraction
+          — does not bring the forgotten field back from what the user had said.
+        - A closed session's episode quotes its context as 'key: value' points: an episode quoting an erased
+          version (any point of a forgotten key, for `forget(keys)`) gets a new version without those points, and
+          every version that quoted them is erased with the rest.
+
+        None when there is nothing of the kind. Returns, when run, how many messages and episodes changed."""
+        store = self.ctx.store
         opened = [x for x in self.list_sessions(tenant, user_id) if x.status == "open"]
+        episodes = [r for r in store.live(LiveQuery(tenant, user_id, _ANY_TIME, kinds=[Kind.EPISODE]))
+                    if isinstance(r.value, dict) and r.value.get("points")]
+        if not opened and not episodes:
+            return None
+        going = self._going(tenant, user_id, scope)
+        steps = [step for step in (self._transcripts_step(tenant, user_id, scope, opened, going),
+                                   self._episodes_step(tenant, user_id, scope, episodes, going)) if step is not None]
+        if not steps:
+            return None
+        return lambda: sum(step() for step in steps)
+
+    def _going(self, tenant: str, user_id: str, scope: ErasureScope) -> list[MemoryRecord]:
+        """The versions a forget of `scope` is about to erase (read before it does)."""
+        store = self.ctx.store
+        if scope.memory_ids is not None:  # applied from another instance: exactly these versions
+            return [r for r in store.get_many(tenant, scope.memory_ids) if r.user_id == user_id]
+        keys = list(scope.keys) if scope.keys is not None else sorted({
+            r.key for r in store.live(LiveQuery(tenant, user_id, _ANY_TIME, include_retracted=True))})
+        return [r for key in keys for r in store.history(tenant, user_id, key) if scope.covers(r.key, r.created_at)]
+
+    def _transcripts_step(self, tenant: str, user_id: str, scope: ErasureScope, opened: Sequence[Session],
+                          going: Sequence[MemoryRecord]) -> Callable[[], int] | None:
         if not opened:
             return None
         store = self.ctx.store
-        going = self._going(tenant, user_id, scope)
         words: set[str] = set()
-        erased: set[str] = set()
+        erased = set(scope.keys or ())
         for r in going:
             erased.add(r.key)
             words.update(_text_leaves(r.value))
             words.update(_text_leaves(r.canonical))
-        if scope.keys is not None:
-            erased.update(scope.keys)
+        if not erased:
+            return None
         pattern = _words_pattern(words)
 
         def scrub() -> int:
             changed = 0
-            at = scope.at
             with self.ctx.transaction(tenant, user_id) as tx:
                 for x in opened:
                     _hold(tx, x)
@@ -534,32 +562,14 @@ class SessionManager:
                         messages.append({**m, "content": clean})
                     forgotten = sorted({*(doc.get("forgotten_keys") or ()), *erased})
                     store.put_doc(tenant, MESSAGES_NS, x.id, {"messages": messages, "forgotten_keys": forgotten},
-                                  now=at, user_id=user_id)
+                                  now=scope.at, user_id=user_id)
             return changed
 
         return scrub
 
-    def _going(self, tenant: str, user_id: str, scope: ErasureScope) -> list[MemoryRecord]:
-        """The versions a forget of `scope` is about to erase (read before it does)."""
+    def _episodes_step(self, tenant: str, user_id: str, scope: ErasureScope, episodes: Sequence[MemoryRecord],
+                       going: Sequence[MemoryRecord]) -> Callable[[], int] | None:
         store = self.ctx.store
-        if scope.memory_ids is not None:  # applied from another instance: exactly these versions
-            return [r for r in store.get_many(tenant, scope.memory_ids) if r.user_id == user_id]
-        keys = list(scope.keys) if scope.keys is not None else sorted({
-            r.key for r in store.live(LiveQuery(tenant, user_id, -1e300, include_retracted=True))})
-        return [r for key in keys for r in store.history(tenant, user_id, key) if scope.covers(r.key, r.created_at)]
-
-    def prepare_episode_forget(self, tenant: str, user_id: str, scope: ErasureScope) -> Callable[[], int] | None:
-        """ErasurePrep: a closed session's episode quotes its context as 'key: value' points; after the forget, an
-        episode quoting a forgotten version (any point of a forgotten key, for `forget(keys)`) gets a new version
-        without those points and every version that quoted them is erased with the rest (else recall and
-        `episodes()` still showed the forgotten value). None when no episode quotes one. Returns, when run, how
-        many episodes were rewritten."""
-        store = self.ctx.store
-        episodes = [r for r in store.live(LiveQuery(tenant, user_id, -1e300, kinds=[Kind.EPISODE]))
-                    if isinstance(r.value, dict) and r.value.get("points")]
-        if not episodes:
-            return None
-        going = self._going(tenant, user_id, scope)
         lines = {point_line(r) for r in going if r.kind is Kind.CONTEXT}
         erased = {r.id for r in going}
         prefixes = tuple(f"{k}: " for k in scope.keys or ())
@@ -575,9 +585,9 @@ class SessionManager:
             at = scope.at
             for old in hit:
                 kept = [p for p in old.value["points"] if not quoted(p)]
-                value = {**old.value, "points": kept}
-                request = WriteRequest(kind=Kind.EPISODE.value, key=old.key, value=value, source=old.source.value,
-                                       event_at=old.event_at, session_id=old.session_id, client_id=old.client_id)
+                request = WriteRequest(kind=Kind.EPISODE.value, key=old.key, value={**old.value, "points": kept},
+                                       source=old.source.value, event_at=old.event_at, session_id=old.session_id,
+                                       client_id=old.client_id)
                 self.write.write(tenant, user_id, request, now=at, actor=ACTOR)
                 quoting = [v.id for v in store.history(tenant, user_id, old.key)
                            if isinstance(v.value, dict) and any(quoted(p) for p in v.value.get("points") or ())]
