@@ -618,14 +618,28 @@ def month_day(text: str) -> str | None:
     return parsed.strftime("%m-%d") if parsed else None
 
 
-# A number with a unit that is not money ("1500大卡", "10k steps", "三公里"): what it counts is no budget.
-_OTHER_UNIT = cjk_compile(r"(?:\d[\d,.]*|[一二两三四五六七八九十百千万]+)\s*(?:k\s*)?(?:大卡|千卡|卡路里|公里|斤|克|步|"
+# A number with a unit that is not money ("1500大卡", "10k steps", "三公里"): what it counts is no budget. Read run by
+# run (a run of digits, or of Chinese numerals) with the unit looked for right after it — and, inside a run of
+# numerals, before a 千卡 it ends with ("五千卡"). The same answer as searching for
+# `(?:\d[\d,.]*|[一…万]+)\s*(?:k\s*)?(?:unit)` (tests/test_extract_patterns.py, property), in linear time: that search
+# retried a long run without a unit from each of its characters (quadratic: 20,000 numerals took seconds).
+_NUMBER_RUN = re.compile(r"\d[\d,.]*|[一二两三四五六七八九十百千万]+")
+_UNIT_AFTER = cjk_compile(r"\s*(?:k\s*)?(?:大卡|千卡|卡路里|公里|斤|克|步|"
                          r"(?i:calories|cals?|kcal|km|kms|miles?|steps|kg|lbs?)\b)")
+
+
+def _other_unit(value: str) -> bool:
+    for run in _NUMBER_RUN.finditer(value):
+        if _UNIT_AFTER.match(value, run.end()):
+            return True
+        if not run.group(0)[0].isdigit() and "千卡" in value[run.start() + 1:run.end() + 1]:
+            return True  # "五千卡": the numerals end before the unit's 千
+    return False
 
 
 def counts_no_money(value: str) -> bool:
     """Whether `value`'s numbers count something other than money ("一天摄入控制在1500大卡以内")."""
-    return _OTHER_UNIT.search(value) is not None and _MONEY.search(value) is None
+    return _other_unit(value) and _MONEY.search(value) is None
 
 
 def budget(clause: str) -> list[Found]:
