@@ -1312,7 +1312,7 @@ def _plausible(key: str, value: str) -> bool:
             and not rules.NOT_A_NAME.search(value) and not _GRAMMAR_HEAD.match(v) and not _GRAMMAR_TAIL.search(v)
     if key in ("occupation", "education", "employer") and _ZODIAC.search(v):
         return False  # "I'm a Sagittarius", "我是射手座": a star sign, not a job
-    if key in ("city", "work_city", "hometown"):
+    if key in _PLACE_KEYS:
         return _place_like(value)
     if key == "timezone":
         return bool(rules.timezone(value)) or bool(_TIMEZONE_LIKE.search(v))
@@ -1530,7 +1530,7 @@ def canonical_form(key: str, value: Any) -> Any:
         if _any(low, DETAILED) or low in ("long", "detailed"):
             return "long"
         return None
-    if key in ("city", "work_city", "hometown"):
+    if key in _PLACE_KEYS:
         from usermem.understand.gazetteer import find_places
 
         found = find_places(value)
@@ -1555,7 +1555,7 @@ def _bare_value(text: str, key: str) -> tuple[str, Any] | None:
     rest = CORRECTION.sub("", text, count=1)
     for _ in range(2):  # "不对不对，是5月3号"
         rest = CORRECTION.sub("", rest.lstrip(" ,，"), count=1) if CORRECTION.match(rest.lstrip(" ,，")) else rest
-    if key in ("city", "work_city", "hometown"):
+    if key in _PLACE_KEYS:
         from usermem.understand.gazetteer import find_places
 
         found = find_places(rest)

@@ -719,6 +719,11 @@ _END_LIST = (r"(?=[，,。.!！?？；;]|\s+(?:but|so|because|since|lol)\b|\s+(?
 # News topics end before how often the user wants them: "news on X and Y each morning".
 _END_NEWS = _END_LIST[:-1] + (r"|\s+(?i:each|every|daily|weekly|in the mornings?|please|religiously|closely|avidly|"
                               r"obsessively|regularly|faithfully|passionately|like a hawk)\b)")
+# The topic of news the user asks to be watched, then the news word ("教育政策方面的消息", "比亚迪的动态"): not a pronoun.
+_WATCHED_NEWS = (r"(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:方面|相关|领域|行业)?的?"
+                 r"(?:消息|资讯|动态|新闻)")
+
+
 _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("medical_history", cjk_compile(r"(?:我有|我得了|我患有|确诊了?|查出(?:来)?)([\u4e00-\u9fff]{1,8}?(?:病|症|炎|压|糖|瘤|癌|"
                                    r"综合征|障碍|过敏性鼻炎|哮喘|痛风|甲减|甲亢))" + _END), 0.75),
@@ -803,12 +808,10 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                          r"([^,.;!?]{2,40}?)" + _END_LIST), 0.6),
     ("news_topics", re.compile(r"([\u4e00-\u9fffA-Za-z0-9]{2,8}(?:的)?新闻)"), 0.6),
     # "帮我留意一下教育政策方面的消息", "关注下新能源相关的资讯": the topic of the news the user asks to be watched
-    ("news_topics", re.compile(r"(?:留意|关注|盯着|跟进|盯一下)(?:一下|下)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
-                               r"(?:方面|相关|领域|行业)?的?(?:消息|资讯|动态|新闻)"), 0.6),
+    ("news_topics", re.compile(r"(?:留意|关注|盯着|跟进|盯一下)(?:一下|下)?" + _WATCHED_NEWS), 0.6),
     # "比亚迪的动态都帮我留意": the same, said the other way round
-    ("news_topics", re.compile(r"(?:^|[，,。；;])(?:另外|还有)?(?!他|她|它|你|我|这|那)([\u4e00-\u9fffA-Za-z0-9]{2,8}?)"
-                               r"(?:方面|相关|领域|行业)?的?"
-                               r"(?:消息|资讯|动态|新闻)(?:都|也)?(?:帮我|给我)?(?:留意|关注|盯着|推给我|推送给我)"), 0.6),
+    ("news_topics", re.compile(r"(?:^|[，,。；;])(?:另外|还有)?" + _WATCHED_NEWS
+                               + r"(?:都|也)?(?:帮我|给我)?(?:留意|关注|盯着|推给我|推送给我)"), 0.6),
     ("news_topics", cjk_compile(r"(?i:news (?:on|about)|updates on|i follow|headlines about|anything about|anything on|"
                                r"keep me posted on|stories about|stories on)\s+"
                                r"([\w][\w' \-]{1,30}?)" + _END_NEWS), 0.6),
