@@ -40,6 +40,7 @@ from usermem.model import (
 from usermem.policy.contracts import ContractSet, FieldContract, Sensitivity
 from usermem.policy.validate import MAX_SEQ, int_arg, time_range_arg
 from usermem.store.base import AuditQuery, Store
+from usermem.understand.text import coerce_messages, parts
 
 if TYPE_CHECKING:
     from usermem.events.payload import RemoteChange
@@ -606,12 +607,17 @@ class Memory:
         """
         if not isinstance(extract, bool):
             raise InvalidArgument(f"extract must be a bool, got {type(extract).__name__}")
+        if extract:  # refused before anything is appended: what one extraction call takes (Limits)
+            coerce_messages(messages)
         added = self._sessions.add_messages(session_id, messages, tenant=tenant, now=now, actor=actor)
         if not extract:
             return added
         s = added.session
-        results = self.ingest(s.tenant, s.user_id, [m.to_dict() for m in added.messages], now=now,
-                              session_id=s.id, actor=actor)
+        # redaction can lengthen a message a little ("[PHONE]"): parts keep each call within the limits
+        change_set = new_id()
+        results = [r for part in parts([m.to_dict() for m in added.messages])
+                   for r in self.ingest(s.tenant, s.user_id, part, now=now, session_id=s.id,
+                                        change_set_id=change_set, actor=actor)]
         return MessagesAdded(s, added.stored_messages, added.added, added.redacted, added.messages, tuple(results))
 
     def expire_idle_sessions(self, now: float | None = None, *, tenant: str | None = None) -> list[SessionClosed]:

@@ -142,9 +142,11 @@ def import_(
             print(dumps(chats))
             return
         console.print(say(f"{chats.source}: {chats.ingested} conversations ingested ({chats.resumed_past} done "
-                          f"before), {chats.written} memories written, {chats.rejected} refused",
+                          f"before), {chats.written} memories written, {chats.rejected} refused"
+                          + (f", {chats.skipped_messages} over-long messages not read" if chats.skipped_messages else ""),
                           f"{chats.source}：导入 {chats.ingested} 段对话（之前已完成 {chats.resumed_past}），"
-                          f"写入 {chats.written} 条记忆，拒绝 {chats.rejected}"))
+                          f"写入 {chats.written} 条记忆，拒绝 {chats.rejected}"
+                          + (f"，{chats.skipped_messages} 条过长的消息未读" if chats.skipped_messages else "")))
         return
     with open_memory(store, create=True) as m:
         report = import_export(m, data, tenant=tenant, user_id=user, actor=actor)

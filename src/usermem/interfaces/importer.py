@@ -29,6 +29,8 @@ from typing import Any
 from usermem.engine.memory import Memory
 from usermem.errors import UsermemError, ValidationError
 from usermem.model import new_id
+from usermem.policy.validate import DEFAULT_LIMITS
+from usermem.understand.text import parts
 
 EXPORT_FORMAT = "usermem.export/1"
 REPLAYED_DOCUMENTS = ("grants", "consents", "consent_requests")
@@ -281,6 +283,8 @@ class ChatImportReport:
     resumed_past: int = 0  # already ingested by an earlier (interrupted) run
     written: int = 0
     rejected: int = 0
+    # messages longer than one message may be (Limits.max_message_chars: a pasted document, say), not read
+    skipped_messages: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -304,8 +308,13 @@ def import_conversations(memory: Memory, tenant: str, user_id: str, data: Any, *
         if memory.store.get_doc(tenant, CHAT_DONE_NS, doc) is not None:
             report.resumed_past += 1
         elif conv.messages:
-            results = memory.ingest(tenant, user_id, [{"role": r, "content": t} for r, t in conv.messages],
-                                    now=conv.at, actor=actor)
+            # a long conversation is read in consecutive parts within one extraction call's limits, one
+            # change set; a later part's value of a field replaces an earlier one's, as a later message's does
+            msgs = [{"role": r, "content": t} for r, t in conv.messages if len(t) <= DEFAULT_LIMITS.max_message_chars]
+            report.skipped_messages += len(conv.messages) - len(msgs)
+            change_set = new_id()
+            results = [r for part in parts(msgs) for r in memory.ingest(tenant, user_id, part, now=conv.at,
+                                                                         change_set_id=change_set, actor=actor)]
             report.ingested += 1
             report.written += sum(1 for r in results if r.op.value in ("ADD", "UPDATE"))
             report.rejected += sum(1 for r in results if r.op.value == "REJECT")

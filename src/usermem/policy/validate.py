@@ -38,6 +38,9 @@ class Limits:
     max_json_depth: int = 16
     max_messages: int = 500
     max_message_chars: int = 20_000
+    # characters of all messages one extraction call reads (the no-LLM extractor spends ~0.2 ms per character:
+    # this bounds one call to well under a minute of CPU; a request above it is refused, not cut)
+    max_extract_chars: int = 200_000
 
 
 DEFAULT_LIMITS = Limits()

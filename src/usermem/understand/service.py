@@ -11,7 +11,7 @@ import logging
 import weakref
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from usermem.errors import ConflictError, InvalidArgument, NotFound, ValidationError
 from usermem.model import (
@@ -29,7 +29,7 @@ from usermem.model import (
 from usermem.policy.contracts import ContractSet
 from usermem.policy.guards import check_guards
 from usermem.policy.injection import instruction_like
-from usermem.policy.validate import InputProblem, check_key, shown, value_arg
+from usermem.policy.validate import DEFAULT_LIMITS, InputProblem, check_key, shown, value_arg
 from usermem.store.base import LiveQuery
 from usermem.understand import onboarding as ob
 from usermem.understand import verification as vf
@@ -38,12 +38,14 @@ from usermem.understand.extract import ACCUMULATE, MAX_ITEMS, Extractor
 from usermem.understand.llm import LLMClient
 from usermem.understand.plan import Planner, RecallPlan
 from usermem.understand.ports import ClosedSession, MemoryHost
-from usermem.understand.text import check_text, coerce_messages
+from usermem.understand.text import check_text, coerce_messages, newest_within, parts, pieces
 from usermem.understand.usermodel import LLMProposer, UserModeler
 
 log = logging.getLogger("usermem.understand")
 ACTOR = "usermem.understand"
 MAX_BUDGET_TOKENS = 32_000
+# the newest transcript text extraction at session close reads (two extraction calls' worth; see on_session_closed)
+SESSION_EXTRACT_CHARS = 2 * DEFAULT_LIMITS.max_extract_chars
 
 
 def _language_code(value: Any) -> str | None:
@@ -402,9 +404,20 @@ class Understanding:
         transcript = closed.transcript
         if not transcript or closed.already_closed:
             return
+        # A session keeps up to 2,000 messages, more than one extraction call takes: the newest text within
+        # SESSION_EXTRACT_CHARS is read, in consecutive parts (one change set; a later part's value of a field
+        # replaces an earlier one's, as a later message's does within a call). Older text is left unread (the
+        # bound keeps a close from costing minutes of CPU); that is logged.
+        whole = pieces(transcript) if isinstance(transcript, str) else list(cast(Sequence[Any], transcript))
+        read = newest_within(whole, SESSION_EXTRACT_CHARS)
+        if len(read) < len(whole):
+            log.warning("session %s: extraction at close read the newest %d of %d messages (%d characters at most)",
+                        closed.session_id, len(read), len(whole), SESSION_EXTRACT_CHARS)
+        change_set = new_id()
         try:
-            self.ingest(closed.tenant, closed.user_id, transcript, now=closed.closed_at,
-                        session_id=closed.session_id, skip_keys=closed.forgotten_keys)
+            for part in parts(read):
+                self.ingest(closed.tenant, closed.user_id, part, now=closed.closed_at, session_id=closed.session_id,
+                            change_set_id=change_set, skip_keys=closed.forgotten_keys)
         except Exception:  # a bad transcript must not break closing; it is logged
             log.exception("background extraction failed for session %s", closed.session_id)
 

@@ -70,20 +70,25 @@ _ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
 MESSAGE_ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool", "developer")  # public, same set
 
 
-def coerce_messages(messages: Any) -> list[Message]:
+def coerce_messages(messages: Any, *, max_messages: int | None = None,
+                    max_chars: int | None = None) -> list[Message]:
     """OpenAI-style {role, content} dicts or plain strings (taken as user turns) -> Message list.
 
-    Raises InvalidArgument for a wrong shape and ValidationError for limits, naming the message.
+    Raises InvalidArgument for a wrong shape and ValidationError for limits, naming the message: at most
+    `max_messages` messages (default `Limits.max_messages`), each at most `Limits.max_message_chars`
+    characters, together at most `max_chars` (default `Limits.max_extract_chars`).
     """
     if isinstance(messages, str | Mapping):
         messages = [messages]
     if not isinstance(messages, Sequence):
         raise InvalidArgument(f"messages must be a list of dicts or strings, got {type(messages).__name__}")
     limits = DEFAULT_LIMITS
-    if len(messages) > limits.max_messages:
-        raise ValidationError(f"{len(messages)} messages exceed the limit of {limits.max_messages}",
-                              field="messages")
+    most = limits.max_messages if max_messages is None else max_messages
+    budget = limits.max_extract_chars if max_chars is None else max_chars
+    if len(messages) > most:
+        raise ValidationError(f"{len(messages)} messages exceed the limit of {most}", field="messages")
     out: list[Message] = []
+    total = 0
     for i, m in enumerate(messages):
         if isinstance(m, Message):
             role, content = m.role, m.content
@@ -106,8 +111,71 @@ def coerce_messages(messages: Any) -> list[Message]:
         if SURROGATE.search(content):
             raise ValidationError(f"message {i} contains a lone surrogate (\\ud800-\\udfff), which is not valid "
                                   f"Unicode text", field="content")
+        total += len(content)
+        if total > budget:
+            raise ValidationError(f"the messages hold more than {budget} characters together, over the limit of one "
+                                  f"extraction call; send them in parts", field="messages")
         out.append(Message(role, content, i))
     return out
+
+
+def _content_len(message: Any) -> int:
+    content = message.get("content", "") if isinstance(message, Mapping) else getattr(message, "content", message)
+    return len(content) if isinstance(content, str) else 0
+
+
+def parts(messages: Sequence[Any], *, max_messages: int | None = None, max_chars: int | None = None) -> list[list[Any]]:
+    """Consecutive runs of `messages` (in order, none left out), each within one extraction call's limits:
+    at most `max_messages` messages (default `Limits.max_messages`) and `max_chars` characters together
+    (default `Limits.max_extract_chars`). A message longer than `max_chars` alone is a part of its own (the
+    call refuses it). For transcripts longer than one call: a session's at close, an imported conversation."""
+    most = DEFAULT_LIMITS.max_messages if max_messages is None else max_messages
+    budget = DEFAULT_LIMITS.max_extract_chars if max_chars is None else max_chars
+    out: list[list[Any]] = []
+    run: list[Any] = []
+    chars = 0
+    for m in messages:
+        n = _content_len(m)
+        if run and (len(run) >= most or chars + n > budget):
+            out.append(run)
+            run, chars = [], 0
+        run.append(m)
+        chars += n
+    if run:
+        out.append(run)
+    return out
+
+
+def pieces(text: str, max_chars: int | None = None) -> list[dict[str, str]]:
+    """A transcript given as one text -> user messages of at most `max_chars` characters (default
+    `Limits.max_message_chars`), cut at line ends where a line allows, else inside the line."""
+    most = DEFAULT_LIMITS.max_message_chars if max_chars is None else max_chars
+    out: list[str] = []
+    run = ""
+    for line in text.splitlines(keepends=True):
+        while len(line) > most:
+            if run:
+                out.append(run)
+                run = ""
+            out.append(line[:most])
+            line = line[most:]
+        if len(run) + len(line) > most:
+            out.append(run)
+            run = ""
+        run += line
+    if run:
+        out.append(run)
+    return [{"role": "user", "content": p} for p in out if p.strip()]
+
+
+def newest_within(messages: Sequence[Any], max_chars: int) -> list[Any]:
+    """The newest messages whose contents together hold at most `max_chars` characters (in their order)."""
+    chars = 0
+    start = len(messages)
+    while start > 0 and chars + _content_len(messages[start - 1]) <= max_chars:
+        start -= 1
+        chars += _content_len(messages[start])
+    return list(messages[start:])
 
 
 def check_text(name: str, text: Any, max_chars: int = DEFAULT_LIMITS.max_message_chars) -> str:
