@@ -197,6 +197,19 @@ def test_fifth_utterances_are_train_only_and_cover_every_field(select: list[dict
     assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
 
 
+def test_sixth_utterances_are_trap_heavy_train_only_and_never_fitted_on(fields: dict[str, dict[str, Any]]) -> None:
+    from usermem.understand import bank
+
+    sixth = _jsonl("utterances_sixth.jsonl")
+    assert len(sixth) >= 500
+    _check_written_set(sixth, fields, split="train", ids=r"sx-\d{4}", per_field=5)
+    assert sum(1 for r in sixth if r["negative"]) >= 0.5 * len(sixth)  # trap-heavy
+    items = bank.load_sixth_items()
+    assert [i.id for i in items] == [r["id"] for r in sixth]
+    assert bank.SIXTH_FILE not in bank.SUPPLEMENT_FILES
+    assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
+
+
 def test_the_selection_set_is_scored_never_trained_on(select: list[dict[str, Any]],
                                                      fields: dict[str, dict[str, Any]]) -> None:
     from usermem.understand import bank
@@ -327,7 +340,7 @@ def test_split_hygiene(utterances: list[dict[str, Any]], extra: list[dict[str, A
 
     # The second writer's items with the half they are used as (more-dev is a selection set, like dev).
     records = (utterances + extra + fourth + [dict(r, split=bank.more_half(r["id"])) for r in more] + select
-               + _jsonl("utterances_fifth.jsonl") + plans)
+               + _jsonl("utterances_fifth.jsonl") + _jsonl("utterances_sixth.jsonl") + plans)
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate ids"
     seen: dict[str, str] = {}

@@ -17,6 +17,8 @@ Files (written by the project, licensed with the code; see usermem/data/bank/REA
 - `utterances_select.jsonl`: a fresh selection set (526 items, split `select`) by a further independent writer who
   never saw the rules, the other files' items or any errors: never fitted on, never mined for errors; used only
   to choose between model variants by aggregate score (`load_select_items`), reported by `usermem eval extraction`;
+- `utterances_sixth.jsonl`: 519 trap-heavy utterances by a sixth writer (`load_sixth_items`), a readable development
+  set for the rules and filters, never fitted on;
 - `plan_queries.jsonl`: messages and the fields a recall plan for them needs (`fields`), with a split.
 """
 
@@ -123,6 +125,9 @@ FOURTH_FILE = "utterances_fourth.jsonl"
 # The whole `usermem train` with it (refit level, night of 2026-12-01): pooled more-dev + select F1 0.7435 against 0.7534
 # for the shipped models (select alone 0.7296 vs 0.7439): not used (bank README).
 FIFTH_FILE = "utterances_fifth.jsonl"
+# The sixth writer's trap-heavy file (55 % negatives): a readable development set for the rules and filters (its
+# errors were read in the tenth round), never fitted on; not in the supplement.
+SIXTH_FILE = "utterances_sixth.jsonl"
 # The train-only supplement: every record of these files is training data (never scored, never chosen on).
 SUPPLEMENT_FILES = (EXTRA_FILE, FOURTH_FILE)
 
@@ -136,6 +141,12 @@ def load_extra_items(root: str | Path | None = None) -> list[Item]:
 def load_fourth_items(root: str | Path | None = None) -> list[Item]:
     """The fourth writer's train-only utterances (`utterances_fourth.jsonl`), part of the supplement."""
     return [parse_item(r) for r in _jsonl(bank_text(FOURTH_FILE, root))]
+
+
+def load_sixth_items(root: str | Path | None = None) -> list[Item]:
+    """The sixth writer's trap-heavy utterances (`utterances_sixth.jsonl`, all `train` in the file): read while
+    writing rules, never fitted on (not in `SUPPLEMENT_FILES`)."""
+    return [parse_item(r) for r in _jsonl(bank_text(SIXTH_FILE, root))]
 
 
 def load_fifth_items(root: str | Path | None = None) -> list[Item]:

@@ -45,6 +45,7 @@ from usermem.understand.filters import (
     UNSAID,
     allowed,
     clause_spans,
+    denied_value,
     disowned_earlier,
     errand_for_other,
     hypothetical_only_after,
@@ -825,6 +826,8 @@ class PatternExtractor:
                 chosen[:] = [c for c in chosen if c not in gone]
             if not_a_relative(h.key, text, start, end):
                 return  # "孩子他爸", "听着像小孩", "我老婆是教英语的": no child, no name
+            if denied_value(h.key, text, start):
+                return  # "我不吃素", "我没孩子", "别叫我老师": the value is denied or refused
             chosen.append((h, start, end, method))
 
         # 1. the phrase rules (sentence level, their own filters)

@@ -19,6 +19,7 @@ from usermem.understand.text import cjk_compile, cjk_edges
 # where…"): shared by the clause filters (through HYPOTHETICAL) and the phrase rules (extract.py), which keep their
 # own, narrower supposition list because "would"/"的话" there often frame a standing request.
 SUPPOSITION = cjk_compile(r"假使|假若|若是|倘使|如若|假定|设想一下|但愿|该多好|多好啊|假装|做梦|梦里|梦中|梦到|梦见|"
+                         r"下辈子|上辈子|来生|来世|下一世|"
                          r"\bhypothetical(?:ly)?\b|\bin (?:another|a different|a past|my next) life\b|"
                          r"\b(?:in )?an? (?:alternate|parallel) (?:universe|world|reality)\b|\bpicture this\b|"
                          r"\bin my dreams\b|\bdream on\b|\bi dreamt\b|\bi dreamed\b|\bplay a game where\b|\bpretend(?:ing)?\b|"
@@ -35,7 +36,7 @@ WISH = cjk_compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也�
                   # a move only planned: "在准备去慕尼黑读研", "明年打算搬到成都", "planning to move to Oslo"
                   r"(?:准备|打算|计划|考虑)(?:要)?(?:去|搬|到|回)|\b(?:planning|plan|hoping|thinking of|thinking about|"
                   r"considering|going) (?:to )?(?:move|moving|relocate|relocating)\b|"
-                  r"等我.{0,6}?(?:有钱|退休|毕业|结婚|买房|搬家|长大|有空|有时间)|想学|打算学|准备学|"
+                  r"等我.{0,6}?(?:有钱|退休|毕业|结婚|买房|搬家|长大|有空|有时间)|等(?:到)?(?:退休|毕业|老了|有钱了|结婚|买了房)|想学|打算学|准备学|"
                   r"\bwant(?:s|ed)? to learn\b|\bstay(?:ing)? (?:at|in|with)\b|入住|"
                   r"\b(?:once|when|after) i (?:retire|graduate|get married|have (?:the )?(?:money|time)|make it)\b|"
                   r"\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
@@ -67,6 +68,8 @@ QUESTION_WORD = re.compile(r"哪里|哪儿|哪个|哪家|哪些|怎么办|怎么
                            # ("no matter how")
                            r"(?<![不没])怎么(?![也都着])|"
                            r"能不能|要不要|会不会|谁家|是谁|(?<![没不])什么(?![都也的])|"
+                           # any A-not-A ("难不难", "贵不贵", "远不远", "去没去"): a yes-no question, mark or none
+                           r"([\u4e00-\u9fff])(?<![不没])[不没]\1|"
                            # "差几个小时", "几点开门", "你几岁": 几 + a measure word asks a number (not 好几个, 十几个, 这几天)
                            r"(?<![好十这那前后没有])几(?:个|点|岁|号|天|次|年|月|周|分钟|小时|块|元|斤|公里|楼|层|位|口)")
 # A sentence that asks for the assistant's opinion or a confirmation, with or without a question mark or 吗:
@@ -130,19 +133,21 @@ ONE_OFF = cjk_compile(r"这次|这一次|这回|今天|今晚|明天|明早|明�
 # Latin laughs are matched by letter edges, not \b: a Chinese character next to one is a word character too ("加班了lol").
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|(?<![A-Za-z])(?:lol|lmao|haha|rofl)(?![A-Za-z])", re.IGNORECASE)
 JOKE = cjk_compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
-FICTION = cjk_compile(r"主角|角色|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
+FICTION = cjk_compile(r"主角|角色|扮演|台词|小说|剧本|段子|梗|口头禅|翻译|纪录片里|看了个纪录片|电影里|剧里|书里|新闻说|新闻里|报道说|"
                      r"文章说|据报道|讲一个|讲的是|\b(?:the )?(?:article|documentary|movie|film|news|study|report|book|"
                      r"paper) (?:says|said|shows|claims|is about)\b|\bin the (?:movie|film|book|show|article|news)\b|写[一个首篇段]+(?:故事|诗|歌)|\b(?:poem|story|song|limerick)s? "
                      r"about\b|\bwrite (?:me )?(?:a|an) (?:poem|story|song|limerick)\b|\bcharacter\b|\btranslate\b|\bnovel\b|\bstory\b|"
-                     r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b", re.IGNORECASE)
+                     r"\bscript\b|\bquote\b|\brole-?play\b|\bpretend\b|\bplay the (?:role|part) of\b", re.IGNORECASE)
 # A single quote opens a quotation only where it does not follow a letter ("I'm at my parents' place" quotes nothing).
 QUOTED = re.compile(r"“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<![A-Za-z])'[^'\n]{3,}'(?=\W|$)")
 # Reported speech: what follows "my friend says" / "他说" in the sentence is someone else's statement,
 # family words included ("my friend told me her wife Sarah..." is not the user's spouse).
 _REPORTER_ZH = (r"朋友|同事|同桌|发小|老板|领导|总监|部长|闺蜜|兄弟|哥哥|姐姐|弟弟|妹妹|我妈|我爸|爸爸|妈妈|父母|室友|邻居|客户|同学|老师|医生|"
-                r"组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学长|学姐|师兄|师姐|前任|网友|"
+                r"组长|经理|主管|导师|教练|师傅|队友|组员|搭档|学长|学姐|师兄|师姐|前任|网友|实习生|新人|老细|上司|"
                 r"他们|她们|他|她|别人|人家|大家")
 REPORTED = cjk_compile(r"(?:" + _REPORTER_ZH + r")(?:跟我|和我|对我|也)?(?:说|讲|告诉我|觉得|认为|以为|提到)|听说|据说|"
+                      # Cantonese 话 = said ("老细话下年要搬去深圳"), not 话多 / 话少 / 话不多
+                      r"(?:" + _REPORTER_ZH + r")(?:同我|也)?话(?![多少不])|"
                       r"\b(?:he|she|they|friend|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                       r"parents|roommate|neighbou?r|client|someone|people|everyone|coach|teacher|mentor|"
                       r"trainer|tutor|advisor|supervisor)\s+(?:always\s+|just\s+|also\s+)?"
@@ -208,7 +213,8 @@ SUBJECT_OTHER = cjk_compile(r"^\s*(?:(?:我们|咱们|我)(?:的|家)?)(?:(?:部
                            r"师兄|师姐|师弟|师妹|前任|网友|合伙人|助理|秘书|医生|老师|班主任)(?!是我)|"
                            r"^\s*(?:my|our)\s+(?:\w+\s+)?(?:team ?lead|manager|supervisor|advisor|adviser|coach|teammates?|"
                            r"students?|assistant|doctor|dentist|therapist|ex|trainer|tutor|teacher|mentor|director|department head|"
-                           r"head of \w+|principal)\b(?!'s)(?!\s+(?:is|are) (?:me|mine)\b)", re.IGNORECASE)
+                           r"head of \w+|principal|ceo|cto|cfo|coo|vp|founder|co-?founder|boss|intern|interns|landlord|landlady|"
+                           r"professor|lecturer|supervisor|line manager)\b(?!'s)(?!\s+(?:is|are) (?:me|mine)\b)", re.IGNORECASE)
 # People outside the user's household: their animals and children are not the user's ("我同事养了一只柯基").
 NON_FAMILY = cjk_compile(r"朋友|同事|老板|领导|闺蜜|室友|舍友|邻居|客户|同学|同桌|发小|死党|上司|下属|房东|保姆|"
                         r"\b(?:friend|colleague|coworker|boss|manager|roommate|neighbou?r|client|mate|buddy|nanny|"
@@ -284,6 +290,25 @@ def not_a_relative(key: str, text: str, start: int, end: int) -> bool:
     if key in FAMILY and _SIMILE_BEFORE.search(before):
         return True
     return bool(_DESCRIBED_BEFORE.search(before) and text[end:end + 1] == "的")
+
+
+# A negator right before the value's words: "我不吃素" (diet 吃素), "我没孩子", "I'm not vegan", "no kids" — the value
+# is denied. Fields whose value is itself a limit keep it ("不要香菜": a dislike of 香菜), except the identities among
+# them (diet, conditions). "别叫我老师" / "don't call me Sir": a form of address refused, not chosen.
+_NEGATOR_BEFORE = cjk_compile(r"(?:不|没|未|(?i:\bnot|\bnever|\bno|n't))\s*$")
+_REFUSED_ADDRESS = cjk_compile(r"(?:别|不要|甭|不许|不用)(?:再)?(?:叫|喊|称呼)我\s*$|"
+                               r"(?i:\b(?:don'?t|do not|never|stop|quit)\s+(?:calling|call)\s+me\s*$)")
+_DENIABLE = frozenset({"diet", "accessibility", "medical_history"})
+
+
+def denied_value(key: str, text: str, start: int) -> bool:
+    """True when the value starting at `text[start]` is denied or refused by the words right before it."""
+    if start < 0:
+        return False
+    before = text[max(0, start - 24):start]
+    if key == "preferred_name" and _REFUSED_ADDRESS.search(before):
+        return True
+    return (key not in NEGATIVE_OK or key in _DENIABLE) and bool(_NEGATOR_BEFORE.search(before))
 
 
 # Whose a value said in an earlier turn really is, or that it was wrong: "是丸子，团子是我朋友家的", "Luna's my sister's",

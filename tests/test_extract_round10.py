@@ -1,0 +1,52 @@
+"""Tenth round of general phrasings (issue 13), from the errors of the sixth writer's trap-heavy set
+(`utterances_sixth.jsonl`, a readable set): each case with its positive control, through the shipped extractor."""
+
+from __future__ import annotations
+
+import pytest
+
+from usermem import Memory
+from usermem.config import load_settings
+
+_M = Memory("sqlite:///:memory:", settings=load_settings(env={}, embedder="none"))
+
+
+def _got(text: str) -> set[tuple[str, str]]:
+    out = set()
+    for c in _M.understanding.extract([{"role": "user", "content": text}], tenant="t", use_llm=False):
+        for v in c.value if isinstance(c.value, list) else [c.value]:
+            out.add((c.key, str(v)))
+    return out
+
+
+def _keys(text: str) -> set[str]:
+    return {k for k, _ in _got(text)}
+
+
+@pytest.mark.parametrize("trap, field", [
+    ("日语N1到底难不难，零基础一年能过吗", "languages_spoken"),   # A-not-A: a question without a mark
+    ("下辈子想当个旅行摄影师，天天满世界跑", "occupation"),        # next life
+    ("等退休了我就搬去三亚，天天在海边遛弯", "city"),              # a plan for retirement
+    ("你扮演一个住在重庆的出租车司机，跟我用重庆话聊聊天", "city"),  # role-play
+    ("组里新来的实习生说转正以后要搬到苏州住", "city"),            # an intern's plan, reported
+    ("我哋公司老细话下年要搬去深圳前海", "city"),                  # Cantonese 话 = said
+    ("Our CTO moved to Austin last year and now all meetings are at 4pm", "city"),
+    ("我不吃素哈，别老给我推素菜", "diet"),                       # a negator right before the value
+    ("我没孩子，母婴的广告能不能别推了", "children"),
+    ("别叫我老师了，我不是当老师的", "preferred_name"),            # a form of address refused
+])
+def test_a_trap_stores_nothing_for_its_field(trap: str, field: str) -> None:
+    assert field not in _keys(trap)
+
+
+@pytest.mark.parametrize("said, field, value", [
+    ("我住在三亚，天天在海边遛弯", "city", "三亚"),
+    ("我是旅行摄影师，天天满世界跑", "occupation", "旅行摄影师"),
+    ("我吃素，这周的晚饭帮我排个菜单", "diet", "吃素"),
+    ("家里两个孩子，周末带他们去公园", "children", "孩子"),
+    ("叫我老李就行", "preferred_name", "老李"),
+    ("I moved to Austin last year", "city", "Austin"),
+    ("我不吃香菜", "dislikes", "香菜"),
+])
+def test_the_plain_statement_is_still_taken(said: str, field: str, value: str) -> None:
+    assert any(k == field and value in v for k, v in _got(said)), _got(said)
