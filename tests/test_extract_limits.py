@@ -8,14 +8,15 @@ pasted document over 20,000 characters failed the whole import, and one ingest r
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 import pytest
-from apihelp import T0, make_api
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apihelp import T0, make_api
 from usermem import Memory, ValidationError
 from usermem.config import load_settings
 from usermem.policy.validate import DEFAULT_LIMITS
@@ -42,7 +43,7 @@ def _filler(n: int, size: int = 12) -> list[dict[str, str]]:
 def test_one_call_refuses_more_characters_than_its_budget_and_names_the_field() -> None:
     within = [{"role": "user", "content": "x" * LONG}] * (BUDGET // LONG)
     assert len(coerce_messages(within)) == BUDGET // LONG
-    over = within + [{"role": "user", "content": "x" * LONG}]
+    over = [*within, {"role": "user", "content": "x" * LONG}]
     with pytest.raises(ValidationError) as err:
         coerce_messages(over)
     assert err.value.field == "messages" and str(BUDGET) in str(err.value)
@@ -80,8 +81,8 @@ def test_add_messages_with_extraction_over_the_budget_appends_nothing() -> None:
 def test_a_session_longer_than_one_call_is_extracted_at_close_from_beginning_to_end() -> None:
     m = _memory()
     sid = m.open_session("acme", "u1", now=T0)
-    m.add_messages(sid, [{"role": "user", "content": "I'm vegan, by the way."}] + _filler(299), now=T0 + 1)
-    m.add_messages(sid, _filler(300) + [{"role": "user", "content": "I live in Lisbon now."}], now=T0 + 2)
+    m.add_messages(sid, [{"role": "user", "content": "I'm vegan, by the way."}, *_filler(299)], now=T0 + 1)
+    m.add_messages(sid, [*_filler(300), {"role": "user", "content": "I live in Lisbon now."}], now=T0 + 2)
     closed = m.close_session(sid, tenant="acme", now=T0 + 3)
     assert closed.session.messages == 601
     facts = _facts(m, "u1", T0 + 4)
@@ -93,8 +94,8 @@ def test_a_session_longer_than_one_call_is_extracted_at_close_from_beginning_to_
 def test_a_later_part_of_the_transcript_replaces_an_earlier_parts_value() -> None:
     m = _memory()
     sid = m.open_session("acme", "u1", now=T0)
-    m.add_messages(sid, [{"role": "user", "content": "我住在杭州。"}] + _filler(450), now=T0 + 1)
-    m.add_messages(sid, _filler(100) + [{"role": "user", "content": "我搬家了，现在住在成都。"}], now=T0 + 2)
+    m.add_messages(sid, [{"role": "user", "content": "我住在杭州。"}, *_filler(450)], now=T0 + 1)
+    m.add_messages(sid, [*_filler(100), {"role": "user", "content": "我搬家了，现在住在成都。"}], now=T0 + 2)
     m.close_session(sid, tenant="acme", now=T0 + 3)
     assert _facts(m, "u1", T0 + 4).get("city") == "成都"
 
@@ -154,7 +155,7 @@ def test_parts_keep_every_message_in_order_each_within_the_limits(msgs: list[dic
     for p in got:
         assert 1 <= len(p) <= most
         assert sum(len(x["content"]) for x in p) <= budget or len(p) == 1  # one message over the budget alone
-    for a, b in zip(got, got[1:], strict=False):  # greedy: the next message did not fit
+    for a, b in itertools.pairwise(got):  # greedy: the next message did not fit
         assert len(a) == most or sum(len(x["content"]) for x in a + b[:1]) > budget
 
 

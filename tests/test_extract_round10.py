@@ -50,3 +50,24 @@ def test_a_trap_stores_nothing_for_its_field(trap: str, field: str) -> None:
 ])
 def test_the_plain_statement_is_still_taken(said: str, field: str, value: str) -> None:
     assert any(k == field and value in v for k, v in _got(said)), _got(said)
+
+
+@pytest.mark.parametrize("said, expected, not_expected", [
+    # the workplace between the place and the work verb
+    ("我在深圳一家做无人机的公司上班，工作日基本没空", ("work_city", "深圳"), ("occupation", "无人机")),
+    ("单位在天津滨海新区，我周末才回北京的家", ("work_city", "天津"), ("city", "天津")),
+    ("我们公司在广州天河，我自己住番禺", ("work_city", "广州"), ("city", "广州")),      # 我们公司在: the user's workplace
+    ("我喺香港返工，屋企喺深圳", ("work_city", "香港"), ("city", "香港")),             # Cantonese 喺 / 返工 / 屋企
+    ("我喺香港返工，屋企喺深圳", ("city", "深圳"), ("work_city", "深圳")),
+    # a place the rule read from the cue beside it keeps its field against a learned span of another place field
+    ("I live in Jersey City and take the PATH to my job in Manhattan", ("city", "Jersey City"), ("city", "Manhattan")),
+    ("我是高雄人啦，现在在新竹科学园区上班", ("hometown", "高雄"), ("city", "高雄人")),
+])
+def test_places_by_their_cues(said: str, expected: tuple[str, str], not_expected: tuple[str, str]) -> None:
+    got = _got(said)
+    assert expected in got and not_expected not in got, got
+
+
+def test_a_bare_in_still_yields_to_the_learned_field() -> None:
+    """"a fintech in Lagos": no cue beside the place — the message is about work, so it is the work city."""
+    assert ("work_city", "Lagos") in _got("I'm an Android dev at a fintech in Lagos")

@@ -184,6 +184,7 @@ class _Hit:
     value: Any  # the user's own words
     confidence: float
     canonical: Any = None  # a normalised form beside the value (enum-like fields)
+    sure: bool = True  # a rule hit sure of its field (rules.Found.sure)
 
 
 def _any(text: str, words: Iterable[str]) -> bool:
@@ -328,10 +329,15 @@ def _allergy(s: str) -> list[_Hit]:
             and not re.match(r"(?:点|些|一点|有点|容易|经常|季节性?)$", str(h.value))]
 
 
+_WHAT_THE_FIRM_DOES = re.compile(r"[^\s，,。；;]{1,8}?的(?:公司|企业|工厂|厂|店|单位|机构|团队|平台)")
+
+
 def _occupation(s: str) -> list[_Hit]:
     out = []
     for pat in (_OCC_ZH2, _OCC_ZH, _OCC_ZH3):
         for m in pat.finditer(s):
+            if _WHAT_THE_FIRM_DOES.match(s, m.start(1)):
+                continue  # "在一家做无人机的公司上班": what the company makes, not the user's job
             x = _clean(m.group(1))
             x = re.sub(r"^(一名|一个|个|名)", "", x)
             if OCCUPATION_ZH_SUFFIX.search(x) and not _any(x, ("用户", "会员", "客户", "版", "素食", "吃素")):
@@ -798,6 +804,9 @@ class PatternExtractor:
                 return rivals
             from usermem.understand.tagger import FIELD_FEATURE_THRESHOLD
 
+            if h.key in _PLACE_KEYS and any(c[0].key in _PLACE_KEYS and c[0].key != h.key and c[0].sure
+                                            for c in rivals):
+                return []  # a place a rule read from the cue beside it (住, 人, "my job in") keeps that field
             p = message_fields()
             if p.get(h.key, 0.0) >= _FIELD_SURE and all(
                     c[0].key != h.key and p.get(c[0].key, 0.0) < FIELD_FEATURE_THRESHOLD for c in rivals):
@@ -875,7 +884,8 @@ class PatternExtractor:
                     ok = self._allowed(f.key, fwhy) or ("hypothetical" in why and allowed(f.key, why - {"hypothetical"})
                                                  and hypothetical_only_after(sentence[:c0], clause, f.end))
                     if ok:
-                        add(_Hit(f.key, f.value, f.confidence, f.canonical), base + f.start, base + f.end, "pattern")
+                        add(_Hit(f.key, f.value, f.confidence, f.canonical, f.sure), base + f.start, base + f.end,
+                            "pattern")
                 judged.append((base, clause, why))
             # the learned proposers after every clause's rules: a tagger span that runs over a comma must not take
             # the words a rule found in the next clause ("在中科院读研，研二，…": 研二)

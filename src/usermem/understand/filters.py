@@ -85,7 +85,7 @@ OTHERS = cjk_compile(r"(?<=[\u4e00-\u9fff])的人(?=一般|都|通常|往往|大
                     r"公公|婆婆|岳父|岳母|上司|下属|我姐|我哥|我弟|我妹|老妈|老爸|客人|保姆|房东|舍友|"
                     r"\b(?:cousin|uncle|aunt|auntie|nephew|niece|in-laws?|grandmother|grandfather|stepmom|stepdad)\b|"
                     r"室友|邻居|客户|同学|同桌|发小|死党|老师说|主角|角色|(?<!其)他|她|老婆|老公|妻子|丈夫|媳妇|老伴|爱人|儿子|女儿|孩子|男朋友|女朋友|对象|"
-                    r"我先生|我太太|团队|我们公司|"
+                    r"我先生|我太太|团队|我们公司(?!在|位于|的地址|总部在)|"
                     r"\b(?:friend|friend's|colleague|coworker|boss|manager|brother|sister|mum|mom|dad|mother|father|"
                     r"parents|grandma|grandpa|roommate|neighbou?r|client|he|she|his|her|they|their|character|wife|"
                     r"husband|son|daughter|kids?|boyfriend|girlfriend|partner|team|fiancée?|guests?|mate|buddy|visitors?|nanny|"

@@ -26,6 +26,7 @@ class Found:
     end: int
     canonical: Any = None
     confidence: float = 0.8
+    sure: bool = True  # of its field (places: False when read from a bare "in" / 在, see `places`)
 
 
 def _all(pattern: re.Pattern[str], text: str, key: str, group: int = 1, canonical: Any = None,
@@ -36,9 +37,15 @@ def _all(pattern: re.Pattern[str], text: str, key: str, group: int = 1, canonica
 
 # --- places ---------------------------------------------------------------------------------------------
 
-_WORK_CUE = cjk_compile(r"上班|工作|办公|公司在|上班在|\bwork(?:s|ing)?\b|\boffice\b|\bcommute|\bjob\b", re.IGNORECASE)
+_WORK_CUE = cjk_compile(r"上班|工作|办公|公司在|上班在|单位在|返工|打工|\bwork(?:s|ing)?\b|\boffice\b|\bcommute|\bjob\b",
+                       re.IGNORECASE)
+# words for a workplace ("一家做无人机的公司", "一家小的设计工作室")
+_FIRM = r"公司|企业|工厂|厂|店|单位|机构|团队|平台|律所|事务所|工作室|银行|医院|学校|餐厅|酒店"
+# "我在深圳一家做无人机的公司上班", "在上海的一家律所做助理": the place, then the workplace, then the work verb
+_AT_WORKPLACE = re.compile(r"[^，,。；;!！?？住]{0,14}?(?:公司|单位|工厂|厂|医院|学校|银行|律所|事务所|工作室|门店|店|园区|总部|分公司)"
+                           r"[^，,。；;!！?？住]{0,4}?(?:上班|工作|返工|打工|实习|做|当)")
 _HOME_CUE = cjk_compile(r"老家|家乡|故乡|出生|长大|\bgrew up\b|\boriginally\b|\bfrom\b|\bborn\b|人，|人$|的人", re.IGNORECASE)
-_LIVE_CUE = cjk_compile(r"住|人在|在|定居|搬|base|\blive|\bliving\b|\bbased\b|\bmoved\b|\bmove\b|\bin\b|\bhere\b",
+_LIVE_CUE = cjk_compile(r"住|人在|在|喺|屋企|定居|搬|base|\blive|\bliving\b|\bbased\b|\bmoved\b|\bmove\b|\bin\b|\bhere\b",
                        re.IGNORECASE)
 _NOT_LIVING = cjk_compile(r"出差|旅游|旅行|玩|度假|路过|转机|\btrip\b|\bvisit|\bholiday|\bvacation|\bflying\b",
                          re.IGNORECASE)
@@ -62,6 +69,7 @@ def places(clause: str) -> list[Found]:
     out: list[Found] = []
     found = find_places(clause)
     for n, p in enumerate(found):
+        weak = False
         if p.district and n and found[n - 1].end == p.start:
             continue  # "我住在厦门思明区": the city is 厦门; the district only says where in it
         if re.match(cjk_edges(r"\s*(?:时间|(?i:time)\b)"), clause[p.end:p.end + 6]):
@@ -96,17 +104,20 @@ def places(clause: str) -> list[Found]:
                                                                           r"\bhome'?s (?:still )?$)"), before) or \
                 re.match(r"\s*[,，]?\s*(?i:that'?s where (?:i|we) live)", clause[p.end:p.end + 30]):
             key = "city"  # "I'm Cape Town based", "WFH from Porto", "home is still Porto", "Shoreditch, that's where I live"
-        elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]):
+        elif _WORK_CUE.search(window) or _WORK_CUE.search(clause[p.end:p.end + 10]) or \
+                (re.search(r"在|喺", before[-3:]) and _AT_WORKPLACE.match(clause, p.end)):
             key = "work_city"
         elif re.search(cjk_edges(r"住|\blive|\bliving\b"), before[-14:], re.IGNORECASE):
             key = "city"
         elif _WORK_CUE.search(clause[max(0, p.start - 30):p.start]):
-            key = "work_city"  # "work for a tiny startup in Bangalore"
+            key, weak = "work_city", True  # "work for a tiny startup in Bangalore"
         elif _LIVE_CUE.search(before[-14:]):
-            key = "city"
+            key, weak = "city", True
         else:
             continue
-        out.append(Found(key, p.text, p.start, p.end, p.canonical, 0.75))
+        # a place read from a cue next to it is sure of its field; one read from a bare "in" / 在 or a work word
+        # further away is not (`sure`: a learned span of another place field may take it)
+        out.append(Found(key, p.text, p.start, p.end, p.canonical, 0.75, sure=not weak))
     return out
 
 
@@ -825,8 +836,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("occupation", cjk_compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
     ("occupation", cjk_compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
                               + _END), 0.7),
-    ("occupation", re.compile(r"(?:我在[\u4e00-\u9fffA-Za-z0-9]{1,10}?|我)(?:当|做|干)([\u4e00-\u9fffA-Za-z]{1,8}?)"
-                              r"(?=[，,。.!！?？；;]|的|$)"), 0.6),
+    # "我在医院当护士", "我做外贸的" — not what a company does ("在一家做无人机的公司上班")
+    ("occupation", re.compile(r"(?:我在[\u4e00-\u9fffA-Za-z0-9]{1,10}?|我)(?:当|做|干)((?:(?!的(?:" + _FIRM + r"))"
+                              r"[\u4e00-\u9fffA-Za-z]){1,8}?)(?=[，,。.!！?？；;]|的(?!" + _FIRM + r")|$)"), 0.6),
     ("occupation", re.compile(r"(?:本人|我是)(?:一名|一个|个)?([\u4e00-\u9fffA-Za-z]{1,6}(?:部的|组的|科的))"), 0.6),
     # "做了十年设计", "干了二十多年会计": the work the user has done for years
     ("occupation", re.compile(r"(?:^|[，,。；;]|我|已经|都|但是|不过|可是|以前|之前)(?:做|干)了"
