@@ -128,9 +128,17 @@ class EngineContext:
         finally:
             _PINNED.reset(token)
 
+    # (settings, their limits): built once, not on every write (Settings is frozen, so the identity of
+    # `settings` tells whether the limits still hold).
+    _limits: tuple[Settings, Limits] | None = field(default=None, init=False, repr=False, compare=False)
+
     @property
     def limits(self) -> Limits:
-        return Limits(max_value_bytes=self.settings.max_value_bytes, max_batch=self.settings.max_batch)
+        settings, cached = self.settings, self._limits
+        if cached is None or cached[0] is not settings:
+            cached = self._limits = (settings, Limits(max_value_bytes=settings.max_value_bytes,
+                                                      max_batch=settings.max_batch))
+        return cached[1]
 
     def now(self, now: float | None) -> float:
         # Finite Unix seconds within years 1-9999, else ValidationError/InvalidArgument (policy/validate.py).

@@ -70,9 +70,18 @@ def check_ids(tenant: Any, user_id: Any, **audited: Any) -> None:
         raise ValidationError(str(exc), field=exc.field) from None
 
 
+# At most this many tenants' last contract sets kept as hints (a dict cleared when full; the registry keeps
+# every tenant's parsed set anyway, so an entry is one reference).
+_HINTS_KEPT = 65_536
+
+
 class WritePipeline:
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
+        # The contract set each tenant's last write found, for judging the next one before its transaction
+        # on a serialised store (see write_many). Only a guess: the set in force is read inside the write's
+        # transaction, and a batch judged under another set is judged again under that one.
+        self._contract_hints: dict[str, ContractSet] = {}
 
     # -- public --------------------------------------------------------------------------------------
 
@@ -88,12 +97,21 @@ class WritePipeline:
         if len(requests) > self.ctx.limits.max_batch:
             raise ValidationError(f"batch of {len(requests)} writes exceeds the limit of {self.ctx.limits.max_batch}",
                                   field="writes")
-        contracts = self.ctx.contracts_for(tenant)
+        # On the embedded SQLite store (one connection, `serialised`) the tenant's contract set is read inside
+        # the write transaction: the read then needs no read lock of its own (several system calls outside a
+        # transaction) and sees exactly the state the write commits on. The batch is judged (validation and
+        # guards, no I/O) before the transaction, under the set the tenant's last write found, so the write
+        # lock is not held for it; if the set read inside differs, the batch is judged again under it there.
+        # Other stores read the set first, as every pipeline does.
+        in_tx = self.ctx.store.capabilities.serialised
+        contracts = (self._contract_hints.get(tenant, self.ctx.contracts) if in_tx
+                     else self.ctx.contracts_for(tenant))
         prepared = [(r, self.prepare(r, contracts)) for r in requests]
         written: list[MemoryRecord] = []
         for attempt in range(3):
             try:
-                results, written = self._apply(tenant, user_id, prepared, at, change_set_id, actor)
+                results, written = self._apply(tenant, user_id, prepared, at, change_set_id, actor,
+                                               contracts if in_tx else None)
                 break
             except IntegrityError:
                 # Another writer won a race the lock should have prevented (e.g. a backend without key
@@ -153,11 +171,21 @@ class WritePipeline:
         return _Prepared(req, checked.kind, checked.source, checked.value_json, contract, importance, confidence)
 
     def _apply(self, tenant: str, user_id: str, prepared: Sequence[tuple[WriteRequest, _Prepared | WriteResult]],
-               at: float, change_set_id: str | None,
-               actor: str | None) -> tuple[list[WriteResult], list[MemoryRecord]]:
+               at: float, change_set_id: str | None, actor: str | None,
+               judged_under: ContractSet | None = None) -> tuple[list[WriteResult], list[MemoryRecord]]:
+        """Store a judged batch in one transaction. `judged_under`: the contract set `prepared` was judged
+        under, to be checked against the set read inside the transaction (None: read before it)."""
         results: list[WriteResult] = []
         written: list[MemoryRecord] = []
         with self.ctx.transaction(tenant, user_id) as tx:
+            if judged_under is not None:
+                in_force = self.ctx.contracts_for(tenant)
+                if in_force is not judged_under:
+                    prepared = [(r, self.prepare(r, in_force)) for r, _ in prepared]
+                hints = self._contract_hints
+                if len(hints) >= _HINTS_KEPT and tenant not in hints:
+                    hints.clear()
+                hints[tenant] = in_force
             for request, item in prepared:
                 if isinstance(item, WriteResult):  # rejected before any I/O
                     results.append(item)

@@ -366,6 +366,9 @@ DEFAULT_CONTRACTS: tuple[FieldContract, ...] = (
 )
 
 
+_UNKNOWN_DEFAULTS_KEPT = 4096  # per ContractSet; keys are at most 64 characters
+
+
 class ContractSet:
     """An immutable lookup of contracts by key and alias, plus the policy for unknown keys."""
 
@@ -378,6 +381,9 @@ class ContractSet:
         self._by_key: dict[str, FieldContract] = {c.key: c for c in contracts}
         self.unknown = unknown
         self.forbidden_keys = frozenset(forbidden_keys)
+        # for_write's L1 contracts of unknown keys, built once per (key, kind): the set is immutable and so
+        # are FieldContracts, and a tenant writes the same few keys over and over (bounded; see for_write).
+        self._unknown_defaults: dict[tuple[str, Kind], FieldContract] = {}
 
     def get(self, key: str) -> FieldContract | None:
         return self._by_key.get(key)
@@ -392,7 +398,12 @@ class ContractSet:
             return known
         if self.unknown is UnknownFieldPolicy.REJECT:
             return None
-        return FieldContract(key=key, kind=kind)
+        made = self._unknown_defaults.get((key, kind))
+        if made is None:
+            made = FieldContract(key=key, kind=kind)
+            if len(self._unknown_defaults) < _UNKNOWN_DEFAULTS_KEPT:
+                self._unknown_defaults[(key, kind)] = made
+        return made
 
     def __iter__(self) -> Iterator[FieldContract]:
         return iter(self._by_key.values())

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from usermem.policy.normalize import fold
 
@@ -304,11 +305,21 @@ _DETECTORS: tuple[tuple[PIIKind, Callable[[str], Iterator[Finding]]], ...] = (
 ALL_KINDS: frozenset[PIIKind] = frozenset(PIIKind)
 
 
+@lru_cache(maxsize=64)
+def _kinds_of(kinds: frozenset[PIIKind | str]) -> frozenset[PIIKind]:
+    return frozenset(PIIKind(k) for k in kinds)
+
+
 def detect(text: str, kinds: Iterable[PIIKind | str] | None = None) -> list[Finding]:
     """All non-overlapping findings in `text`, in order. Earlier detectors win overlaps."""
     if not isinstance(text, str):
         raise TypeError(f"detect() needs a str, got {type(text).__name__}")
-    wanted = ALL_KINDS if kinds is None else frozenset(PIIKind(k) for k in kinds)
+    if kinds is None:
+        wanted = ALL_KINDS
+    elif type(kinds) is frozenset:
+        wanted = _kinds_of(kinds)  # the write guard's sets, converted once
+    else:
+        wanted = frozenset(PIIKind(k) for k in kinds)
     folded = fold(text)
     taken: list[Finding] = []
     for kind, finder in _DETECTORS:

@@ -214,9 +214,14 @@ def check_key(key: Any) -> str:
     return key
 
 
+# json.dumps with these arguments builds this same encoder on every call (its own shortcut is for the default
+# arguments only); built once, `encode` gives the identical text (tests/test_write_fast_path.py).
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """Stable JSON used for storage and for equality (NOOP) checks."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def _depth(value: Any, limit: int, level: int = 0) -> None:
@@ -381,6 +386,9 @@ def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
         raise typed_error(exc) from None
 
 
+_SOURCE_TEXT: dict[str, Source] = {s.value: s for s in Source}  # Source(text) for the valid texts, without Enum.__call__
+
+
 def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = DEFAULT_LIMITS) -> Checked:
     if not isinstance(kind, str):
         raise TypeError(f"kind must be a str, got {type(kind).__name__}")
@@ -393,7 +401,7 @@ def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = D
         raise InputProblem(f"unknown kind {shown(kind)}; expected one of {[k.value for k in Kind]} (or 'profile')",
                            "kind") from None
     try:
-        parsed_source = Source(source)
+        parsed_source = _SOURCE_TEXT.get(source) or Source(source)
     except ValueError:
         raise InputProblem(f"unknown source {shown(source)}; expected one of {[s.value for s in Source]}",
                            "source") from None

@@ -28,10 +28,15 @@ _KINDS = {k.value: k for k in Kind}
 _SOURCES = {s.value: s for s in Source}
 
 
+# What json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=...) builds per call.
+_ENCODERS = {nan: json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=nan)
+             for nan in (False, True)}
+
+
 def dumps_value(value: Any, *, allow_nan: bool = True) -> str:
     """The canonical JSON text of a value (what SQLite stores, what PostgreSQL keeps when JSONB cannot;
     PostgreSQL refuses NaN and infinities, `allow_nan=False`)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=allow_nan)
+    return _ENCODERS[bool(allow_nan)].encode(value)
 
 
 # A JSON text that is one string without escapes: what most stored values are. The JSON grammar allows any
