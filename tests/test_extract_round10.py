@@ -71,3 +71,30 @@ def test_places_by_their_cues(said: str, expected: tuple[str, str], not_expected
 def test_a_bare_in_still_yields_to_the_learned_field() -> None:
     """"a fintech in Lagos": no cue beside the place — the message is about work, so it is the work city."""
     assert ("work_city", "Lagos") in _got("I'm an Android dev at a fintech in Lagos")
+
+
+@pytest.mark.parametrize("said, expected", [
+    ("我巨爱螺蛳粉，这附近哪家正宗？", ("likes", "螺蛳粉")),
+    ("My native place is Coimbatore but currently staying in Hyderabad only", ("hometown", "Coimbatore")),
+    ("My native place is Coimbatore but currently staying in Hyderabad only", ("city", "Hyderabad")),
+    ("I was born 1989-11-22 if the form needs it", ("birthday", "1989-11-22")),
+])
+def test_everyday_phrasings_of_the_sixth_writer(said: str, expected: tuple[str, str]) -> None:
+    assert expected in _got(said), _got(said)
+
+
+def test_an_iso_birthday_keeps_its_year_as_canonical() -> None:
+    [c] = [c for c in _M.understanding.extract(["I was born 1989-11-22"], tenant="t", use_llm=False)
+           if c.key == "birthday"]
+    assert c.canonical == "1989-11-22"
+
+
+def test_a_correction_opened_with_an_apology_replaces_the_value() -> None:
+    got = {(c.key, str(c.value)) for c in _M.understanding.extract(
+        [{"role": "user", "content": "我对花生过敏"}, {"role": "user", "content": "不好意思，是腰果，花生其实没事"}],
+        tenant="t", use_llm=False)}
+    assert ("allergy", "腰果") in got and ("allergy", "花生") not in got
+
+
+def test_a_hotel_stay_is_still_no_home() -> None:
+    assert "city" not in _keys("I'm staying at the Hilton in Paris")

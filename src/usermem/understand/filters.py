@@ -37,7 +37,7 @@ WISH = cjk_compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也�
                   r"(?:准备|打算|计划|考虑)(?:要)?(?:去|搬|到|回)|\b(?:planning|plan|hoping|thinking of|thinking about|"
                   r"considering|going) (?:to )?(?:move|moving|relocate|relocating)\b|"
                   r"等我.{0,6}?(?:有钱|退休|毕业|结婚|买房|搬家|长大|有空|有时间)|等(?:到)?(?:退休|毕业|老了|有钱了|结婚|买了房)|想学|打算学|准备学|"
-                  r"\bwant(?:s|ed)? to learn\b|\bstay(?:ing)? (?:at|in|with)\b|入住|"
+                  r"\bwant(?:s|ed)? to learn\b|(?<!currently )(?<!presently )\bstay(?:ing)? (?:at|in|with)\b|入住|"
                   r"\b(?:once|when|after) i (?:retire|graduate|get married|have (?:the )?(?:money|time)|make it)\b|"
                   r"\bwant(?:s|ed)? to (?:get|move|live|work)\b|"
                   r"\bthinking (?:of|about) (?:getting|moving|becoming|going)\b|\bplanning to (?:get|move)\b|"
@@ -189,7 +189,7 @@ QUESTION_SENTENCE = cjk_compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|w
                                re.IGNORECASE)
 CORRECTION = re.compile(r"^\s*(?:(?:嗯+|额+|呃+|哦+|噢+|啊+|唔+|诶+|(?i:hmm+|umm*|uh+|er+|oh|well))\s*[，,.。…~\s]*)?(?:不对|不是不是|说错了|我说错了|打错了|我打错了|记错了|我记错了|搞错了|我搞错了|弄错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
                         r"诶?还是|算了|哦不对|其实是|其实|改成|改为|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|"
-                        r"no wait|no\s*[,—–-]|nope|sorry,?|correction|"
+                        r"no wait|no\s*[,—–-]|nope|sorry,?|correction|不好意思[，,]?|抱歉[，,]?|"
                         r"i mean|i meant|scratch that|make that|oops)",
                         re.IGNORECASE)
 # A dot inside a number ("5.20", "$1,200.50") or after a title ("Dr. Wu") and a thousands comma end nothing.

@@ -95,7 +95,7 @@ def places(clause: str) -> list[Found]:
             key = "city"  # "remote from Halifax", "WFH from Porto": where the user lives and works
         elif re.search(cjk_edges(r"(?i:\bwork(?:ing)? from\s*$)"), before):
             key = "work_city"  # "I'm working from Tbilisi for the next few years"
-        elif _HOME_CUE.search(before[-8:]) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
+        elif _HOME_CUE.search(before[-8:]) or re.search(r"(?i:\bnative (?:place|town|village)(?: is)?\s*)$", before) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
                 re.search(cjk_edges(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$"), before) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
@@ -568,7 +568,7 @@ _NOT_PHONE = re.compile(r"卡|订单|单号|身份证|账号|card|order|account|
 _ZH_MD = r"[一二三四五六七八九十]{1,3}月[一二三四五六七八九十]{1,3}[日号]"
 _BIRTHDAY = re.compile(r"(?:生日(?:是|在)?|出生于|(?<![A-Za-z])born(?: on)?|birthday(?: is|'s)?(?: on)?|"
                        r"turning \d{1,3} on|(?:i'?ll be|i turn) \d{1,3} on)\s*"
-                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|" + _ZH_MD + r"|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
+                       r"((?:\d{4}年)?\d{1,2}月\d{1,2}[日号]?|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?!\d)|" + _ZH_MD + r"|农历[^\s，,。]{2,8}|(?<=生日 )\d{1,2}\.\d{1,2}(?!\d)|"
                        r"(?<=生日)\d{1,2}\.\d{1,2}(?!\d)|the \d{1,2}(?:st|nd|rd|th)(?: of (?:january|february|march|april|may|june|july|"
                        r"august|september|october|november|december))?|"
                        r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
@@ -617,6 +617,9 @@ def month_day(text: str) -> str | None:
         month, day = zh_number(zh.group(1)), zh_number(zh.group(2))
         if month and day and 1 <= month <= 12 and 1 <= day <= 31:
             return f"{int(month):02d}-{int(day):02d}"
+    iso = re.fullmatch(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})", text.strip())
+    if iso and 1 <= int(iso.group(2)) <= 12 and 1 <= int(iso.group(3)) <= 31:
+        return f"{iso.group(1)}-{int(iso.group(2)):02d}-{int(iso.group(3)):02d}"  # "1989-11-22"
     m = re.search(r"(?:(\d{4})年)?(\d{1,2})(?:月|\.(?=\d{1,2}$))(\d{1,2})", text.strip())
     if m:
         md = f"{int(m.group(2)):02d}-{int(m.group(3)):02d}"
@@ -767,7 +770,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("likes", cjk_compile(r"(?:i have a soft spot for|can'?t get enough of|i'?m a sucker for|i'?m a (?:big|huge) fan of|"
                          r"i adore|i'?m crazy about|i'?m addicted to)\s+([^,.;!?]{2,40}?)"
                          r"(?:\s+(?:lately|these days|recently|right now))?" + _END_LIST, re.IGNORECASE), 0.6),
-    ("likes", cjk_compile(r"(?:就爱|特别爱|最爱|超爱|超喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
+    ("likes", cjk_compile(r"(?:就爱|特别爱|最爱|超爱|巨爱|贼爱|超级爱|超喜欢|巨喜欢|最喜欢)((?:吃|喝|看|听|玩)?[\u4e00-\u9fffA-Za-z]{1,6}?)(?:的)?" + _END),
      0.6),
     ("brands", cjk_compile(r"(?i:i'?m an?|we'?re an?)\s+([A-Z][\w&'\-]+)\s+(?:guy|girl|person|fan|family|household|"
                           r"loyalist|user|man|woman)\b"), 0.65),
