@@ -98,3 +98,22 @@ def test_a_correction_opened_with_an_apology_replaces_the_value() -> None:
 
 def test_a_hotel_stay_is_still_no_home() -> None:
     assert "city" not in _keys("I'm staying at the Hilton in Paris")
+
+
+@pytest.mark.parametrize("said, expected", [
+    ("I work at Barclays||Correction — I moved to Monzo in June", ("employer", "Monzo")),
+    ("I live in Leeds but I'm in Edinburgh for the festival", ("city", "Leeds")),
+])
+def test_one_offs_and_time_tails(said: str, expected: tuple[str, str]) -> None:
+    turns = [{"role": "user", "content": t} for t in said.split("||")]
+    got = {(c.key, str(c.value)) for c in _M.understanding.extract(turns, tenant="t", use_llm=False)}
+    assert expected in got and not any(k == expected[0] and v != expected[1] for k, v in got), got
+
+
+def test_a_one_off_said_for_the_whole_sentence_covers_every_clause() -> None:
+    assert "report_format" not in _keys("for this report only, do it as a PowerPoint")
+    assert "report_format" in _keys("do my reports as PowerPoint from now on")
+
+
+def test_alis_the_company() -> None:
+    assert ("employer", "阿里") in _got("我在阿里上班") and "work_city" not in _keys("我在阿里上班")

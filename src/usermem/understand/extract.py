@@ -329,6 +329,19 @@ def _allergy(s: str) -> list[_Hit]:
             and not re.match(r"(?:点|些|一点|有点|容易|经常|季节性?)$", str(h.value))]
 
 
+# A time phrase closing a value of a field that names no time ("Monzo in June", "Infosys since 2019").
+_MONTHS = r"jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
+_TIME_TAIL = re.compile(r"(?i)\s+(?:(?:back )?in|since|from|as of|starting)\s+(?:(?:early |late |mid-?)?(?:" + _MONTHS + r")\b"
+                        r"(?:\s+\d{4})?|\d{4}\b|(?:last|this|next) (?:year|month|week|summer|spring|autumn|fall|winter)\b)"
+                        r"[\s,.!]*$")
+def _untimed(key: str, value: str) -> str:
+    """`value` without a time phrase closing it, for a field that names no time ("Monzo in June" -> "Monzo")."""
+    tail = _TIME_TAIL.search(value) if key in _TIMELESS else None
+    return value[:tail.start()] if tail is not None and tail.start() else value
+
+
+_TIMELESS = frozenset({"employer", "occupation", "city", "work_city", "hometown", "education", "pets", "children", "spouse",
+                       "name", "preferred_name", "diet", "allergy", "likes", "hobbies", "brands", "usual_order"})
 _WHAT_THE_FIRM_DOES = re.compile(r"[^\s，,。；;]{1,8}?的(?:公司|企业|工厂|厂|店|单位|机构|团队|平台)")
 
 
@@ -765,8 +778,9 @@ class PatternExtractor:
                 # "my office is in Manchester" / "no wait, Salford": the corrected place keeps the field it corrects
                 out = [c for c in out if not (c.key in _PLACE_KEYS and normalise(str(c.value)) == normalise(value[0]))]
             if value is not None:
-                out.append(replace(prev, value=value[0], canonical=value[1], evidence=msg.content,
-                                   message_index=msg.index))
+                words = _untimed(prev.key, value[0])  # "Correction — I moved to Monzo in June": Monzo
+                out.append(replace(prev, value=words, canonical=value[1] if words == value[0] else
+                                   _canonical_of(prev.key, words), evidence=msg.content, message_index=msg.index))
                 have.add(prev.key)
         return out
 
@@ -814,6 +828,9 @@ class PatternExtractor:
             return []
 
         def add(h: _Hit, start: int, end: int, method: str, span: bool = False) -> None:
+            if isinstance(h.value, str) and h.key in _TIMELESS and (tail := _TIME_TAIL.search(h.value)) and tail.start():
+                # "I moved to Monzo in June", "working at Infosys since 2019": when is not part of the value
+                h, end = replace(h, value=h.value[:tail.start()]), (start + tail.start() if start >= 0 else end)
             if isinstance(h.value, str) and _LAUGH_TAIL.search(h.value):
                 value = _LAUGH_TAIL.sub("", h.value)  # "叫我小胖哈哈": the laugh is not part of the name
                 if value:

@@ -129,7 +129,7 @@ ONE_OFF = cjk_compile(r"这次|这一次|这回|今天|今晚|明天|明早|明�
                      r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
                      r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
-                     r"funeral|few days)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
+                     r"funeral|few days|festival|weekend|holidays?|match|game|concert|gig|race|marathon)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
 # Latin laughs are matched by letter edges, not \b: a Chinese character next to one is a word character too ("加班了lol").
 LAUGH = re.compile(r"哈哈|呵呵|😂|🤣|😜|🙃|(?<![A-Za-z])(?:lol|lmao|haha|rofl)(?![A-Za-z])", re.IGNORECASE)
 JOKE = cjk_compile(r"开玩笑|开个玩笑|逗你|骗你|说着玩|just kidding|\bjk\b|i'?m kidding|just for fun|for fun", re.IGNORECASE)
@@ -397,8 +397,16 @@ def mask_quotes(text: str) -> str:
 _HEARSAY_TAIL = re.compile(r"[,，]\s*(?:apparently|supposedly|allegedly|据说|听说是)\s*[.!。！]*\s*$", re.IGNORECASE)
 
 
+# A one-off said once for the whole sentence ("for this report only, do it as a PowerPoint", "just this once, …",
+# "仅此一次，…"): every clause of it is the one-off, not only the clause holding the words.
+ONE_OFF_SENTENCE = cjk_compile(r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|\bjust (?:this|for) "
+                               r"once\b|\bthis one time\b|仅此一次|就这一次|只这一次|下不为例", re.IGNORECASE)
+
+
 def sentence_reasons(sentence: str) -> set[str]:
     out = set()
+    if ONE_OFF_SENTENCE.search(sentence):
+        out.add("one_off")
     if HYPOTHETICAL.search(sentence):
         out.add("hypothetical")
     if JOKE.search(sentence):

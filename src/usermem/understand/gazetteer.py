@@ -25,7 +25,8 @@ _CN_SUFFIX = re.compile(r"(特别行政区|维吾尔自治区|壮族自治区|�
 # Short names that are everyday words, never taken as places on their own.
 _CJK_STOP = frozenset({"比如", "城区", "市区", "郊区", "新区", "开发区", "矿区", "东区", "西区", "南区", "北区", "中区", "老家",
                        "家里", "公司", "上班", "北京时间", "和平", "城中", "通州湾", "白云", "长安", "普通", "大方",
-                       "永安", "平安", "安全", "吉利", "新华", "光明", "新城", "高新", "红旗", "文化", "市中"})
+                       "永安", "平安", "安全", "吉利", "新华", "光明", "新城", "高新", "红旗", "文化", "市中",
+                       "阿里"})  # 阿里: the company far more often than the prefecture (阿里地区 still is one)
 _LATIN_STOP = frozenset({"officer", "nice", "mobile", "reading", "bath", "split", "gap", "of", "van", "mercedes", "victoria",
                          "florence", "hope", "orange", "york", "university", "college", "sale", "wells", "march",
                          "may", "june", "august", "mary", "paris texas", "university park", "university city",
@@ -34,7 +35,7 @@ _LATIN_STOP = frozenset({"officer", "nice", "mobile", "reading", "bath", "split"
                          "liberty", "normal", "lincoln", "jackson", "washington", "harrison", "franklin", "chester",
                          "wakefield", "derby", "salem", "surprise", "harlow", "lucky", "start", "home", "garden",
                          "sandy", "lodi", "laval", "ponce", "chula", "davis", "moore", "lorain", "kent", "bristol",
-                         "dover", "clay", "hamilton", "auburn"})
+                         "dover", "clay", "hamilton", "auburn", "udon"})
 
 
 @dataclass(frozen=True, slots=True)
