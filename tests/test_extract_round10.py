@@ -117,3 +117,17 @@ def test_a_one_off_said_for_the_whole_sentence_covers_every_clause() -> None:
 
 def test_alis_the_company() -> None:
     assert ("employer", "阿里") in _got("我在阿里上班") and "work_city" not in _keys("我在阿里上班")
+
+
+def test_languages_joined_by_gen_or_tong_are_items_and_gen_elsewhere_joins_nothing() -> None:
+    got = _got("我会说闽南话跟普通话，日语考过N2")
+    assert {("languages_spoken", "闽南话"), ("languages_spoken", "普通话")} <= got
+    assert ("languages_spoken", "广东话") in _got("我讲广东话同英文")
+
+
+def test_a_medication_loses_its_frequency_and_a_channel_the_user_does_not_read_is_not_theirs() -> None:
+    [med] = [v for k, v in _got("I'm on levothyroxine every morning, can I take it with my iron tablet?")
+             if k == "medical_history"]
+    assert med == "levothyroxine"
+    got = _got("有事钉钉找我，微信下班后我是不看的")
+    assert ("contact_channel", "钉钉") in got and ("contact_channel", "微信") not in got

@@ -334,9 +334,14 @@ _MONTHS = r"jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june?|july?|aug(?:us
 _TIME_TAIL = re.compile(r"(?i)\s+(?:(?:back )?in|since|from|as of|starting)\s+(?:(?:early |late |mid-?)?(?:" + _MONTHS + r")\b"
                         r"(?:\s+\d{4})?|\d{4}\b|(?:last|this|next) (?:year|month|week|summer|spring|autumn|fall|winter)\b)"
                         r"[\s,.!]*$")
+_FREQUENCY_TAIL = re.compile(r"(?i)\s+(?:every (?:morning|day|night|evening|week)|each (?:morning|day|night)|daily|"
+                             r"once a day|twice a day|at night|in the morning)[\s,.!]*$")
+
+
 def _untimed(key: str, value: str) -> str:
     """`value` without a time phrase closing it, for a field that names no time ("Monzo in June" -> "Monzo")."""
-    tail = _TIME_TAIL.search(value) if key in _TIMELESS else None
+    tail = _TIME_TAIL.search(value) if key in _TIMELESS else _FREQUENCY_TAIL.search(value) \
+        if key == "medical_history" else None
     return value[:tail.start()] if tail is not None and tail.start() else value
 
 
@@ -408,6 +413,11 @@ _DEVICE_BEFORE = re.compile(r"(?:打|拨|联系|找|通知|call|ring|text|reach|
 _DEVICE_AFTER = cjk_compile(r"\s*(?:联系|找我|打给我|号|number|call|calls?\b|is best|works best|only)")
 
 
+# A channel the user does not read: "微信下班后我是不看的", "email我常常漏看", "WhatsApp I never check".
+_UNREAD_AFTER = cjk_compile(r"[^，,。.!！?？;；]{0,10}?(?:我)?(?:是|基本|一般|常常|经常|很少)?(?:不看|不回|看不到|漏看|不怎么看|很少看|"
+                            r"不常看|(?i:\s*i (?:never|rarely|hardly ever|don'?t) (?:check|read|look at)))")
+
+
 def _channels(s: str) -> list[_Hit]:
     """Contact channel (positive) and contact constraints (negative), e.g. "只接受邮件，不要打电话"."""
     low = s.lower()
@@ -422,6 +432,8 @@ def _channels(s: str) -> list[_Hit]:
             if word in _DEVICE_WORDS and not (_DEVICE_BEFORE.search(low[max(0, m.start() - 10):m.start()])
                                               or _DEVICE_AFTER.match(low, m.end())):
                 continue  # "手机上看表格太宽", "the phone goes in a drawer": the device, not a way to reach the user
+            if _UNREAD_AFTER.match(low, m.end()):
+                continue  # "微信下班后我是不看的", "email我常常漏看": not the way to reach the user (no rule either)
             if re.search(r"(不要|别|不用|不接|不想|不接受|don'?t|do not|never|no|not)\s*\S{0,3}$", before):
                 if channel not in negative:
                     negative.append(channel)
@@ -432,7 +444,8 @@ def _channels(s: str) -> list[_Hit]:
                      "contact", "notify", "get in touch", "email me", "text me", "call me back", "message me",
                      "只", "only", "prefer", "就好", "就行", "最方便", "比较方便", "easiest", "best for me",
                      "works best", "preferred", " > ", "上叫我", "上找我", "上联系我", "留言", "私聊", "私信", "is best",
-                     "'s best", "mostly on", "reachable on", "ping me", "hit me up", "dms", "dm me")
+                     "'s best", "mostly on", "reachable on", "ping me", "hit me up", "dms", "dm me", "slack me",
+                     "whatsapp me", "telegram me", "signal me", "teams me")
     if not (positive or negative) or not (_any(low, contact_verbs) or negative):
         return []
     if re.search(r"(?<![a-z])(?:call me|just say|call him|call her)\s+(?:dr\.?\s|mr\.?\s|ms\.?\s|mrs\.?\s)?[a-z]", low) \
@@ -828,9 +841,9 @@ class PatternExtractor:
             return []
 
         def add(h: _Hit, start: int, end: int, method: str, span: bool = False) -> None:
-            if isinstance(h.value, str) and h.key in _TIMELESS and (tail := _TIME_TAIL.search(h.value)) and tail.start():
-                # "I moved to Monzo in June", "working at Infosys since 2019": when is not part of the value
-                h, end = replace(h, value=h.value[:tail.start()]), (start + tail.start() if start >= 0 else end)
+            if isinstance(h.value, str) and (words := _untimed(h.key, h.value)) != h.value:
+                # "I moved to Monzo in June", "on levothyroxine every morning": when is not part of the value
+                h, end = replace(h, value=words), (start + len(words) if start >= 0 else end)
             if isinstance(h.value, str) and _LAUGH_TAIL.search(h.value):
                 value = _LAUGH_TAIL.sub("", h.value)  # "叫我小胖哈哈": the laugh is not part of the name
                 if value:
@@ -1482,6 +1495,8 @@ def _listed_channels(chosen: list[tuple[_Hit, int, int, str]], text: str) -> lis
 # Collection fields whose values are split into items at a conjunction; a travel preference "全季或者亚朵" is one choice.
 _SPLIT_ITEMS = ACCUMULATE - {"travel_preferences"}
 _ITEM_JOIN = re.compile(r"\s*(?:、|以及|或者|和)\s*|\s*,?\s+(?:and|or|as well as)\s+", re.IGNORECASE)
+# between languages 跟 / 同 / 与 join too ("闽南话跟普通话", "广东话同英文"), where elsewhere 跟 is "with" ("跟朋友打球")
+_LANGUAGE_JOIN = re.compile(_ITEM_JOIN.pattern.replace("和)", "和|跟|同|与)", 1), re.IGNORECASE)
 _DANGLING = cjk_compile(r"(?i)\b(?:with|of|for|to|the|a|an|in|on|at|and|or|my|from|about|like)$")
 
 
@@ -1491,11 +1506,12 @@ def _list_items(c: tuple[_Hit, int, int, str]) -> list[tuple[_Hit, int, int, str
     that is no item on its own (under two characters, or cut after a function word: "anything with") is left out.
     Anything else unchanged."""
     h, start, _, method = c
-    if h.key not in _SPLIT_ITEMS or not isinstance(h.value, str) or not _ITEM_JOIN.search(h.value):
+    join = _LANGUAGE_JOIN if h.key == "languages_spoken" else _ITEM_JOIN
+    if h.key not in _SPLIT_ITEMS or not isinstance(h.value, str) or not join.search(h.value):
         return [c]
     value = h.value
     inside = _zh_word_edges(value)[0] if _CJK_RUN.search(value) else frozenset()
-    cuts = [m for m in _ITEM_JOIN.finditer(value) if m.start() > 0 and m.end() < len(value)
+    cuts = [m for m in join.finditer(value) if m.start() > 0 and m.end() < len(value)
             and not (m.group().strip() == "和" and (m.start() in inside or m.end() in inside))]
     if not cuts:
         return [c]
