@@ -131,3 +131,12 @@ def test_a_medication_loses_its_frequency_and_a_channel_the_user_does_not_read_i
     assert med == "levothyroxine"
     got = _got("有事钉钉找我，微信下班后我是不看的")
     assert ("contact_channel", "钉钉") in got and ("contact_channel", "微信") not in got
+
+
+def test_an_allergy_introduced_with_here_is_no_job_and_a_firm_before_its_city_is_the_employer() -> None:
+    got = _got("sesame allergy here so hummus is off the table")
+    assert "occupation" not in {k for k, _ in got}
+    assert ("occupation", "night nurse") in _got("night nurse here, need a sleep schedule")
+    got = _got("I am working in Infosys Bangalore since 2019, kindly help me prepare for my appraisal")
+    assert ("employer", "Infosys") in got and ("work_city", "Bangalore") in got
+    assert "employer" not in _keys("我是上海人，但现在在东京工作")

@@ -253,7 +253,10 @@ _ALLERGY_EN = cjk_compile(r"(?:^\s*|\b(?:i'?m|i am|i'?ve always been|i have been
                          r"([a-z][a-z \-]{1,40}?)(?=[,.;!?—–]|\s+(?:and\s+i|so|but|though|which|lol)\b|$)")
 _ALLERGY_EN3 = cjk_compile(r"^\s*([a-z][a-z \-]{1,25}?)\s+(?:makes my (?:mouth|throat|lips|skin|face) (?:itch|swell|tingle)|"
                           r"gives me hives|makes me break out|makes me swell up)\b")
-_ALLERGY_EN2 = cjk_compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b")
+_ALLERGY_EN2 = cjk_compile(r"\bi have (?:an? |a severe |severe )?([a-z][a-z \-]{1,30}?) allergy\b|"
+                          # "sesame allergy here", "nut allergy over here": the user introducing themself by it
+                          r"^\s*(?:(?:severe|bad|mild) )?([a-z][a-z\-]{1,20}(?: [a-z][a-z\-]{1,20})?) allerg(?:y|ies) "
+                          r"(?:over )?here\b")
 
 _OCC_ZH = re.compile(r"我(?:现在)?(?:是|是一名|是一个|是个|是名|当|做)(?:一名|一个|个|名)?([^\s，,。.!！？?；;的]{2,10})")
 _OCC_ZH2 = re.compile(r"我(?:的工作|的职业)是([^\s，,。.!！？?；;]{2,10})")
@@ -324,7 +327,7 @@ def _allergy(s: str) -> list[_Hit]:
     low = s.lower()
     for pat in (_ALLERGY_EN, _ALLERGY_EN2, _ALLERGY_EN3):
         for m in pat.finditer(low):
-            out.append(_Hit("allergy", _clean(m.group(1)), _CONF_EXPLICIT))
+            out.append(_Hit("allergy", _clean(m.group(m.lastindex or 1)), _CONF_EXPLICIT))
     return [h for h in out if h.value and not _NOT_ALLERGEN.search(str(h.value))
             and not re.match(r"(?:点|些|一点|有点|容易|经常|季节性?)$", str(h.value))]
 

@@ -836,7 +836,9 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
      0.7),
     # "每次都点麦辣鸡腿堡套餐", "一般就点燕麦拿铁": what the user always orders
     ("usual_order", cjk_compile(r"(?:每次都|一般都|一般就|一直|每回都|基本都)(?:是)?点(?:的是)?([^，,。.!！?？；;]{2,14}?)" + _END), 0.6),
-    ("occupation", cjk_compile(r"^\s*((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
+    # "night nurse here", "fellow teacher here" — not what another field introduces ("sesame allergy here", "vegan here")
+    ("occupation", cjk_compile(r"^\s*(?!(?:[A-Za-z\-]+ ){0,2}(?i:allerg\w*|vegan|vegetarian|diabetic|coeliac|celiac|"
+                              r"pescatarian|newbie|noob|lurker|beginner)\b)((?:[A-Za-z\-]+ ){0,2}[A-Za-z\-]+) here\b"), 0.55),
     ("occupation", cjk_compile(r"(?i:i work as|i'm working as|my job is|i'm employed as)\s+(?:an? |the )?([a-z][a-z \-]{1,30}?)"
                               + _END), 0.7),
     # "我在医院当护士", "我做外贸的" — not what a company does ("在一家做无人机的公司上班")
@@ -860,7 +862,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
                             r"accountant|intern|student|sophomore|freshman|fresher|pm|architect|editor|writer|chef|"
                             r"barista|lecturer|professor|recruiter|paralegal|pharmacist)s?\s+at\s+)"
                             r"((?:the )?[A-ZÀ-ÖØ-Þ][\w&'.\-]*(?: [A-ZÀ-ÖØ-Þ][\w&'.\-]*){0,3})"), 0.7),
-    ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|joined|i'm with)\s+"
+    ("employer", re.compile(r"(?i:i work at|i work for|i'm at|i've been at|working at|working in|working for|joined|i'm with)\s+"
                             r"((?:the )?[A-Z][\w&'.\-]*(?: [A-Z][\w&'.\-]*){0,3})"), 0.7),
     # "别在周末找我", "不要在工作时间给我打电话": the time the user is not to be reached, with the words that say so
     ("contact_hours", re.compile(r"((?:别|不要|请勿)在(?:工作日|周末|周[一二三四五六日]|晚上|早上|上午|下午|中午|白天|凌晨|上班|下班|工作|休息|午休|"
@@ -980,6 +982,10 @@ def free_text(clause: str) -> list[Found]:
             value = m.group(g).strip() if g else m.group(0).strip()
             if not value or (key == "hobbies" and _NOT_HOBBY.match(value)):
                 continue
+            if key == "employer" and (places_in := find_places(value)) and places_in[-1].end == len(value) \
+                    and re.fullmatch(r"[A-Z][\w&'.\-]*(?: [A-Z&][\w&'.\-]*)*", firm := value[:places_in[-1].start].strip()) \
+                    and not find_places(firm):
+                value = firm  # "Infosys Bangalore": the firm, then where (the place rules take the place)
             if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
                 continue  # "I moved to Chicago" names a place, not an employer
             if key == "occupation" and re.match(cjk_edges(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob|"
