@@ -140,3 +140,10 @@ def test_an_allergy_introduced_with_here_is_no_job_and_a_firm_before_its_city_is
     got = _got("I am working in Infosys Bangalore since 2019, kindly help me prepare for my appraisal")
     assert ("employer", "Infosys") in got and ("work_city", "Bangalore") in got
     assert "employer" not in _keys("我是上海人，但现在在东京工作")
+
+
+def test_a_correction_without_le_and_a_graduation_still_ahead() -> None:
+    turns = [{"role": "user", "content": "我在读大三"}, {"role": "user", "content": "哦说错，已经大四了，马上毕业"}]
+    got = {(c.key, str(c.value)) for c in _M.understanding.extract(turns, tenant="t", use_llm=False)}
+    assert got == {("education", "大四")}, got
+    assert "education" not in _keys("我快毕业了")

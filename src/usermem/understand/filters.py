@@ -187,7 +187,7 @@ QUESTION_SENTENCE = cjk_compile(r"^\s*(?:do|does|did|is|are|was|were|can|could|w
                                r"where|when|why|how|which|you think|isn'?t|aren'?t|don'?t)\b[^?？]*[?？]\s*$|"
                                r"^\s*(?:你觉得|你说|你看|你猜|是不是|难道|请问|有没有可能)[^?？]*(?:[?？]|吗|呢)\s*$",
                                re.IGNORECASE)
-CORRECTION = re.compile(r"^\s*(?:(?:嗯+|额+|呃+|哦+|噢+|啊+|唔+|诶+|(?i:hmm+|umm*|uh+|er+|oh|well))\s*[，,.。…~\s]*)?(?:不对|不是不是|说错了|我说错了|打错了|我打错了|记错了|我记错了|搞错了|我搞错了|弄错了|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
+CORRECTION = re.compile(r"^\s*(?:(?:嗯+|额+|呃+|哦+|噢+|啊+|唔+|诶+|(?i:hmm+|umm*|uh+|er+|oh|well))\s*[，,.。…~\s]*)?(?:不对|不是不是|我?(?:说|打|记|搞|弄|写)错了?|哦不|噢不|错了|更正|纠正一下|我是说|应该是|"
                         r"诶?还是|算了|哦不对|其实是|其实|改成|改为|(?:hmm,? )?on second thought|hmm,? |actually|wait,? no|"
                         r"no wait|no\s*[,—–-]|nope|sorry,?|correction|不好意思[，,]?|抱歉[，,]?|"
                         r"i mean|i meant|scratch that|make that|oops)",

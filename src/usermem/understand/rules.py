@@ -797,6 +797,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("travel_preferences", cjk_compile(r"(?:坐火车|坐高铁|坐飞机|订票|订机票|出行|出差|坐车)[^，,。]{0,4}?(?:一定要|只坐|都选|只选|要)"
                                       r"([\u4e00-\u9fff]{1,6}?)" + _END), 0.6),
     ("education", cjk_compile(r"(?:在读|读的是|正在读|我读|我在读|考上了?)([\u4e00-\u9fffA-Za-z0-9]{2,10}?)" + _END), 0.65),
+    # "北大毕业", "本科毕业" — not when it is about to happen ("马上毕业", "快毕业了", "明年毕业")
     ("education", re.compile(r"([\u4e00-\u9fffA-Za-z]{1,8}毕业)"), 0.6),
     ("education", cjk_compile(r"(?:学的是|专业是|学的|主修)([\u4e00-\u9fffA-Za-z]{1,8}?)" + _END), 0.6),
     ("education", cjk_compile(r"(?i:majoring in|studying|i study|degree in|graduated from|i'm doing|doing|finished)\s+"
@@ -807,7 +808,7 @@ _FREE: tuple[tuple[str, re.Pattern[str], float], ...] = (
     # "PhD from Cambridge", "a part-time MSc in data science", "third-year medical student"
     ("education", re.compile(r"((?:本科|硕士|研究生|博士|大专|专科|高中|中专|初中)(?=学历|毕业))"), 0.65),
     ("education", re.compile(r"((?:在读|正在读)(?:博士?|研|硕士|本科|大[一二三四])|(?<![\u4e00-\u9fff])(?:研[一二三]|博[一二三四五]|"
-                             r"大[一二三四]|高[一二三])(?![\u4e00-\u9fff]{2}))"), 0.6),
+                             r"大[一二三四]|高[一二三])(?![\u4e00-\u9fff]{2})|(?<=已经)大[一二三四五](?=了))"), 0.6),
     ("education", re.compile(r"(?:本科|硕士|研究生|博士|读研|读博|大学)(?:是|都是)?(?:在|去了|考到了?|读的是)"
                              r"([\u4e00-\u9fffA-Za-z]{1,10}?(?:大学|学院|大|中科院|研究所))(?=读|念|学|[，,。.!！\s]|$)"), 0.65),
     ("education", cjk_compile(r"(?:大学|学院|大)(?:读的|念的|学的)([\u4e00-\u9fff]{2,8}?)" + _END), 0.6),
@@ -974,6 +975,9 @@ def like_field(value: str) -> tuple[str, str] | None:
     return "likes", value
 
 
+_NOT_YET = re.compile(r"(?:马上|快要?|就要|即将|明年|今年|下半年|年底|还没|没|还有[一二两三半\d])[\u4e00-\u9fff]{0,4}毕业$")
+
+
 def free_text(clause: str) -> list[Found]:
     out: list[Found] = []
     for key, pat, conf in _FREE:
@@ -1004,6 +1008,8 @@ def free_text(clause: str) -> list[Found]:
                 continue  # "帮我看看这个周末苏州的天气" asks for something this weekend; it is no routine
             start = m.start(g) if g else m.start()
             start += len(m.group(g)) - len(m.group(g).lstrip()) if g else 0
+            if key == "education" and value.endswith("毕业") and _NOT_YET.search(clause[max(0, start - 2):start] + value):
+                continue  # "马上毕业", "快毕业了", "明年毕业": about to happen, no school or degree
             if key == "news_topics" and (lead := _NEWS_LEAD.match(value)):
                 value, start = value[lead.end():], start + lead.end()  # "给我推送点篮球新闻": the topic
             if key == "likes":
