@@ -147,3 +147,7 @@ def test_a_correction_without_le_and_a_graduation_still_ahead() -> None:
     got = {(c.key, str(c.value)) for c in _M.understanding.extract(turns, tenant="t", use_llm=False)}
     assert got == {("education", "大四")}, got
     assert "education" not in _keys("我快毕业了")
+
+
+def test_a_usual_order_without_where_it_is_fetched() -> None:
+    assert ("usual_order", "生椰拿铁少冰") in _got("瑞幸老样子，生椰拿铁少冰，到公司楼下自提")

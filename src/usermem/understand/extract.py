@@ -1395,7 +1395,14 @@ def _trim(value: str, key: str = "") -> str:
                 value = value[:value.rindex(open_)]
             elif value.count(close) > value.count(open_):
                 value = value[:value.index(close)]
+    if key == "usual_order":
+        # the order, not where it is fetched or sent ("生椰拿铁少冰，到公司楼下自提", "a large oat cortado at the corner place")
+        value = _ORDER_ERRAND.sub("", value)
     return value.strip(plain)
+
+
+_ORDER_ERRAND = cjk_compile(r"[，,]\s*(?:送到|送去|到|放|寄到|自提|外送|打包)[^，,]*$|"
+                            r"(?i:\s+(?:at|from) (?:the|my|our) [\w' \-]{1,30}$|[,]\s*(?:delivered|to go|for pickup)\b.*$)")
 
 
 _LATIN = re.compile(r"[A-Za-z]")
