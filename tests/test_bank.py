@@ -210,6 +210,18 @@ def test_sixth_utterances_are_trap_heavy_train_only_and_never_fitted_on(fields: 
     assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
 
 
+def test_seventh_utterances_are_a_held_out_check_never_fitted_on(fields: dict[str, dict[str, Any]]) -> None:
+    from usermem.understand import bank
+
+    seventh = _jsonl("utterances_seventh.jsonl")
+    assert len(seventh) >= 450
+    _check_written_set(seventh, fields, split="train", ids=r"sv-\d{4}", per_field=4)
+    items = bank.load_seventh_items()
+    assert [i.id for i in items] == [r["id"] for r in seventh]
+    assert bank.SEVENTH_FILE not in bank.SUPPLEMENT_FILES
+    assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
+
+
 def test_the_selection_set_is_scored_never_trained_on(select: list[dict[str, Any]],
                                                      fields: dict[str, dict[str, Any]]) -> None:
     from usermem.understand import bank
@@ -340,7 +352,8 @@ def test_split_hygiene(utterances: list[dict[str, Any]], extra: list[dict[str, A
 
     # The second writer's items with the half they are used as (more-dev is a selection set, like dev).
     records = (utterances + extra + fourth + [dict(r, split=bank.more_half(r["id"])) for r in more] + select
-               + _jsonl("utterances_fifth.jsonl") + _jsonl("utterances_sixth.jsonl") + plans)
+               + _jsonl("utterances_fifth.jsonl") + _jsonl("utterances_sixth.jsonl")
+               + _jsonl("utterances_seventh.jsonl") + plans)
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate ids"
     seen: dict[str, str] = {}

@@ -19,6 +19,8 @@ Files (written by the project, licensed with the code; see usermem/data/bank/REA
   to choose between model variants by aggregate score (`load_select_items`), reported by `usermem eval extraction`;
 - `utterances_sixth.jsonl`: 519 trap-heavy utterances by a sixth writer (`load_sixth_items`), a readable development
   set for the rules and filters, never fitted on;
+- `utterances_seventh.jsonl`: 457 utterances by a seventh writer (`load_seventh_items`), a held-out check scored by
+  aggregate only, never read item by item, never fitted on;
 - `plan_queries.jsonl`: messages and the fields a recall plan for them needs (`fields`), with a split.
 """
 
@@ -128,6 +130,8 @@ FIFTH_FILE = "utterances_fifth.jsonl"
 # The sixth writer's trap-heavy file (55 % negatives): a readable development set for the rules and filters (its
 # errors were read in the tenth round), never fitted on; not in the supplement.
 SIXTH_FILE = "utterances_sixth.jsonl"
+# The seventh writer's file: a held-out check scored by aggregate only, never read item by item, never fitted on.
+SEVENTH_FILE = "utterances_seventh.jsonl"
 # The train-only supplement: every record of these files is training data (never scored, never chosen on).
 SUPPLEMENT_FILES = (EXTRA_FILE, FOURTH_FILE)
 
@@ -147,6 +151,12 @@ def load_sixth_items(root: str | Path | None = None) -> list[Item]:
     """The sixth writer's trap-heavy utterances (`utterances_sixth.jsonl`, all `train` in the file): read while
     writing rules, never fitted on (not in `SUPPLEMENT_FILES`)."""
     return [parse_item(r) for r in _jsonl(bank_text(SIXTH_FILE, root))]
+
+
+def load_seventh_items(root: str | Path | None = None) -> list[Item]:
+    """The seventh writer's utterances (`utterances_seventh.jsonl`, all `train` in the file): a held-out check,
+    scored by aggregate only and never read item by item or fitted on (not in `SUPPLEMENT_FILES`)."""
+    return [parse_item(r) for r in _jsonl(bank_text(SEVENTH_FILE, root))]
 
 
 def load_fifth_items(root: str | Path | None = None) -> list[Item]:
