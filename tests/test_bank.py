@@ -217,7 +217,7 @@ def test_seventh_utterances_are_a_held_out_check_never_fitted_on(fields: dict[st
     assert len(seventh) >= 450
     _check_written_set(seventh, fields, split="train", ids=r"sv-\d{4}", per_field=4)
     items = bank.load_seventh_items()
-    assert [i.id for i in items] == [r["id"] for r in seventh]
+    assert [i.id for i in items] == [r["id"] for r in seventh] and {i.split for i in items} == {bank.SEVENTH}
     assert bank.SEVENTH_FILE not in bank.SUPPLEMENT_FILES
     assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
 

@@ -439,8 +439,9 @@ def run_bank_extraction(make_memory: Callable[[], Any], path: str | Path | None 
     if path is None:
         items += [i for i in bank.load_more_items() if i.split == bank.MORE_DEV]
         items += bank.load_select_items()
+        items += bank.load_seventh_items()
     if splits is None:
-        splits = ("dev", "test") if path is not None else ("dev", "test", bank.MORE_DEV, bank.SELECT)
+        splits = ("dev", "test") if path is not None else ("dev", "test", bank.MORE_DEV, bank.SELECT, bank.SEVENTH)
     m = make_memory()
     try:
         scores = eval_bank_extraction(lambda msgs: m.understanding.extract(msgs, tenant=TENANT, use_llm=False),
@@ -476,7 +477,11 @@ def _how_fitted() -> str:
             "anything. `more-dev` is not held out: values were chosen on it and rules written from its errors, so "
             "it overstates like dev. `select` (`utterances_select.jsonl`, a fresh set by a further writer who never saw the "
             "rules, the other items or any errors) is only ever scored: it chose between model variants by its "
-            "aggregate F1 and nobody read its individual errors, so it is the least biased number after `test`.")
+            "aggregate F1 and nobody read its individual errors, so it is the least biased number after `test`. "
+            "`seventh` (`utterances_seventh.jsonl`, a seventh writer who saw no rule, item or output) has chosen nothing "
+            "and nobody has read its items or errors: a held-out check of whether rules written from other sets "
+            "carry to an unmined writer; the sixth writer's set (`utterances_sixth.jsonl`) was read while writing the "
+            "tenth round's rules and is not reported.")
     if "dev" in splits:
         text += (" After choosing, the shipped models were **refitted on train + dev** with those choices kept, so "
                  "the `dev` row below is not held out (the models saw it); the held-out dev F1 of the same "

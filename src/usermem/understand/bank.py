@@ -132,6 +132,7 @@ FIFTH_FILE = "utterances_fifth.jsonl"
 SIXTH_FILE = "utterances_sixth.jsonl"
 # The seventh writer's file: a held-out check scored by aggregate only, never read item by item, never fitted on.
 SEVENTH_FILE = "utterances_seventh.jsonl"
+SEVENTH = "seventh"
 # The train-only supplement: every record of these files is training data (never scored, never chosen on).
 SUPPLEMENT_FILES = (EXTRA_FILE, FOURTH_FILE)
 
@@ -155,8 +156,11 @@ def load_sixth_items(root: str | Path | None = None) -> list[Item]:
 
 def load_seventh_items(root: str | Path | None = None) -> list[Item]:
     """The seventh writer's utterances (`utterances_seventh.jsonl`, all `train` in the file): a held-out check,
-    scored by aggregate only and never read item by item or fitted on (not in `SUPPLEMENT_FILES`)."""
-    return [parse_item(r) for r in _jsonl(bank_text(SEVENTH_FILE, root))]
+    scored by aggregate only and never read item by item or fitted on (not in `SUPPLEMENT_FILES`). Every item
+    carries the split `SEVENTH` (the file says `train`, like the other writers' files)."""
+    from dataclasses import replace
+
+    return [replace(parse_item(r), split=SEVENTH) for r in _jsonl(bank_text(SEVENTH_FILE, root))]
 
 
 def load_fifth_items(root: str | Path | None = None) -> list[Item]:
