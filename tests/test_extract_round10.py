@@ -151,3 +151,18 @@ def test_a_correction_without_le_and_a_graduation_still_ahead() -> None:
 
 def test_a_usual_order_without_where_it_is_fetched() -> None:
     assert ("usual_order", "生椰拿铁少冰") in _got("瑞幸老样子，生椰拿铁少冰，到公司楼下自提")
+
+
+@pytest.mark.parametrize("said, field", [
+    ("我不是广东人啊，只是在广州读过书", "city"),           # 读过 / 住过 / 待过: a past stay
+    ("我能说俄语，在圣彼得堡待过三年", "city"),
+    ("我下周在成都，有啥必吃的", "city"),                  # 下周: a visit
+])
+def test_past_stays_and_next_weeks_visits_are_no_home(said: str, field: str) -> None:
+    assert field not in _keys(said)
+
+
+def test_grew_up_in_and_hours_for_being_reached() -> None:
+    assert ("hometown", "Nairobi") in _got("I grew up in Nairobi and came to Manchester for my PhD")
+    assert "contact_hours" in _keys("I'm free for calls Tuesday and Thursday afternoons")
+    assert "contact_hours" not in _keys("I'm on call every other weekend")

@@ -350,6 +350,8 @@ def _untimed(key: str, value: str) -> str:
 
 _TIMELESS = frozenset({"employer", "occupation", "city", "work_city", "hometown", "education", "pets", "children", "spouse",
                        "name", "preferred_name", "diet", "allergy", "likes", "hobbies", "brands", "usual_order"})
+_REACHED = cjk_compile(r"(?i:(?<!on )\b(?:calls?|chat|notifications?|messages?|texts?|ping|reach(?:ed)?|contact(?:ed)?)\b)|"
+                      r"联系我|找我|打电话|打扰|发消息|推送|通知")
 _WHAT_THE_FIRM_DOES = re.compile(r"[^\s，,。；;]{1,8}?的(?:公司|企业|工厂|厂|店|单位|机构|团队|平台)")
 
 
@@ -1016,6 +1018,12 @@ class PatternExtractor:
                 if stand is not None:
                     free.remove(stand)
                     chosen = [c for c in chosen if c is not g]
+        # "I'm free for calls Tuesday and Thursday afternoons", "no notifications between 10pm and 7am": hours named for
+        # being reached are contact hours, not a routine
+        chosen = [(replace(h, key="contact_hours", canonical=None), a, b, m)
+                  if h.key == "schedule" and "contact_hours" in self.allowed and isinstance(h.value, str)
+                  and _REACHED.search(masked[max(0, a - 16):b] if a >= 0 else h.value)
+                  and not any(c[0].key == "contact_hours" for c in chosen) else (h, a, b, m) for h, a, b, m in chosen]
         # "我的 working hours 是 10 点到 7 点": hours named as the user's working hours are their schedule
         chosen = [(replace(h, key="schedule", canonical=None), a, b, m)
                   if h.key == "contact_hours" and "schedule" in self.allowed and a > 0

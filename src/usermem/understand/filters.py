@@ -44,7 +44,7 @@ WISH = cjk_compile(r"想去|想搬|想换|想养|打算养|准备养|可能|也�
                   r"\bi'?d (?:hate|love|like|rather|prefer) to (?:live|move|work|be based)\b|\bmight\b|\bmaybe\b",
                   re.IGNORECASE)
 # What the user was, not is ("我以前住在武汉", "I used to be a teacher").
-PAST = cjk_compile(r"以前|曾经|小时候|过去|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
+PAST = cjk_compile(r"以前|曾经|小时候|过去|(?:住|待|呆|读|念|工作|上班|上学)过(?!来|去|敏)|\bused to\b|\bformerly\b|\bpreviously\b|\bback when\b|\bas a kid\b",
                   re.IGNORECASE)
 WISH_BLOCKS = frozenset({"city", "work_city", "hometown", "address", "timezone", "pets", "employer", "occupation",
                          "diet", "languages_spoken", "education"})
@@ -125,7 +125,7 @@ STAYED = cjk_compile(r"\bnever (?:left|looked back|moved (?:away|out|back|on))\b
                     r"\bcan'?t get enough\b|\bcannot get enough\b|\bnever (?:gets?|got) (?:old|boring)\b|"
                     r"\bnever (?:get|gets|got) (?:tired|bored|sick) of\b|\b(?:that|which) never (?:ended|stopped|ends|stops)\b|"
                     r"从来?没腻过|百吃不厌|百听不厌|百看不厌|怎么都不腻", re.IGNORECASE)
-ONE_OFF = cjk_compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
+ONE_OFF = cjk_compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|下周|下礼拜|下星期|下个月|过几天|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
                      r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"

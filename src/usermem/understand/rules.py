@@ -96,7 +96,7 @@ def places(clause: str) -> list[Found]:
         elif re.search(cjk_edges(r"(?i:\bwork(?:ing)? from\s*$)"), before):
             key = "work_city"  # "I'm working from Tbilisi for the next few years"
         elif _HOME_CUE.search(before[-8:]) or re.search(r"(?i:\bnative (?:place|town|village)(?: is)?\s*)$", before) or re.match(r"人|的人|老乡|老家|长大|出生|土生土长", after) or \
-                re.search(cjk_edges(r"(?i:\braised in\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$"), before) or (
+                re.search(cjk_edges(r"(?i:\braised in\s*|\bgrew up (?:in|near|outside|around)\s*|\bborn and raised in\s*|\bmoved (?:here |over |down )?from\s*)$"), before) or (
                 re.search(r"(?:我|俺)(?:是|老家是)$", before) and re.match(r"的|滴|嘞|人", after)):
             key = "hometown"
         elif re.match(cjk_edges(r"\s*-?\s*based\b"), after, re.IGNORECASE) or re.search(cjk_edges(r"(?i:\bwfh\b|work(?:ing)? from home|"
