@@ -166,3 +166,9 @@ def test_grew_up_in_and_hours_for_being_reached() -> None:
     assert ("hometown", "Nairobi") in _got("I grew up in Nairobi and came to Manchester for my PhD")
     assert "contact_hours" in _keys("I'm free for calls Tuesday and Thursday afternoons")
     assert "contact_hours" not in _keys("I'm on call every other weekend")
+
+
+def test_a_country_or_an_address_is_no_employer() -> None:
+    assert "employer" not in _keys("以后请用日语回复我，我在日本工作，同事会看")
+    assert "employer" not in _keys("I'm at Blk 214 Bishan St 23 #05-112")
+    assert ("employer", "Google") in _got("I'm at Google now")

@@ -975,6 +975,13 @@ def like_field(value: str) -> tuple[str, str] | None:
     return "likes", value
 
 
+# Countries said as where one works ("我在日本工作"): no employer (the gazetteer holds cities and regions).
+_COUNTRY = cjk_compile(r"中国|美国|英国|日本|韩国|德国|法国|意大利|西班牙|加拿大|澳洲|澳大利亚|新西兰|俄罗斯|印度|泰国|越南|马来西亚|"
+                       r"印尼|菲律宾|荷兰|瑞士|瑞典|挪威|丹麦|芬兰|爱尔兰|葡萄牙|巴西|墨西哥|阿根廷|迪拜|阿联酋|以色列|土耳其|埃及|南非|"
+                       r"(?i:china|the us|the usa|america|the uk|britain|england|scotland|wales|japan|korea|germany|france|"
+                       r"italy|spain|canada|australia|new zealand|russia|india|thailand|vietnam|malaysia|indonesia|"
+                       r"the philippines|the netherlands|holland|switzerland|sweden|norway|denmark|finland|ireland|"
+                       r"portugal|brazil|mexico|argentina|the uae|israel|turkey|egypt|south africa)")
 _NOT_YET = re.compile(r"(?:马上|快要?|就要|即将|明年|今年|下半年|年底|还没|没|还有[一二两三半\d])[\u4e00-\u9fff]{0,4}毕业$")
 
 
@@ -990,8 +997,9 @@ def free_text(clause: str) -> list[Found]:
                     and re.fullmatch(r"[A-Z][\w&'.\-]*(?: [A-Z&][\w&'.\-]*)*", firm := value[:places_in[-1].start].strip()) \
                     and not find_places(firm):
                 value = firm  # "Infosys Bangalore": the firm, then where (the place rules take the place)
-            if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)):
-                continue  # "I moved to Chicago" names a place, not an employer
+            if key == "employer" and (re.search(r"要|想|考虑|换|找|打算|准备|家|这|那", value) or find_places(value)
+                                      or _COUNTRY.fullmatch(value) or re.match(r"\s*#?\d", clause[m.end(g):m.end(g) + 3])):
+                continue  # "I moved to Chicago", "我在日本工作" name a place; "I'm at Blk 214 …" is an address
             if key == "occupation" and re.match(cjk_edges(r"个|一下|下|点|了|成|完|好|early bird|night owl|newbie|noob|"
                                                 r"(?:i|we|you|it|they|he|she|moved|live[sd]?|living|born|been|from|came|"
                                                 r"got|am|is|are|was|were)\b"), value, re.I):
