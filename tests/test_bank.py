@@ -197,28 +197,22 @@ def test_fifth_utterances_are_train_only_and_cover_every_field(select: list[dict
     assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
 
 
-def test_sixth_utterances_are_trap_heavy_train_only_and_never_fitted_on(fields: dict[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize("name, ids, at_least, per_field, split", [
+    ("sixth", r"sx-\d{4}", 500, 5, "train"),      # trap-heavy, read while writing the tenth round's rules
+    ("seventh", r"sv-\d{4}", 450, 4, "seventh"),  # a held-out check, scored by aggregate only
+])
+def test_the_sixth_and_seventh_writers_sets_are_never_fitted_on(name: str, ids: str, at_least: int, per_field: int,
+                                                                split: str, fields: dict[str, dict[str, Any]]) -> None:
     from usermem.understand import bank
 
-    sixth = _jsonl("utterances_sixth.jsonl")
-    assert len(sixth) >= 500
-    _check_written_set(sixth, fields, split="train", ids=r"sx-\d{4}", per_field=5)
-    assert sum(1 for r in sixth if r["negative"]) >= 0.5 * len(sixth)  # trap-heavy
-    items = bank.load_sixth_items()
-    assert [i.id for i in items] == [r["id"] for r in sixth]
-    assert bank.SIXTH_FILE not in bank.SUPPLEMENT_FILES
-    assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
-
-
-def test_seventh_utterances_are_a_held_out_check_never_fitted_on(fields: dict[str, dict[str, Any]]) -> None:
-    from usermem.understand import bank
-
-    seventh = _jsonl("utterances_seventh.jsonl")
-    assert len(seventh) >= 450
-    _check_written_set(seventh, fields, split="train", ids=r"sv-\d{4}", per_field=4)
-    items = bank.load_seventh_items()
-    assert [i.id for i in items] == [r["id"] for r in seventh] and {i.split for i in items} == {bank.SEVENTH}
-    assert bank.SEVENTH_FILE not in bank.SUPPLEMENT_FILES
+    rows = _jsonl(f"utterances_{name}.jsonl")
+    assert len(rows) >= at_least
+    _check_written_set(rows, fields, split="train", ids=ids, per_field=per_field)
+    if name == "sixth":
+        assert sum(1 for r in rows if r["negative"]) >= 0.5 * len(rows)  # trap-heavy
+    items = getattr(bank, f"load_{name}_items")()
+    assert [i.id for i in items] == [r["id"] for r in rows] and {i.split for i in items} == {split}
+    assert getattr(bank, f"{name.upper()}_FILE") not in bank.SUPPLEMENT_FILES
     assert not {i.id for i in items} & {i.id for i in bank.load_training_items(supplement="all")}
 
 
