@@ -172,3 +172,14 @@ def test_a_country_or_an_address_is_no_employer() -> None:
     assert "employer" not in _keys("以后请用日语回复我，我在日本工作，同事会看")
     assert "employer" not in _keys("I'm at Blk 214 Bishan St 23 #05-112")
     assert ("employer", "Google") in _got("I'm at Google now")
+
+
+@pytest.mark.parametrize("said, value, canonical", [
+    ("I'm after a used car, budget around ten grand", "around ten grand", None),
+    ("rent budget is 1,800 a month max", "1,800 a month max", "1800"),
+    ("keep it under ₹15,000 please", "under ₹15,000", "15000 INR"),
+    ("budget 5 grand", "5 grand", "5000"),
+])
+def test_budgets_in_words_with_thousands_commas_and_rupees(said: str, value: str, canonical: str | None) -> None:
+    [c] = [c for c in _M.understanding.extract([said], tenant="t", use_llm=False) if c.key == "budget"]
+    assert (c.value, c.canonical) == (value, canonical)

@@ -582,15 +582,19 @@ _MONEY = cjk_compile(r"((?:(?:around|about|roughly|under|below|up to|no more tha
                     r"别超过|控制在)\s*)?"
                     r"(?:(?:[一二两三四五六七八九十][一二两三四五六七八九十百千万]*(?:[百千万](?:[一二两三四五六七八九](?![十百千万]))?"
                     r"(?:块钱?|元)?|块钱?|元))" + _NOT_MONEY_UNIT + "|"
-                    r"(?:[$€£¥￥]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
-                    r"dollars?|bucks|euros?|pounds?|usd|USD|eur|EUR|gbp|GBP))|(?:(?<![\d.,:])\d{3,}(?:\.\d+)?(?![\d.%:])"
-                    + _NOT_MONEY_UNIT + r"))"
-                    r"(?:以内|以下|之内|出头|左右|(?: all in| max| or less| tops)(?![A-Za-z]))?)", re.IGNORECASE)
+                    r"(?:[$€£¥￥₹]\s?\d[\d,.]*\s?[kKwW万千]?)|(?:\d[\d,.]*\s?(?:k|K)?\s?(?:元|块钱?|万|千|rmb|RMB|人民币|"
+                    r"dollars?|bucks|euros?|pounds?|quid|usd|USD|eur|EUR|gbp|GBP))|"
+                    # "ten grand", "a couple of hundred quid", "five thousand dollars"
+                    r"(?:(?:one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|forty|fifty|a "
+                    r"couple of|a few|\d{1,3})\s+(?:grand|thousand|hundred)(?:\s+(?:dollars|pounds|euros|bucks|quid))?)|"
+                    r"(?:(?<![\d.,:])(?:\d{1,3}(?:,\d{3})+|\d{3,})(?:\.\d+)?(?![\d.%:])" + _NOT_MONEY_UNIT + r"))"
+                    r"(?:\s(?:a|per) (?:month|week|night|year|person|head))?"
+                    r"(?:以内|以下|之内|出头|左右|(?: all in| max| or less| tops| limit| cap)(?![A-Za-z]))?)", re.IGNORECASE)
 _BUDGET_CUE = re.compile(r"预算|以内|以下|不超过|不要超过|别超过|之内|价位|最多|顶多|封顶|上限|budget|under|max|at most|"
-                         r"no more than|up to", re.IGNORECASE)
+                         r"no more than|up to|\blimit\b|\bcap\b|\bspend\b", re.IGNORECASE)
 _CURRENCY = (("$", "USD"), ("dollar", "USD"), ("buck", "USD"), ("usd", "USD"), ("€", "EUR"), ("euro", "EUR"),
              ("eur", "EUR"), ("£", "GBP"), ("pound", "GBP"), ("gbp", "GBP"), ("元", "CNY"), ("块", "CNY"),
-             ("rmb", "CNY"), ("人民币", "CNY"), ("¥", "CNY"), ("￥", "CNY"))
+             ("rmb", "CNY"), ("人民币", "CNY"), ("¥", "CNY"), ("￥", "CNY"), ("₹", "INR"), ("rupee", "INR"))
 
 
 def phone(clause: str) -> list[Found]:
@@ -666,6 +670,7 @@ def budget(clause: str) -> list[Found]:
     return out
 
 
+
 _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _ZH_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10000}
 
@@ -698,7 +703,7 @@ def money(text: str) -> str | None:
         return None if zh is None else f"{zh:g} CNY"
     amount = float(m.group(0).replace(",", ""))
     low = text.lower()
-    if re.search(r"[kK千]", text):
+    if re.search(r"[kK千]|\b(?:grand|thousand)\b", text):
         amount *= 1000
     if re.search(r"[wW万]", text):
         amount *= 10000
