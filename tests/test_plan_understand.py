@@ -21,8 +21,10 @@ def _llm_memory(server: FakeOpenAI, **kw) -> Memory:
 @pytest.mark.parametrize(("text", "facts", "prefs", "context", "priority"), [
     ("上次说的方案A能再发我邮箱吗？", ["email"], [], True, "high"),
     ("Can you email me the plan we discussed last time?", ["email"], [], True, "high"),
-    # the learned field model adds birthday and budget to what the cues find (threshold chosen on the bank's dev split)
-    ("帮我订一个生日蛋糕送到家", ["address", "allergy", "birthday"], ["likes", "dislikes", "budget"], False, "high"),
+    # the learned field model adds birthday and budget to what the cues find (threshold chosen on the bank's dev split);
+    # a food order plans the diet with the allergies
+    ("帮我订一个生日蛋糕送到家", ["address", "allergy", "birthday"], ["likes", "dislikes", "diet", "budget"], False,
+     "high"),
     ("Do I have any allergies?", ["allergy"], [], False, "high"),
     ("我对什么过敏来着？", ["allergy"], [], False, "high"),
     ("回复简短一点就行", [], ["reply_length"], False, "medium"),
@@ -266,3 +268,72 @@ def test_plan_pair_equals_the_two_plans(e5) -> None:
     for text, vec in zip(texts, vectors, strict=True):
         assert planner.plan_pair(text, vec, e5.model_id) == (planner.plan(text), planner.plan(text, vec, e5.model_id))
         assert planner.plan_pair(text, vec, "other/model@384") == (planner.plan(text),) * 2
+
+
+# --- diet from food and diet cues; the planner's models learn from every labelled train utterance ------------
+
+@pytest.mark.parametrize("text", [
+    "what should I cook for dinner tonight?",  # a food request: the diet shapes it like allergies do
+    "今晚吃什么好",
+    "how many calories are in a bowl of ramen?",  # diet cues, not food words alone
+    "这份沙拉热量高吗",
+    "any keto snacks you'd suggest?",
+])
+def test_food_and_diet_cues_plan_the_diet(text) -> None:
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.plan import DeterministicPlanner
+
+    rules = DeterministicPlanner(ContractSet(), model=None, vectors=None)
+    assert "diet" in rules.plan(text).preference_recall
+
+
+@pytest.mark.parametrize("text", ["what's the weather tomorrow?", "帮我写个周报", "我家猫不吃东西怎么办"])
+def test_diet_cues_stay_off_other_topics(text) -> None:
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand.plan import DeterministicPlanner
+
+    assert "diet" not in DeterministicPlanner(ContractSet(), model=None, vectors=None).plan(text).fields
+
+
+def test_plan_models_learn_from_every_labelled_train_utterance_and_nothing_held_out() -> None:
+    """plan_examples("train"): the train plan queries, then the labelled train-split utterances of the bank, the
+    train-only supplement and more-train (bank.load_training_items); never more-dev, select, sixth or test."""
+    from usermem.understand import bank, training
+
+    def joined(item: bank.Item) -> str:
+        return " ".join(c for r, c in item.turns if r == "user")
+
+    texts = [e.text for e in training.plan_examples("train")]
+    n_q = sum(1 for q in bank.load_plan_queries() if q.split == "train")
+    learned_from = set(texts[n_q:])
+    wanted = [joined(i) for i in bank.load_training_items() if i.split == "train" and i.labels]
+    assert texts[n_q:] == wanted
+    assert any(joined(i) in learned_from for i in bank.load_supplement_items() if i.labels)
+    assert any(joined(i) in learned_from for i in bank.load_more_items() if i.split == "train" and i.labels)
+    held_out = [i for i in bank.load_more_items() if i.split == bank.MORE_DEV]
+    held_out += [i for i in bank.load_items() if i.split in ("dev", "test")]
+    held_out += bank.load_select_items() + bank.load_sixth_items()
+    assert not [i.id for i in held_out if joined(i) in learned_from and joined(i) not in wanted]
+    assert {e.text for e in training.plan_examples("dev")} <= {q.text for q in bank.load_plan_queries()
+                                                               if q.split == "dev"}
+
+
+def test_plan_model_threshold_keeps_precision_on_the_older_sets_dev_rows() -> None:
+    """The lexical model's threshold (rules + model, chosen on the bank's dev plan queries) keeps the planner's
+    precision on the dev rows of the older plan set at training.PRECISION_BAR, as the vector head's does."""
+    from usermem.policy.contracts import ContractSet
+    from usermem.understand import learned, training
+    from usermem.understand.plan import DeterministicPlanner
+
+    model = learned.load_model("plan")
+    assert model is not None
+    planner = DeterministicPlanner(ContractSet(), model=model, vectors=None)
+    older = [r for r in training._older_plan_rows() if r.get("split") == "dev"]
+    known = {f for r in older for f in (*r["fact_recall"], *r["preference_recall"])}
+    tp = fp = 0
+    for r in older:
+        want = set(r["fact_recall"]) | set(r["preference_recall"])
+        got = set(planner.plan(r["text"]).fields) & known
+        tp, fp = tp + len(got & want), fp + len(got - want)
+    assert tp / (tp + fp) >= training.PRECISION_BAR
+    assert not [k for k in model.meta["combined_dev_f1"] if k.startswith(f"{model.meta['combined_threshold']} ")]

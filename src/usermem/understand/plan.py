@@ -104,6 +104,8 @@ FIELD_CUES: Mapping[str, tuple[str, ...]] = {
     "address": ("寄给我", "寄到", "快递", "收货", "送到家", "送货", "配送", "邮寄", "ship", "deliver", "delivery",
                 "post it", "my place"),
     "allergy": ("过敏", "allergic", *_FOOD, *_HEALTH),
+    "diet": ("饮食", "热量", "卡路里", "减肥", "节食", "低糖", "低脂", "无麸质", "calorie", "calories", "keto",
+             "gluten", "low-carb", "low carb", "low sugar", *_FOOD),
     "medical_history": _HEALTH,
     "contact": ("联系我", "通知我", "提醒我", "回复我", "打给我", "找我", "发短信", "打电话", "notify me",
                 "remind me", "reach me", "get back to me", "contact me", "let me know", "text me", "call me"),

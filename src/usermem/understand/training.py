@@ -62,6 +62,8 @@ def value_match(expected: str, got: Any) -> bool:
 
 FOLDS = 5
 BANK_FILES = ("utterances.jsonl", *bank.SUPPLEMENT_FILES, bank.MORE_FILE)
+# What the planner's models read (plan_examples: the plan queries and every labelled train utterance).
+PLAN_BANK_FILES = ("plan_queries.jsonl", *BANK_FILES)
 # Refit the tagger and its field model on train + dev after choosing on dev (see train_all and the bank README).
 REFIT = True
 
@@ -219,11 +221,13 @@ def score_item(item: bank.Item, got: Sequence[tuple[str, str]]) -> tuple[int, in
 
 
 def plan_examples(split: str) -> list[learned.Example]:
-    """Plan queries of a split; for training, also the bank's utterances (a statement about a field is
-    evidence of the field's topic: "I'm allergic to shellfish" teaches what `allergy` is about)."""
+    """Plan queries of a split; for training, also every labelled train utterance (a statement about a field
+    is evidence of the field's topic: "I'm allergic to shellfish" teaches what `allergy` is about): the bank's
+    train split, the train-only supplement and more-train (`bank.load_training_items`; more-dev, select and
+    test are never among them). Chosen on dev over the bank's train split alone (docs/understanding.md)."""
     out = [learned.Example(q.text, frozenset(q.fields)) for q in bank.load_plan_queries() if q.split == split]
     if split == "train":
-        for item in bank.load_items():
+        for item in bank.load_training_items():
             if item.split == "train" and item.labels:
                 text = " ".join(c for r, c in item.turns if r == "user")
                 out.append(learned.Example(text, frozenset(lab.field for lab in item.labels)))
@@ -233,7 +237,7 @@ def plan_examples(split: str) -> list[learned.Example]:
 def train_plan_model(out_dir: Path) -> learned.FieldModel:
     model = learned.fit("plan", plan_examples("train"), plan_examples("dev"), min_df=2, prune=0.05)
     meta = dict(model.meta)
-    meta["bank"] = bank_digest("plan_queries.jsonl", "utterances.jsonl")
+    meta["bank"] = bank_digest(*PLAN_BANK_FILES)
     meta["combined_threshold"], meta["combined_dev_f1"] = _combined_threshold(model)
     model = learned.FieldModel(model.name, model.fields, model.vocab, model.idf, model.rows, model.intercepts,
                                model.platt, model.threshold, meta)
@@ -242,7 +246,9 @@ def train_plan_model(out_dir: Path) -> learned.FieldModel:
 
 
 def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, float]]:
-    """The model threshold at which rules + model plan best (F1) on the dev plan queries."""
+    """The model threshold at which rules + model plan best (F1) on the dev plan queries, among the thresholds
+    that keep the planner's precision on the dev rows of the older plan set (`plan_eval.jsonl`, narrower
+    labels) at `PRECISION_BAR` (the best overall when none does; a missed one is marked in the scores)."""
     from usermem.policy.contracts import ContractSet
     from usermem.understand.plan import DeterministicPlanner
 
@@ -250,8 +256,13 @@ def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, flo
     dev = [q for q in bank.load_plan_queries() if q.split == "dev"]
     base = [set(rules_only.plan(q.text).fields) for q in dev]
     probs = [model.probabilities(q.text) for q in dev]
+    older = [r for r in _older_plan_rows() if r.get("split") == "dev"]
+    older_known = {f for r in older for f in (*r["fact_recall"], *r["preference_recall"])}
+    older_want = [set(r["fact_recall"]) | set(r["preference_recall"]) for r in older]
+    older_base = [set(rules_only.plan(str(r["text"])).fields) & older_known for r in older]
+    older_probs = [model.probabilities(str(r["text"])) for r in older]
     scores: dict[str, float] = {}
-    best = (-1.0, 0.5)
+    best = (False, -1.0, 0.5)
     for th in THRESHOLDS:
         tp = fp = fn = 0
         for q, b, p in zip(dev, base, probs, strict=True):
@@ -259,10 +270,15 @@ def _combined_threshold(model: learned.FieldModel) -> tuple[float, dict[str, flo
             want = set(q.fields)
             tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
         f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-        scores[str(th)] = round(f1, 4)
-        if f1 > best[0] + 1e-9:
-            best = (f1, th)
-    return best[1], scores
+        otp = ofp = 0
+        for want, b, p in zip(older_want, older_base, older_probs, strict=True):
+            got = b | {f for f, x in p.items() if x >= th and f in older_known}
+            otp, ofp = otp + len(got & want), ofp + len(got - want)
+        ok = (otp / (otp + ofp) if otp + ofp else 1.0) >= PRECISION_BAR - 1e-9
+        scores[str(th) + ("" if ok else " (constraint missed)")] = round(f1, 4)
+        if ok > best[0] or (ok == best[0] and f1 > best[1] + 1e-9):
+            best = (ok, f1, th)
+    return best[2], scores
 
 
 PRECISION_BAR = 0.85  # the recall planner's precision on the older plan set (tests/test_plan_understand.py)
@@ -313,13 +329,11 @@ def train_plan_vector_model(out_dir: Path, embedder: QueryEmbedder,
             (older_dev, x_older, [set(rules_only.plan(e.text).fields) & older_known for e in older_dev],
              older_known)]
 
-    # The bar: no precision lost on the older set's dev rows against the planner without a vector (and never
-    # below PRECISION_BAR).
-    tp0 = fp0 = 0
-    for e, b in zip(older_dev, sets[1][2], strict=True):
-        got = b | {f for f in planner.plan(e.text).fields if f in older_known}
-        tp0, fp0 = tp0 + len(got & e.fields), fp0 + len(got - e.fields)
-    bar = max(PRECISION_BAR, tp0 / (tp0 + fp0) if tp0 + fp0 else 1.0)
+    # The bar: the planner's precision on the older set's dev rows stays at PRECISION_BAR, the bar the lexical
+    # model's threshold is held to as well (`_combined_threshold`). Until the eleventh planner round it was the
+    # planner-without-vector's own precision when higher; that planner is now held to the bar itself (0.87 on
+    # these rows), and matching it cost the head 0.02 of dev F1 (docs/understanding.md).
+    bar = PRECISION_BAR
 
     def evaluate(head: planvec.VectorFieldModel) -> dict[float, tuple[float, bool]]:
         probs = [head.probabilities(x) for x in x_dev], [head.probabilities(x) for x in x_older]
@@ -338,7 +352,7 @@ def train_plan_vector_model(out_dir: Path, embedder: QueryEmbedder,
 
     fields = lexical.fields if lexical is not None else sorted({f for e in queries for f in e.fields})
     model = planvec.fit(embedder.model_id, queries, utterances, x_train, dev, x_dev, fields, evaluate)
-    meta = dict(model.meta, bank=bank_digest("plan_queries.jsonl", "utterances.jsonl"))
+    meta = dict(model.meta, bank=bank_digest(*PLAN_BANK_FILES))
     model = planvec.VectorFieldModel(model.model_id, model.fields, model.weights, model.intercepts, model.platt,
                                      model.mix, model.threshold, meta)
     (out_dir / f"{planvec.NAME}.json").write_text(planvec.dump(model), encoding="utf-8")
