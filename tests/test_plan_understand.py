@@ -337,3 +337,16 @@ def test_plan_model_threshold_keeps_precision_on_the_older_sets_dev_rows() -> No
         tp, fp = tp + len(got & want), fp + len(got - want)
     assert tp / (tp + fp) >= training.PRECISION_BAR
     assert not [k for k in model.meta["combined_dev_f1"] if k.startswith(f"{model.meta['combined_threshold']} ")]
+
+
+@pytest.mark.parametrize("message", ["summarize this report for me", "summarise the meeting notes", "帮我总结一下这篇文章"])
+def test_a_summary_plans_its_format_as_well_as_its_length(message: str) -> None:
+    from usermem import Memory
+    from usermem.config import load_settings
+
+    m = Memory(settings=load_settings(env={}, embedder="none"))
+    try:
+        prefs = m.understanding.plan("t", "u", message, use_llm=False).preference_recall
+    finally:
+        m.close()
+    assert {"reply_length", "reply_format"} <= set(prefs)

@@ -117,8 +117,9 @@ FIELD_CUES: Mapping[str, tuple[str, ...]] = {
     "reply_length": ("回复", "回答", "解释", "说明", "简单说", "总结一下", "概括", "啰嗦", "太长", "详细",
                      "explain", "answer", "summarize", "summarise", "tl;dr", "tldr", "in short", "brief",
                      "wordy", "too long", "in detail"),
+    # a summary is shaped as well as sized (the bank's convention: explanations and summaries → length and format)
     "reply_format": ("列个", "列一下", "列出", "表格", "清单", "分点", "要点", "list", "table", "bullet",
-                     "checklist", "outline", "key points", *_FORMAT),
+                     "checklist", "outline", "key points", "summarize", "summarise", "总结一下", "概括", *_FORMAT),
     "likes": (*_CHOICE, *_FOOD),
     "dislikes": (*_CHOICE, *_FOOD),
     "news_topics": ("新闻", "资讯", "推送", "头条", "快讯", "news", "headlines", "feed", "briefing"),
