@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -39,79 +40,72 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # -- the contract set read inside the transaction ------------------------------------------------------------
 
 
-def _pair(tmp_path: Path) -> tuple[Memory, Memory]:
+@pytest.fixture()
+def pair(tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:
+    """Two Memory instances (two connections) on one SQLite file."""
     url = f"sqlite:///{tmp_path}/w.db"
-    return Memory(url), Memory(url)
+    a, b = Memory(url), Memory(url)
+    yield a, b
+    a.close()
+    b.close()
 
 
-def test_a_change_by_another_connection_is_seen_by_the_next_write(tmp_path):
-    a, b = _pair(tmp_path)
-    try:
-        assert a.write("acme", "u", "preference", "reply_length", "concise", now=T0).op is Op.ADD
-        b.disable_field("acme", "reply_length", now=T0 + 1)
-        r = a.write("acme", "u", "preference", "reply_length", "long", now=T0 + 2)
-        assert (r.op, r.reason) == (Op.REJECT, Reason.FIELD_DISABLED)
-        b.enable_field("acme", "reply_length", now=T0 + 3)
-        assert a.write("acme", "u", "preference", "reply_length", "long", now=T0 + 4).op is Op.UPDATE
-        b.set_unknown_fields("acme", "reject", now=T0 + 5)
-        r = a.write("acme", "u", "preference", "favourite_tea", "oolong", now=T0 + 6)
-        assert (r.op, r.reason) == (Op.REJECT, Reason.UNKNOWN_FIELD)
-        b.set_unknown_fields("acme", "accept", now=T0 + 7)
-        assert a.write("acme", "u", "preference", "favourite_tea", "oolong", now=T0 + 8).op is Op.ADD
-        # allowed PII follows the stored contract both ways
-        assert a.write("acme", "u", "fact", "email", "a@b.io", now=T0 + 9).op is Op.ADD
-        b.set_contract("acme", {**b.contract("acme", "email").to_dict(), "allowed_pii": []}, now=T0 + 10)
-        r = a.write("acme", "u", "fact", "email", "c@d.io", now=T0 + 11)
-        assert (r.op, r.reason) == (Op.REJECT, Reason.SENSITIVE_VALUE)
-        b.set_contract("acme", {**b.contract("acme", "email").to_dict(), "allowed_pii": ["email"]}, now=T0 + 12)
-        assert a.write("acme", "u", "fact", "email", "c@d.io", now=T0 + 13).op is Op.UPDATE
-    finally:
-        a.close()
-        b.close()
+def test_a_change_by_another_connection_is_seen_by_the_next_write(pair: tuple[Memory, Memory]) -> None:
+    a, b = pair
+    assert a.write("acme", "u", "preference", "reply_length", "concise", now=T0).op is Op.ADD
+    b.disable_field("acme", "reply_length", now=T0 + 1)
+    r = a.write("acme", "u", "preference", "reply_length", "long", now=T0 + 2)
+    assert (r.op, r.reason) == (Op.REJECT, Reason.FIELD_DISABLED)
+    b.enable_field("acme", "reply_length", now=T0 + 3)
+    assert a.write("acme", "u", "preference", "reply_length", "long", now=T0 + 4).op is Op.UPDATE
+    b.set_unknown_fields("acme", "reject", now=T0 + 5)
+    r = a.write("acme", "u", "preference", "favourite_tea", "oolong", now=T0 + 6)
+    assert (r.op, r.reason) == (Op.REJECT, Reason.UNKNOWN_FIELD)
+    b.set_unknown_fields("acme", "accept", now=T0 + 7)
+    assert a.write("acme", "u", "preference", "favourite_tea", "oolong", now=T0 + 8).op is Op.ADD
+    # allowed PII follows the stored contract both ways
+    assert a.write("acme", "u", "fact", "email", "a@b.io", now=T0 + 9).op is Op.ADD
+    b.set_contract("acme", {**b.contract("acme", "email").to_dict(), "allowed_pii": []}, now=T0 + 10)
+    r = a.write("acme", "u", "fact", "email", "c@d.io", now=T0 + 11)
+    assert (r.op, r.reason) == (Op.REJECT, Reason.SENSITIVE_VALUE)
+    b.set_contract("acme", {**b.contract("acme", "email").to_dict(), "allowed_pii": ["email"]}, now=T0 + 12)
+    assert a.write("acme", "u", "fact", "email", "c@d.io", now=T0 + 13).op is Op.UPDATE
 
 
-def test_a_change_between_judging_and_the_transaction_is_honoured(tmp_path):
+def test_a_change_between_judging_and_the_transaction_is_honoured(pair: tuple[Memory, Memory]) -> None:
     """The batch is judged before the transaction under the last set seen; the set read inside wins."""
-    a, b = _pair(tmp_path)
-    try:
-        assert a.write("acme", "u", "preference", "reply_length", "concise", now=T0).op is Op.ADD
-        pipeline = a._write
-        judge = pipeline.prepare
-        calls: list[ContractSet | None] = []
+    a, b = pair
+    assert a.write("acme", "u", "preference", "reply_length", "concise", now=T0).op is Op.ADD
+    pipeline = a._write
+    judge = pipeline.prepare
+    calls: list[ContractSet | None] = []
 
-        def judged_then_changed(req, contracts=None):
-            calls.append(contracts)
-            if len(calls) == 1:  # after the first judging, before the transaction: another writer changes it
-                b.disable_field("acme", "reply_length", now=T0 + 1)
-            return judge(req, contracts)
+    def judged_then_changed(req, contracts=None):
+        calls.append(contracts)
+        if len(calls) == 1:  # after the first judging, before the transaction: another writer changes it
+            b.disable_field("acme", "reply_length", now=T0 + 1)
+        return judge(req, contracts)
 
-        with mock.patch.object(pipeline, "prepare", judged_then_changed):
-            r = a.write("acme", "u", "preference", "reply_length", "long", now=T0 + 2)
-        assert (r.op, r.reason) == (Op.REJECT, Reason.FIELD_DISABLED)
-        assert len(calls) == 2 and calls[0] is not calls[1]  # judged again under the set in force
-        assert calls[1].get("reply_length").enabled is False
-        assert [v.value for v in a.history("acme", "u", "reply_length")] == ["concise"]
-        # the REJECT is audited like any other, in the write's transaction
-        last = a.audit("acme", user_id="u", action="write")[-1]
-        assert (last.op, last.reason, last.key) == ("REJECT", "field_disabled", "reply_length")
-    finally:
-        a.close()
-        b.close()
+    with mock.patch.object(pipeline, "prepare", judged_then_changed):
+        r = a.write("acme", "u", "preference", "reply_length", "long", now=T0 + 2)
+    assert (r.op, r.reason) == (Op.REJECT, Reason.FIELD_DISABLED)
+    assert len(calls) == 2 and calls[0] is not calls[1]  # judged again under the set in force
+    assert calls[1].get("reply_length").enabled is False
+    assert [v.value for v in a.history("acme", "u", "reply_length")] == ["concise"]
+    # the REJECT is audited like any other, in the write's transaction
+    last = a.audit("acme", user_id="u", action="write")[-1]
+    assert (last.op, last.reason, last.key) == ("REJECT", "field_disabled", "reply_length")
 
 
-def test_an_unchanged_set_is_not_judged_twice(tmp_path):
-    a, b = _pair(tmp_path)
-    try:
-        b.set_unknown_fields("acme", "accept", now=T0)  # a stored policy document: the registry's cached set
-        a.write("acme", "u", "preference", "k1", "v0", now=T0)  # learns the tenant's set
-        with mock.patch.object(a._write, "prepare", wraps=a._write.prepare) as judge:
-            assert a.write("acme", "u", "preference", "k1", "v1", now=T0 + 1).op is Op.UPDATE
-            assert a.write_many("acme", "u", [{"kind": "preference", "key": f"k{i}", "value": "x"}
-                                              for i in range(2, 5)], now=T0 + 2)[0].op is Op.ADD
-        assert judge.call_count == 1 + 3
-    finally:
-        a.close()
-        b.close()
+def test_an_unchanged_set_is_not_judged_twice(pair: tuple[Memory, Memory]) -> None:
+    a, b = pair
+    b.set_unknown_fields("acme", "accept", now=T0)  # a stored policy document: the registry's cached set
+    a.write("acme", "u", "preference", "k1", "v0", now=T0)  # learns the tenant's set
+    with mock.patch.object(a._write, "prepare", wraps=a._write.prepare) as judge:
+        assert a.write("acme", "u", "preference", "k1", "v1", now=T0 + 1).op is Op.UPDATE
+        assert a.write_many("acme", "u", [{"kind": "preference", "key": f"k{i}", "value": "x"}
+                                          for i in range(2, 5)], now=T0 + 2)[0].op is Op.ADD
+    assert judge.call_count == 1 + 3
 
 
 def test_a_change_in_another_process_is_seen(tmp_path):
@@ -244,16 +238,12 @@ def test_parse_kind_and_source_lookups_are_the_enum_lookups(text):
         assert check_write("fact", "k", "v", source).source is expected
 
 
-def test_hints_are_bounded_and_only_hints(tmp_path):
-    a, b = _pair(tmp_path)
-    try:
-        with mock.patch("usermem.engine.write._HINTS_KEPT", 2):
-            for t in ("t1", "t2", "t3", "t1"):
-                if t == "t3":
-                    b.disable_field(t, "reply_length")
-                r = a.write(t, "u", "preference", "reply_length", "x", now=T0)
-                assert r.reason is (Reason.FIELD_DISABLED if t == "t3" else None)
-                assert len(a._write._contract_hints) <= 2
-    finally:
-        a.close()
-        b.close()
+def test_hints_are_bounded_and_only_hints(pair: tuple[Memory, Memory]) -> None:
+    a, b = pair
+    with mock.patch("usermem.engine.write._HINTS_KEPT", 2):
+        for t in ("t1", "t2", "t3", "t1"):
+            if t == "t3":
+                b.disable_field(t, "reply_length")
+            r = a.write(t, "u", "preference", "reply_length", "x", now=T0)
+            assert r.reason is (Reason.FIELD_DISABLED if t == "t3" else None)
+            assert len(a._write._contract_hints) <= 2

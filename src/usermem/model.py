@@ -135,7 +135,10 @@ KIND_REGISTRY: dict[Kind, KindSpec] = {
 }
 
 
-_KIND_TEXT: Mapping[str, Kind] = {**{k.value: k for k in Kind}, **KIND_ALIASES}
+# Each enum member by its text, looked up without Enum.__call__ (the write path and the row decoders read these).
+KIND_BY_VALUE: Mapping[str, Kind] = {k.value: k for k in Kind}
+SOURCE_BY_VALUE: Mapping[str, Source] = {s.value: s for s in Source}
+_KIND_TEXT: Mapping[str, Kind] = {**KIND_BY_VALUE, **KIND_ALIASES}
 
 
 def parse_kind(value: str | Kind) -> Kind:
@@ -146,9 +149,7 @@ def parse_kind(value: str | Kind) -> Kind:
     if exact is not None:  # already lower case without spaces: what strip().lower() would look up
         return exact
     lowered = value.strip().lower()
-    if lowered in KIND_ALIASES:
-        return KIND_ALIASES[lowered]
-    return Kind(lowered)
+    return _KIND_TEXT.get(lowered) or Kind(lowered)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from usermem.errors import InvalidArgument, ValidationError
-from usermem.model import Kind, Source, parse_kind
+from usermem.model import SOURCE_BY_VALUE, Kind, Source, parse_kind
 from usermem.policy.pii import detect
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
@@ -386,9 +386,6 @@ def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
         raise typed_error(exc) from None
 
 
-_SOURCE_TEXT: dict[str, Source] = {s.value: s for s in Source}  # Source(text) for the valid texts, without Enum.__call__
-
-
 def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = DEFAULT_LIMITS) -> Checked:
     if not isinstance(kind, str):
         raise TypeError(f"kind must be a str, got {type(kind).__name__}")
@@ -401,7 +398,7 @@ def check_write(kind: Any, key: Any, value: Any, source: Any, limits: Limits = D
         raise InputProblem(f"unknown kind {shown(kind)}; expected one of {[k.value for k in Kind]} (or 'profile')",
                            "kind") from None
     try:
-        parsed_source = _SOURCE_TEXT.get(source) or Source(source)
+        parsed_source = SOURCE_BY_VALUE.get(source) or Source(source)
     except ValueError:
         raise InputProblem(f"unknown source {shown(source)}; expected one of {[s.value for s in Source]}",
                            "source") from None

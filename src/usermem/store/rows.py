@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from usermem.model import AuditEvent, Kind, MemoryRecord, Source
+from usermem.model import KIND_BY_VALUE, SOURCE_BY_VALUE, AuditEvent, MemoryRecord
+from usermem.policy.validate import canonical_json
 
 COLUMNS: tuple[str, ...] = (
     "id", "tenant", "user_id", "kind", "key", "value", "source", "confidence", "importance", "created_at",
@@ -24,19 +25,15 @@ COLUMNS: tuple[str, ...] = (
 SELECT_LIST = ", ".join(COLUMNS)
 VALUE = COLUMNS.index("value")
 
-_KINDS = {k.value: k for k in Kind}
-_SOURCES = {s.value: s for s in Source}
 
-
-# What json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=...) builds per call.
-_ENCODERS = {nan: json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=nan)
-             for nan in (False, True)}
+# `canonical_json` with NaN and infinities allowed (what json.dumps with these arguments builds per call).
+_NAN_OK = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
 def dumps_value(value: Any, *, allow_nan: bool = True) -> str:
     """The canonical JSON text of a value (what SQLite stores, what PostgreSQL keeps when JSONB cannot;
-    PostgreSQL refuses NaN and infinities, `allow_nan=False`)."""
-    return _ENCODERS[bool(allow_nan)].encode(value)
+    PostgreSQL refuses NaN and infinities, `allow_nan=False`: then it is `policy.validate.canonical_json`)."""
+    return _NAN_OK.encode(value) if allow_nan else canonical_json(value)
 
 
 # A JSON text that is one string without escapes: what most stored values are. The JSON grammar allows any
@@ -74,10 +71,10 @@ def record_with_value(row: Sequence[Any], value: Any) -> MemoryRecord:
     _S_ID(r, row[0])
     _S_TENANT(r, row[1])
     _S_USER(r, row[2])
-    _S_KIND(r, _KINDS[row[3]])
+    _S_KIND(r, KIND_BY_VALUE[row[3]])
     _S_KEY(r, row[4])
     _S_VALUE(r, value)
-    _S_SOURCE(r, _SOURCES[row[6]])
+    _S_SOURCE(r, SOURCE_BY_VALUE[row[6]])
     _S_CONFIDENCE(r, row[7])
     _S_IMPORTANCE(r, row[8])
     _S_CREATED(r, row[9])

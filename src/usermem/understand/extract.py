@@ -341,15 +341,20 @@ _FREQUENCY_TAIL = re.compile(r"(?i)\s+(?:every (?:morning|day|night|evening|week
                              r"once a day|twice a day|at night|in the morning)[\s,.!]*$")
 
 
+# Which tail a field's value loses: the time for fields that name no time, the frequency for a medication.
+_TAILS: Mapping[str, re.Pattern[str]] = {
+    **dict.fromkeys(("employer", "occupation", "city", "work_city", "hometown", "education", "pets", "children",
+                     "spouse", "name", "preferred_name", "diet", "allergy", "likes", "hobbies", "brands",
+                     "usual_order"), _TIME_TAIL),
+    "medical_history": _FREQUENCY_TAIL}
+
+
 def _untimed(key: str, value: str) -> str:
-    """`value` without a time phrase closing it, for a field that names no time ("Monzo in June" -> "Monzo")."""
-    tail = _TIME_TAIL.search(value) if key in _TIMELESS else _FREQUENCY_TAIL.search(value) \
-        if key == "medical_history" else None
+    """`value` without the time phrase closing it ("Monzo in June" -> "Monzo", "levothyroxine every morning" ->
+    "levothyroxine"), for the fields in `_TAILS`."""
+    pattern = _TAILS.get(key)
+    tail = pattern.search(value) if pattern is not None else None
     return value[:tail.start()] if tail is not None and tail.start() else value
-
-
-_TIMELESS = frozenset({"employer", "occupation", "city", "work_city", "hometown", "education", "pets", "children", "spouse",
-                       "name", "preferred_name", "diet", "allergy", "likes", "hobbies", "brands", "usual_order"})
 _REACHED = cjk_compile(r"(?i:(?<!on )\b(?:calls?|chat|notifications?|messages?|texts?|ping|reach(?:ed)?|contact(?:ed)?)\b)|"
                       r"联系我|找我|打电话|打扰|发消息|推送|通知")
 _WHAT_THE_FIRM_DOES = re.compile(r"[^\s，,。；;]{1,8}?的(?:公司|企业|工厂|厂|店|单位|机构|团队|平台)")

@@ -127,7 +127,7 @@ STAYED = cjk_compile(r"\bnever (?:left|looked back|moved (?:away|out|back|on))\b
                     r"从来?没腻过|百吃不厌|百听不厌|百看不厌|怎么都不腻", re.IGNORECASE)
 ONE_OFF = cjk_compile(r"这次|这一次|这回|今天|今晚|明天|明早|明晚|后天|这周|本周|下周|下礼拜|下星期|下个月|过几天|这顿|这篇|这封|这份|暂时|临时|\bthis time\b|\bfor this one\b|"
                      r"\bjust for\b|\btonight\b|\btoday\b|\btomorrow\b|\bthis once\b|\bonly (?:today|tonight)\b|"
-                     r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|仅此一次|就这一次|只这一次|\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
+                     r"\bthis week(?:end)?\b|\bnext week(?:end)?\b|\bfor now\b|\bjust this\b|\bfor the rest of this\b|"
                      r"出差|旅游|开会|参会|\btrip\b|\bvisiting\b|\bfor (?:a|the) (?:conference|wedding|meeting|workshop|"
                      r"funeral|few days|festival|weekend|holidays?|match|game|concert|gig|race|marathon)\b|\b(?:until|till|til) (?:mon|tues|wednes|thurs|fri|satur|sun)day\b", re.IGNORECASE)
 # Latin laughs are matched by letter edges, not \b: a Chinese character next to one is a word character too ("加班了lol").
@@ -398,7 +398,8 @@ _HEARSAY_TAIL = re.compile(r"[,，]\s*(?:apparently|supposedly|allegedly|据说|
 
 
 # A one-off said once for the whole sentence ("for this report only, do it as a PowerPoint", "just this once, …",
-# "仅此一次，…"): every clause of it is the one-off, not only the clause holding the words.
+# "仅此一次，…"): every clause of it is the one-off, not only the clause holding the words (`reasons` reads it on the
+# sentence up to and including each clause, so `ONE_OFF` need not list these words again).
 ONE_OFF_SENTENCE = cjk_compile(r"\bfor (?:this|that|today'?s|tomorrow'?s|tonight'?s) [\w' ]{1,30}? only\b|\bjust (?:this|for) "
                                r"once\b|\bthis one time\b|仅此一次|就这一次|只这一次|下不为例", re.IGNORECASE)
 

@@ -70,23 +70,22 @@ _ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
 MESSAGE_ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool", "developer")  # public, same set
 
 
-def coerce_messages(messages: Any, *, max_messages: int | None = None,
-                    max_chars: int | None = None) -> list[Message]:
+def coerce_messages(messages: Any) -> list[Message]:
     """OpenAI-style {role, content} dicts or plain strings (taken as user turns) -> Message list.
 
     Raises InvalidArgument for a wrong shape and ValidationError for limits, naming the message: at most
-    `max_messages` messages (default `Limits.max_messages`), each at most `Limits.max_message_chars`
-    characters, together at most `max_chars` (default `Limits.max_extract_chars`).
+    `Limits.max_messages` messages, each at most `Limits.max_message_chars` characters, together at most
+    `Limits.max_extract_chars` (what one extraction call reads; longer transcripts go in `parts`).
     """
     if isinstance(messages, str | Mapping):
         messages = [messages]
     if not isinstance(messages, Sequence):
         raise InvalidArgument(f"messages must be a list of dicts or strings, got {type(messages).__name__}")
     limits = DEFAULT_LIMITS
-    most = limits.max_messages if max_messages is None else max_messages
-    budget = limits.max_extract_chars if max_chars is None else max_chars
-    if len(messages) > most:
-        raise ValidationError(f"{len(messages)} messages exceed the limit of {most}", field="messages")
+    budget = limits.max_extract_chars
+    if len(messages) > limits.max_messages:
+        raise ValidationError(f"{len(messages)} messages exceed the limit of {limits.max_messages}",
+                              field="messages")
     out: list[Message] = []
     total = 0
     for i, m in enumerate(messages):
